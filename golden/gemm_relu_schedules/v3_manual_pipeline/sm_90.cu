@@ -1,0 +1,117 @@
+#if defined(_MSC_VER) && !defined(__clang__) && _MSC_VER < 1940
+#define _tl_orig_alignas alignas
+#define alignas(N) _tl_orig_alignas((N) <= 64 ? (N) : 64)
+#include <cuda.h>
+#undef alignas
+#define alignas _tl_orig_alignas
+#endif
+#include <tl_templates/cuda/instruction/wgmma.h>
+#include <tl_templates/cuda/intrin.h>
+#include <tl_templates/cuda/barrier.h>
+#include <tl_templates/cuda/copy.h>
+#include <tl_templates/cuda/reduce.h>
+#include <tl_templates/cuda/scan.h>
+#include <tl_templates/cuda/ldsm.h>
+#include <tl_templates/cuda/threadblock_swizzle.h>
+#include <tl_templates/cuda/debug.h>
+#ifdef ENABLE_BF16
+#include <tl_templates/cuda/cuda_bf16_fallbacks.cuh>
+#endif
+
+extern "C" __global__ void gemm_relu_kernel(const half_t* __restrict__ A, const half_t* __restrict__ B, half_t* __restrict__ C);
+extern "C" __global__ void __launch_bounds__(128, 1) gemm_relu_kernel(const half_t* __restrict__ A, const half_t* __restrict__ B, half_t* __restrict__ C) {
+  extern __shared__ __align__(1024) uchar buf_dyn_shmem[];
+  void* A_s = ((void*)((char*)buf_dyn_shmem + 0));
+  void* B_s = ((void*)((char*)buf_dyn_shmem + 16384));
+  float C_l[128];
+  #pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    float broadcast_var = 0x0p+0f/*0.000000e+00*/;
+    *(float4*)(C_l + (i * 4)) = make_float4(broadcast_var, broadcast_var, broadcast_var, broadcast_var);
+  }
+  #pragma unroll
+  for (int i_1 = 0; i_1 < 4; ++i_1) {
+    tl::cp_async_gs<16>((&(((half_t*)A_s)[((((i_1 * 1024) + ((((int)threadIdx.x) >> 2) * 32)) + (((((((int)threadIdx.x) & 31) >> 4) + ((((int)threadIdx.x) & 3) >> 1)) & 1) * 16)) + (((((((int)threadIdx.x) & 15) >> 3) + (((int)threadIdx.x) & 1)) & 1) * 8))])), (&(A[((((((int)blockIdx.y) * 1048576) + (i_1 * 262144)) + ((((int)threadIdx.x) >> 2) * 8192)) + ((((int)threadIdx.x) & 3) * 8))])));
+  }
+  #pragma unroll
+  for (int i_2 = 0; i_2 < 4; ++i_2) {
+    tl::cp_async_gs<16>((&(((half_t*)B_s)[((((((((((int)threadIdx.x) & 15) >> 3) * 2048) + (i_2 * 512)) + ((((int)threadIdx.x) >> 4) * 64)) + ((((((int)threadIdx.x) >> 6) + ((((int)threadIdx.x) & 7) >> 2)) & 1) * 32)) + (((((((int)threadIdx.x) & 63) >> 5) + ((((int)threadIdx.x) & 3) >> 1)) & 1) * 16)) + (((((((int)threadIdx.x) & 31) >> 4) + (((int)threadIdx.x) & 1)) & 1) * 8))])), (&(B[((((i_2 * 65536) + ((((int)threadIdx.x) >> 4) * 8192)) + (((int)blockIdx.x) * 128)) + ((((int)threadIdx.x) & 15) * 8))])));
+  }
+  tl::cp_async_commit();
+  for (int k = 0; k < 255; ++k) {
+    __syncthreads();
+    #pragma unroll
+    for (int i_3 = 0; i_3 < 4; ++i_3) {
+      tl::cp_async_gs<16>((&(((half_t*)A_s)[(((((((k + 1) & 1) * 4096) + (i_3 * 1024)) + ((((int)threadIdx.x) >> 2) * 32)) + (((((((int)threadIdx.x) & 31) >> 4) + ((((int)threadIdx.x) & 3) >> 1)) & 1) * 16)) + (((((((int)threadIdx.x) & 15) >> 3) + (((int)threadIdx.x) & 1)) & 1) * 8))])), (&(A[((((((((int)blockIdx.y) * 1048576) + (i_3 * 262144)) + ((((int)threadIdx.x) >> 2) * 8192)) + (k * 32)) + ((((int)threadIdx.x) & 3) * 8)) + 32)])));
+    }
+    #pragma unroll
+    for (int i_4 = 0; i_4 < 4; ++i_4) {
+      tl::cp_async_gs<16>((&(((half_t*)B_s)[(((((((((k + 1) & 1) * 4096) + (((((int)threadIdx.x) & 15) >> 3) * 2048)) + (i_4 * 512)) + ((((int)threadIdx.x) >> 4) * 64)) + ((((((int)threadIdx.x) >> 6) + ((((int)threadIdx.x) & 7) >> 2)) & 1) * 32)) + (((((((int)threadIdx.x) & 63) >> 5) + ((((int)threadIdx.x) & 3) >> 1)) & 1) * 16)) + (((((((int)threadIdx.x) & 31) >> 4) + (((int)threadIdx.x) & 1)) & 1) * 8))])), (&(B[((((((k * 262144) + (i_4 * 65536)) + ((((int)threadIdx.x) >> 4) * 8192)) + (((int)blockIdx.x) * 128)) + ((((int)threadIdx.x) & 15) * 8)) + 262144)])));
+    }
+    tl::cp_async_commit();
+    tl::cp_async_wait<1>();
+    __syncthreads();
+    {
+      tl::GmmaDescriptor desc_a;
+      tl::GmmaDescriptor desc_b;
+      tl::initialize_wgmma_descriptor<2, 1, 32>(desc_a, (&(((half_t*)A_s)[0])));
+      tl::increase_descriptor_offset<int>(desc_a, ((k & 1) * 8192));
+      tl::initialize_wgmma_descriptor<1, 256, 64>(desc_b, (&(((half_t*)B_s)[0])));
+      tl::increase_descriptor_offset<int>(desc_b, ((k & 1) * 8192));
+      tl::warpgroup_fence_operand(reinterpret_cast<float*>(C_l + 0), 128);
+      tl::warpgroup_arrive();
+      tl::fence_proxy_async();
+      #pragma unroll
+      for (int i_5 = 0; i_5 < 2; ++i_5) {
+        #pragma unroll
+        for (int ki = 0; ki < 2; ++ki) {
+          tl::wgmma_ss<tl::DataType::kFloat16, tl::DataType::kFloat16, tl::DataType::kFloat32, 64, 128, 16, false, true, 1, 1>(uint64_t(desc_a + (((i_5 * 4096) + (ki * 32)) >> 4)), uint64_t(desc_b + ((ki * 2048) >> 4)), ((uint32_t*)(C_l + (i_5 * 64))), 1);
+        }
+      }
+      tl::warpgroup_commit_batch();
+      tl::warpgroup_wait<0>();
+      tl::warpgroup_fence_operand(reinterpret_cast<float*>(C_l + 0), 128);
+    }
+  }
+  tl::cp_async_wait<0>();
+  __syncthreads();
+  {
+    tl::GmmaDescriptor desc_a_1;
+    tl::GmmaDescriptor desc_b_1;
+    tl::initialize_wgmma_descriptor<2, 1, 32>(desc_a_1, ((void*)((char*)(&(((half_t*)A_s)[0])) + 8192)));
+    tl::initialize_wgmma_descriptor<1, 256, 64>(desc_b_1, ((void*)((char*)(&(((half_t*)B_s)[0])) + 8192)));
+    tl::warpgroup_fence_operand(reinterpret_cast<float*>(C_l + 0), 128);
+    tl::warpgroup_arrive();
+    #pragma unroll
+    for (int i_6 = 0; i_6 < 2; ++i_6) {
+      #pragma unroll
+      for (int ki_1 = 0; ki_1 < 2; ++ki_1) {
+        tl::wgmma_ss<tl::DataType::kFloat16, tl::DataType::kFloat16, tl::DataType::kFloat32, 64, 128, 16, false, true, 1, 1>(uint64_t(desc_a_1 + (((i_6 * 4096) + (ki_1 * 32)) >> 4)), uint64_t(desc_b_1 + ((ki_1 * 2048) >> 4)), ((uint32_t*)(C_l + (i_6 * 64))), 1);
+      }
+    }
+    tl::warpgroup_commit_batch();
+    tl::warpgroup_wait<0>();
+    tl::warpgroup_fence_operand(reinterpret_cast<float*>(C_l + 0), 128);
+  }
+  #pragma unroll
+  for (int i_7 = 0; i_7 < 32; ++i_7) {
+    float broadcast_var_1 = 0x0p+0f/*0.000000e+00*/;
+    float4 __1;
+      float4 v_ = *(float4*)(C_l + (i_7 * 4));
+      float4 v__1 = make_float4(broadcast_var_1, broadcast_var_1, broadcast_var_1, broadcast_var_1);
+      __1.x = max(v_.x, v__1.x);
+      __1.y = max(v_.y, v__1.y);
+      __1.z = max(v_.z, v__1.z);
+      __1.w = max(v_.w, v__1.w);
+    *(float4*)(C_l + (i_7 * 4)) = __1;
+  }
+  #pragma unroll
+  for (int i_8 = 0; i_8 < 64; ++i_8) {
+    half_t C_local_cast[2];
+    uint1 __2;
+    float2 v__2 = *(float2*)(C_l + (i_8 * 2));
+    ((half2*)(&__2))[0] = __float22half2_rn(((float2*)(&v__2))[0]);
+    *(uint1*)(C_local_cast + 0) = __2;
+    *(uint1*)(C + ((((((((((int)blockIdx.y) * 1048576) + ((i_8 >> 5) * 524288)) + ((((int)threadIdx.x) >> 5) * 131072)) + ((i_8 & 1) * 65536)) + (((((int)threadIdx.x) & 31) >> 2) * 8192)) + (((int)blockIdx.x) * 128)) + (((i_8 & 31) >> 1) * 8)) + ((((int)threadIdx.x) & 3) * 2))) = *(uint1*)(C_local_cast + 0);
+  }
+}

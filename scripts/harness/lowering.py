@@ -1,0 +1,70 @@
+"""Lower one variant for one target with TileLang, keeping the IR the facts are read from."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from harness.cases import Case
+from kernels import PROBLEM_SHAPE, TARGETS
+
+# Passes whose output IR the fact extraction reads (captured through a pass instrument).
+CAPTURED_PASSES = ("tl.PipelinePlanning", "tl.InjectSoftwarePipeline", "tl.MergeSharedMemoryAllocations")
+
+
+class LoweringError(RuntimeError):
+    """TileLang failed to build or lower a variant; the message names the variant and target."""
+
+
+@dataclass(frozen=True)
+class Lowering:
+    """What one lowering produced: the emitted CUDA and the IR after the captured passes."""
+
+    case: Case
+    cuda: str
+    ir_after: dict[str, Any]  # pass name -> IRModule right after that pass
+    device_ir: Any  # final device IRModule, the one handed to CUDA codegen
+
+
+def lower(case: Case, *, fresh: bool = False) -> Lowering:
+    """Lower a case; repeated calls in one process reuse the result unless `fresh`."""
+    if fresh:
+        return _lower_uncached(case)
+    return _lower_cached(case)
+
+
+@functools.cache
+def _lower_cached(case: Case) -> Lowering:
+    return _lower_uncached(case)
+
+
+def _lower_uncached(case: Case) -> Lowering:
+    import tilelang
+    import tvm
+    from tvm.target import Target
+
+    captured: dict[str, Any] = {}
+
+    @tvm.instrument.pass_instrument
+    class CapturePasses:
+        def run_after_pass(self, mod: Any, info: Any) -> None:
+            if info.name in CAPTURED_PASSES:
+                captured[info.name] = mod
+
+    try:
+        func = case.variant.prim_func(**PROBLEM_SHAPE)
+        target = Target(TARGETS[case.target])
+        # Our own PassContext keeps the instruments (compile_only's opens its own and drops
+        # them) and leaves #line directives off, so the text carries no machine paths.
+        with tvm.transform.PassContext(opt_level=3, instruments=[CapturePasses()]), target:
+            artifact = tilelang.lower(func, target=target, enable_device_compile=False)
+    except Exception as error:  # TileLang raises many types; all mean "this case did not lower"
+        raise LoweringError(
+            f"{case.id}: TileLang could not lower this variant ({type(error).__name__}: {error}). "
+            f"Fix the kernel in kernels/{case.variant.family}.py and rerun."
+        ) from error
+    missing = [name for name in CAPTURED_PASSES if name not in captured]
+    if missing:
+        raise LoweringError(f"{case.id}: passes {missing} did not run; has TileLang's pass pipeline changed?")
+    return Lowering(case, str(artifact.kernel_source), captured, artifact.device_mod)

@@ -1,0 +1,128 @@
+"""pytest plugin for the golden sessions: options, sharding, write policy, regen counts.
+
+`nox -s static` and `nox -s regen-golden` run `pytest -p harness.plugin scripts/golden_test.py`;
+pytest provides parametrization, `-k`, xdist and JUnit XML, this plugin the rest.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from harness.cases import parse_shard, select_shard
+from harness.golden import RegenRefused, check_may_write
+from harness.snapshot import SnapshotStore
+
+OUTCOMES = ("created", "updated", "deleted", "unchanged")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("golden", "golden snapshots")
+    group.addoption("--regen", action="store_true", help="rewrite the selected snapshots instead of comparing")
+    group.addoption(
+        "--force-regen-under-ci", action="store_true", help="allow --regen although CI is set (for a regen job)"
+    )
+    group.addoption("--shard", default=None, metavar="I/N", help="run only shard I of N (numbered from 1)")
+    group.addoption("--golden-dir", default="golden", help="snapshot folder (default: golden)")
+    group.addoption(
+        "--pending-dir",
+        default="build/golden-pending",
+        help="where every run writes what it produced, for review or upload (default: build/golden-pending)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "golden_group(name): cases that share lowerings; sharded together")
+    if config.getoption("--regen"):
+        try:
+            check_may_write(config.getoption("--force-regen-under-ci"))
+        except RegenRefused as error:
+            raise pytest.UsageError(str(error)) from None
+    shard = config.getoption("--shard")
+    if shard is not None:
+        try:
+            parse_shard(shard)
+        except ValueError as error:
+            raise pytest.UsageError(str(error)) from None
+    config.golden_outcomes = Counter()  # type: ignore[attr-defined]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):
+        return  # xdist worker: the controller prepares the pending folder once
+    pending = Path(session.config.getoption("--pending-dir"))
+    if pending.is_dir():
+        shutil.rmtree(pending)
+    pending.mkdir(parents=True)
+
+
+def is_filtered(config: pytest.Config) -> bool:
+    """Whether this run selects a subset: -k, -m or --shard (orphans are only deleted otherwise)."""
+    return bool(config.getoption("keyword") or config.getoption("markexpr") or config.getoption("--shard"))
+
+
+def _group(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("golden_group")
+    return marker.args[0] if marker else "session"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """After -k/-m: keep this shard's groups, refuse an empty selection."""
+    shard = config.getoption("--shard")
+    if shard is not None:
+        groups = list(dict.fromkeys(_group(item) for item in items))
+        mine = set(select_shard(groups, parse_shard(shard)))
+        kept = [item for item in items if _group(item) in mine and "orphan" not in item.name]
+        dropped = [item for item in items if item not in kept]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+    if not items:
+        raise pytest.UsageError(
+            "no golden case matches this selection "
+            f"(-k {config.getoption('keyword')!r}, --shard {shard!r}); "
+            "list the cases with `nox -s static -- --collect-only -q`"
+        )
+
+
+def record_outcomes(request: pytest.FixtureRequest, outcomes: dict[str, str]) -> None:
+    """Attach path -> outcome to the test report, so the controller can count across workers."""
+    for path, outcome in outcomes.items():
+        request.node.user_properties.append(("golden_outcome", f"{outcome} {path}"))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when != "call":
+        return
+    for name, value in report.user_properties:
+        if name == "golden_outcome":
+            _CONTROLLER_COUNTS[value.split(" ", 1)[0]] += 1
+
+
+_CONTROLLER_COUNTS: Counter[str] = Counter()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    if config.getoption("--regen"):
+        counts = ", ".join(f"{_CONTROLLER_COUNTS[o]} {o}" for o in OUTCOMES)
+        terminalreporter.write_sep("=", f"golden files: {counts}")
+    terminalreporter.write_line(f"produced files are in {config.getoption('--pending-dir')}/")
+
+
+@pytest.fixture(scope="session")
+def golden_store(pytestconfig: pytest.Config) -> SnapshotStore:
+    return SnapshotStore(Path(pytestconfig.getoption("--golden-dir")))
+
+
+@pytest.fixture(scope="session")
+def pending_store(pytestconfig: pytest.Config) -> SnapshotStore:
+    return SnapshotStore(Path(pytestconfig.getoption("--pending-dir")))
+
+
+@pytest.fixture(scope="session")
+def regen(pytestconfig: pytest.Config) -> bool:
+    return bool(pytestconfig.getoption("--regen"))

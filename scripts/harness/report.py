@@ -1,0 +1,67 @@
+"""Readable differences between a snapshot and what the harness produced now."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from harness.snapshot import CorruptSnapshot, parse_facts
+
+MAX_DIFF_LINES = 120
+
+
+def regen_command(selector: str) -> str:
+    return f'nox -s regen-golden -- -k "{selector}"'
+
+
+def field_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """One line per changed field: `path: old -> new`, via deepdiff."""
+    from deepdiff import DeepDiff
+
+    diff = DeepDiff(old, new, verbose_level=2, view="tree")
+    lines = []
+    for change_type in sorted(diff):
+        for change in diff[change_type]:
+            path = change.path(output_format="list")
+            where = ".".join(str(p) for p in path) or "<root>"
+            before = "<absent>" if change_type.endswith("_added") else _short(change.t1)
+            after = "<absent>" if change_type.endswith("_removed") else _short(change.t2)
+            lines.append(f"{where}: {before} -> {after}")
+    return lines
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def text_diff(old: str, new: str, path: str, context: int = 3) -> list[str]:
+    """Unified diff (limited context, capped length) of golden against produced text."""
+    lines = list(
+        difflib.unified_diff(
+            old.splitlines(), new.splitlines(), f"golden/{path}", f"produced/{path}", n=context, lineterm=""
+        )
+    )
+    if len(lines) > MAX_DIFF_LINES:
+        hidden = len(lines) - MAX_DIFF_LINES
+        lines = lines[:MAX_DIFF_LINES] + [f"... {hidden} more diff lines; the full file is in the pending folder"]
+    return lines
+
+
+def describe_mismatch(path: str, golden: str | None, produced: str) -> list[str]:
+    """Problems with one file, as report lines; empty when the file matches byte for byte."""
+    if golden == produced:
+        return []
+    if golden is None:
+        return [f"golden/{path}: missing (no snapshot committed for this case)"]
+    if path.endswith(".yaml"):
+        try:
+            old = parse_facts(golden, f"golden/{path}")
+        except CorruptSnapshot as error:
+            return [f"{error}"]
+        import yaml
+
+        changes = field_changes(old, yaml.safe_load(produced))
+        if changes:
+            return [f"golden/{path}: {len(changes)} field(s) changed"] + [f"  {line}" for line in changes]
+    return [f"golden/{path}: text differs"] + [f"  {line}" for line in text_diff(golden, produced, path)]

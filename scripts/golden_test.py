@@ -2,6 +2,7 @@
 
 Run through nox: `nox -s static` compares, `nox -s regen-golden` writes. Each item lowers its
 case(s) in this process; items of one group share lowerings and stay on one xdist worker.
+Every item list is derived from the registry (`harness.cases.all_cases`).
 """
 
 from __future__ import annotations
@@ -9,21 +10,21 @@ from __future__ import annotations
 import pytest
 
 from harness.cases import Case, all_cases
+from harness.facts import extract_facts
 from harness.golden import check_files, regen_files
 from harness.invariants import num_stages_criteria
+from harness.lowering import lower
 from harness.plugin import is_filtered, record_outcomes
 from harness.produce import case_files
-from harness.facts import extract_facts
-from harness.lowering import lower
-from harness.schedule_effects import FAMILY as SCHEDULES, SUMMARY_PATH, no_effect, render_summary, schedule_effects
+from harness.schedule_effects import FAMILY as SCHEDULES
+from harness.schedule_effects import SUMMARY_PATH, no_effect, render_summary, schedule_effects
 from harness.snapshot import MANIFEST, SnapshotStore, installed_tilelang_version, render_manifest
-from kernels import TARGETS
-from kernels.gemm_num_stages import TILE_SHAPES
+
+NUM_STAGES = "gemm_num_stages"
 
 # Where seed 01's criteria are false for TileLang 0.1.15, with the reason (README, "Findings").
 # The check demands exactly these failures, so a TileLang change in either direction shows up.
 NUM_STAGES_DEVIATIONS: dict[str, dict[str, str]] = {
-    "sm_80": {},
     "sm_90": {
         "1. N >= 2: last stage is N - 1, both copies in stage 0": "warp specialization consumes the annotation",
         "2. N = 1: stages are still [0, 0, 1]": "warp specialization consumes the annotation",
@@ -32,10 +33,15 @@ NUM_STAGES_DEVIATIONS: dict[str, dict[str, str]] = {
 }
 
 
+def tile_of(case: Case) -> str:
+    p = case.variant.params
+    return f"{p['block_M']}x{p['block_N']}x{p['block_K']}"
+
+
 def case_group(case: Case) -> str:
-    if case.variant.family == "gemm_num_stages":
-        p = case.variant.params
-        return f"gemm_num_stages/{p['block_M']}x{p['block_N']}x{p['block_K']}/{case.target}"
+    """Items that share lowerings: a num_stages sweep (one tile, one target), or a whole family."""
+    if case.variant.family == NUM_STAGES:
+        return f"{NUM_STAGES}/{tile_of(case)}/{case.target}"
     return case.variant.family
 
 
@@ -67,8 +73,13 @@ def test_case(request, case: Case, golden_store, pending_store, regen) -> None:
     _compare_or_write(request, lambda fresh: case_files(case, fresh=fresh), case.id, golden_store, pending_store, regen)
 
 
-@pytest.mark.golden_group(SCHEDULES)
-def test_schedule_summary(request, golden_store, pending_store, regen) -> None:
+@pytest.mark.parametrize(
+    "family",
+    [pytest.param(SCHEDULES, marks=pytest.mark.golden_group(SCHEDULES))]
+    if any(c.variant.family == SCHEDULES for c in all_cases())
+    else [],
+)
+def test_schedule_summary(request, family, golden_store, pending_store, regen) -> None:
     """Seed 03: one dataflow, annotation-only source changes; the per-target effects are committed."""
     effects = schedule_effects()
     for effect in effects:
@@ -81,26 +92,32 @@ def test_schedule_summary(request, golden_store, pending_store, regen) -> None:
     _compare_or_write(request, lambda fresh: {SUMMARY_PATH: summary}, "summary", golden_store, pending_store, regen)
 
 
+def _sweeps() -> dict[str, list[Case]]:
+    sweeps: dict[str, list[Case]] = {}
+    for case in all_cases():
+        if case.variant.family == NUM_STAGES:
+            sweeps.setdefault(case_group(case), []).append(case)
+    return sweeps
+
+
 @pytest.mark.parametrize(
-    "shape, target",
-    [
-        pytest.param(shape, target, id=f"{'x'.join(map(str, shape))}/{target}",
-                     marks=pytest.mark.golden_group(f"gemm_num_stages/{'x'.join(map(str, shape))}/{target}"))
-        for shape in TILE_SHAPES
-        for target in TARGETS
-    ],
+    "sweep", [pytest.param(group, id=group, marks=pytest.mark.golden_group(group)) for group in _sweeps()]
 )
-def test_num_stages_criteria(shape, target) -> None:
+def test_num_stages_criteria(sweep: str) -> None:
     """Seed 01's criteria on fresh facts; only the deviations recorded above may fail."""
-    cases = [c for c in all_cases() if c.variant.family == "gemm_num_stages" and c.target == target
-             and (c.variant.params["block_M"], c.variant.params["block_N"], c.variant.params["block_K"]) == shape]
+    cases = _sweeps()[sweep]
+    target = cases[0].target
     facts = {c.variant.params["num_stages"]: extract_facts(lower(c)) for c in cases}
     results = num_stages_criteria(facts)
+    assert results, f"{sweep}: no criterion applies to num_stages {sorted(facts)}"
     for r in results:
         print(f"{'PASS' if r.passed else 'FAIL'} {r.name}: {r.observed}")
     expected_failures = NUM_STAGES_DEVIATIONS.get(target, {})
-    unexpected = [f"{r.name} ({'holds' if r.passed else 'fails'}: {r.observed})"
-                  for r in results if r.passed == (r.name in expected_failures)]
+    unexpected = [
+        f"{r.name} ({'holds' if r.passed else 'fails'}: {r.observed})"
+        for r in results
+        if r.passed == (r.name in expected_failures)
+    ]
     assert not unexpected, (
         "seed 01 criteria differ from the recorded behaviour (NUM_STAGES_DEVIATIONS in scripts/golden_test.py, "
         "README 'Findings'):\n" + "\n".join(unexpected)
@@ -118,15 +135,16 @@ def test_manifest(request, golden_store, regen) -> None:
     if golden_store.read(MANIFEST) != text:
         pytest.fail(
             f"golden/ was produced with TileLang {manifest['tilelang']} (format {manifest['format']}), this run uses "
-            f"TileLang {installed_tilelang_version()}; every case above was still compared, so its failures show "
-            f"what the upgrade changes. When they are intended: nox -s regen-golden",
+            f"TileLang {installed_tilelang_version()}; every case was still compared, so the failures above show "
+            "what the upgrade changes. When they are intended: nox -s regen-golden",
             pytrace=False,
         )
 
 
 def expected_files() -> set[str]:
     produced = {f"{c.id}{suffix}" for c in all_cases() for suffix in (".cu", ".yaml")}
-    return produced | {SUMMARY_PATH}
+    has_summary = any(c.variant.family == SCHEDULES for c in all_cases())
+    return produced | ({SUMMARY_PATH} if has_summary else set())
 
 
 def test_no_orphans(request, golden_store, regen) -> None:

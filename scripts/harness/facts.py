@@ -9,8 +9,13 @@ the final device IR, whose calls map one to one onto the CUDA text.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
+
+import tilelang  # noqa: F401  (imported first: it puts its bundled TVM on sys.path)
+from tvm import DataType, tirx
+from tvm.tirx.stmt_functor import pre_order_visit
 
 from harness.lowering import Lowering
 from kernels import PROBLEM_SHAPE
@@ -39,8 +44,6 @@ MMA_FAMILIES = (("tcgen05_mma", "tcgen05"), ("ptx_wgmma", "wgmma"), ("ptx_mma", 
 
 def extract_facts(lowering: Lowering) -> dict[str, Any]:
     """The facts of one case as plain data (ints, strings, lists, dicts) in a stable order."""
-    import tvm  # noqa: F401  (registers the IR node types used below)
-
     case = lowering.case
     planned = _device_or_only_func(lowering.ir_after["tl.PipelinePlanning"])
     injected = _device_or_only_func(lowering.ir_after["tl.InjectSoftwarePipeline"])
@@ -65,8 +68,6 @@ def extract_facts(lowering: Lowering) -> dict[str, Any]:
 
 
 def _functions(mod: Any) -> list[tuple[str, Any]]:
-    from tvm import tirx
-
     return sorted((gv.name_hint, f) for gv, f in mod.functions.items() if isinstance(f, tirx.PrimFunc))
 
 
@@ -94,8 +95,6 @@ def _attr(func: Any, key: str, default: Any) -> Any:
 
 def _visit(node: Any, visitor: Callable[[Any], None]) -> None:
     """Pre-order over statements and expressions, in program order."""
-    from tvm.tirx.stmt_functor import pre_order_visit
-
     def visit(n: Any) -> bool:
         visitor(n)
         return True
@@ -104,8 +103,6 @@ def _visit(node: Any, visitor: Callable[[Any], None]) -> None:
 
 
 def _calls(node: Any, op_name: str) -> list[Any]:
-    from tvm import tirx
-
     found: list[Any] = []
     _visit(node, lambda n: found.append(n) if isinstance(n, tirx.Call) and getattr(n.op, "name", None) == op_name else None)
     return found
@@ -113,8 +110,6 @@ def _calls(node: Any, op_name: str) -> list[Any]:
 
 def _plain(value: Any) -> Any:
     """TVM containers and immediates -> Python ints, floats, strings, lists."""
-    from tvm import tirx
-
     if isinstance(value, (tirx.IntImm, tirx.FloatImm, tirx.StringImm)):
         return value.value
     for plain_type in (bool, int, float, str):  # TVM strings subclass str: make them plain
@@ -130,8 +125,6 @@ def _plain(value: Any) -> Any:
 
 def _pipeline_loops(func: Any) -> list[dict[str, Any]]:
     """Every loop carrying a software-pipeline annotation, with the annotations TileLang set."""
-    from tvm import tirx
-
     loops: list[dict[str, Any]] = []
 
     def visit(node: Any) -> None:
@@ -147,8 +140,6 @@ def _pipeline_loops(func: Any) -> list[dict[str, Any]]:
 
 def _main_loop_vars(func: Any) -> set[str]:
     """Names of the loops that run the tile GEMM: the K loop, the pipeline's steady state."""
-    from tvm import tirx
-
     names: set[str] = set()
 
     def visit(node: Any) -> None:
@@ -160,8 +151,6 @@ def _main_loop_vars(func: Any) -> set[str]:
 
 
 def _shared_buffers(func: Any) -> dict[str, dict[str, Any]]:
-    from tvm import tirx
-
     buffers: dict[str, dict[str, Any]] = {}
 
     def visit(node: Any) -> None:
@@ -179,18 +168,12 @@ def _shared_buffers(func: Any) -> dict[str, dict[str, Any]]:
 
 
 def _allocations(func: Any, scope: str) -> list[Any]:
-    from tvm import tirx
-
     found: list[Any] = []
     _visit(func.body, lambda n: found.append(n.buffer) if isinstance(n, tirx.AllocBuffer) and n.buffer.scope() == scope else None)
     return found
 
 
 def _bytes(buffer: Any) -> int:
-    import math
-
-    from tvm import DataType
-
     return math.prod(_plain(d) for d in buffer.shape) * DataType(str(buffer.dtype)).bits // 8
 
 
@@ -211,8 +194,6 @@ def _syncthreads(node: Any) -> int:
 
 
 def _sync(func: Any, main_loop_vars: set[str]) -> dict[str, Any]:
-    from tvm import tirx
-
     main_loops: list[Any] = []
     _visit(func.body, lambda n: main_loops.append(n) if isinstance(n, tirx.For) and n.loop_var.name in main_loop_vars else None)
     in_main_loop = sum(_syncthreads(loop.body) for loop in main_loops)
@@ -229,8 +210,6 @@ def _sync(func: Any, main_loop_vars: set[str]) -> dict[str, Any]:
 
 
 def _mma(func: Any) -> dict[str, Any]:
-    from tvm import tirx
-
     ops: set[str] = set()
     _visit(func.body, lambda n: ops.add(str(n.op.name)) if isinstance(n, tirx.Call) and hasattr(n.op, "name") else None)
     mma_ops = sorted(op for op in ops if any(marker in op for marker, _ in MMA_FAMILIES))

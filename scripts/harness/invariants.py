@@ -13,6 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import tilelang  # noqa: F401  (imported first: it puts its bundled TVM on sys.path)
+from tvm import tirx
+from tvm.tirx.stmt_functor import pre_order_visit
+
 
 @dataclass(frozen=True)
 class Criterion:
@@ -40,10 +44,14 @@ def _stages(facts: Mapping[str, Any]) -> list[int] | None:
     return pipelines[0]["software_pipeline_stage"] if pipelines else None
 
 
+def version_dimension(shape: list[int]) -> int | None:
+    """The leading dimension software pipelining added to a 2-D tile buffer (its versions), or None."""
+    return shape[0] if len(shape) == 3 else None
+
+
 def _version_dim(facts: Mapping[str, Any]) -> int:
-    """Leading dimension of the A tile buffer when it gained one (versions), else 1."""
-    tile = facts["shared_buffers"]["A_s"]["shape"]
-    return tile[0] if len(tile) == 3 else 1
+    """Versions of the A tile buffer; 1 when it has no version dimension."""
+    return version_dimension(facts["shared_buffers"]["A_s"]["shape"]) or 1
 
 
 def _in_flight(facts: Mapping[str, Any]) -> int | None:
@@ -91,12 +99,25 @@ def num_stages_criteria(facts_by_n: Mapping[int, Mapping[str, Any]]) -> list[Cri
 # -- seed 03 ----------------------------------------------------------------------------------
 
 
-def source_lines_changed(baseline: Callable[..., Any], variant: Callable[..., Any]) -> int:
-    """Lines of `variant`'s source that differ from `baseline`'s, the `def` line excluded."""
+def _source_changes(baseline: Callable[..., Any], variant: Callable[..., Any]) -> list[tuple[list[str], list[str]]]:
+    """(baseline lines, variant lines) of each differing block of source, the `def` line excluded."""
     old = inspect.getsource(baseline).splitlines()[1:]
     new = inspect.getsource(variant).splitlines()[1:]
     opcodes = difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()
-    return sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in opcodes if tag != "equal")
+    return [(old[i1:i2], new[j1:j2]) for tag, i1, i2, j1, j2 in opcodes if tag != "equal"]
+
+
+def source_lines_changed(baseline: Callable[..., Any], variant: Callable[..., Any]) -> int:
+    """Lines of `variant`'s source that differ from `baseline`'s, the `def` line excluded."""
+    return sum(max(len(old), len(new)) for old, new in _source_changes(baseline, variant))
+
+
+def changed_source(baseline: Callable[..., Any], variant: Callable[..., Any]) -> list[str]:
+    """The differing lines as `variant` has them (`- line` for a line it only removed), stripped."""
+    lines: list[str] = []
+    for old, new in _source_changes(baseline, variant):
+        lines += [line.strip() for line in new] if new else [f"- {line.strip()}" for line in old]
+    return lines
 
 
 def dataflow(prim_func: Any) -> list[tuple[str, ...]]:
@@ -105,9 +126,6 @@ def dataflow(prim_func: Any) -> list[tuple[str, ...]]:
     Schedule annotations (loop annotations, layout maps, GEMM warp policy, any non-buffer
     argument) are left out, so two kernels with one dataflow give the same list.
     """
-    from tvm import tirx
-    from tvm.tirx.stmt_functor import pre_order_visit
-
     steps: list[tuple[str, ...]] = []
 
     def buffers_in(node: Any) -> tuple[str, ...]:
@@ -140,3 +158,75 @@ def changed_cuda_lines(baseline: str, variant: str) -> int:
     """Lines removed plus lines added going from the baseline's CUDA to the variant's."""
     diff = difflib.unified_diff(baseline.splitlines(), variant.splitlines(), lineterm="", n=0)
     return sum(1 for line in diff if line[:1] in "+-" and line[:3] not in ("+++", "---"))
+
+
+# The swizzle criterion seed 03 quotes from TileLang's examples (their own `make_swizzle_layout`
+# helper, not the library's `make_swizzled_layout`): a tile swizzles only when its last
+# dimension holds 64 bytes, otherwise the helper falls back to the identity layout.
+SWIZZLE_CRITERION_BITS = 512
+
+
+@dataclass(frozen=True)
+class ExplicitLayout:
+    """A shared buffer given a layout by `T.annotate_layout`, and what that layout does to it."""
+
+    buffer: str
+    shape: list[int]
+    dtype: str
+    last_dim_bytes: int
+    meets_swizzle_criterion: bool  # shape[-1] * dtype bits == SWIZZLE_CRITERION_BITS
+    elements_moved: int  # elements the layout stores away from their row-major offset
+    elements: int
+
+
+def explicit_layouts(prim_func: Any) -> list[ExplicitLayout]:
+    """Every buffer a kernel annotates with a layout, the layout evaluated on its whole index space."""
+    import itertools
+    import math
+
+    from tvm import DataType, arith, tirx
+    from tvm.tirx.stmt_functor import pre_order_visit
+
+    blocks: list[Any] = []
+
+    def visit(node: Any) -> bool:
+        if isinstance(node, tirx.SBlock):
+            blocks.append(node)
+        return True
+
+    pre_order_visit(prim_func.body, visit)
+    buffers = [b for block in blocks for b in block.alloc_buffers]
+    analyzer = arith.Analyzer()
+    found = []
+    for block in blocks:
+        for var, layout in (block.annotations.get("layout_map") or {}).items():
+            buffer = next(b for b in buffers if b.data.same_as(var))
+            shape = [int(d) for d in buffer.shape]
+            out_shape = [int(d) for d in layout.get_output_shape()]
+            moved = 0
+            for index in itertools.product(*(range(d) for d in shape)):
+                mapped = layout.map_forward_index([tirx.IntImm("int32", i) for i in index])
+                offset = 0
+                for value, extent in zip((int(analyzer.simplify(e)) for e in mapped), out_shape):
+                    offset = offset * extent + value
+                moved += offset != _row_major(index, shape)
+            bits = DataType(str(buffer.dtype)).bits
+            found.append(
+                ExplicitLayout(
+                    buffer=str(buffer.name),
+                    shape=shape,
+                    dtype=str(buffer.dtype),
+                    last_dim_bytes=shape[-1] * bits // 8,
+                    meets_swizzle_criterion=shape[-1] * bits == SWIZZLE_CRITERION_BITS,
+                    elements_moved=moved,
+                    elements=math.prod(shape),
+                )
+            )
+    return found
+
+
+def _row_major(index: tuple[int, ...], shape: list[int]) -> int:
+    offset = 0
+    for i, extent in zip(index, shape):
+        offset = offset * extent + i
+    return offset

@@ -108,7 +108,13 @@ class SnapshotStore:
         return "created" if old is None else "updated"
 
     def delete(self, relative: str) -> None:
-        (self.root / relative).unlink()
+        """Remove one file and the folders it leaves empty (up to the root)."""
+        path = self.root / relative
+        path.unlink()
+        for folder in path.parents:
+            if folder == self.root or not folder.is_relative_to(self.root) or any(folder.iterdir()):
+                break
+            folder.rmdir()
 
     def files(self) -> set[str]:
         """Every snapshot file under the root, as paths relative to it (manifest excluded)."""

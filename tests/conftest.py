@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import tilelang  # noqa: F401  (imported once here: in-process pytester runs must not re-import it)
+
+from kernels import all_variants
+
+all_variants()  # import the kernel modules before pytester snapshots sys.modules
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[1]
+GOLDEN_TEST = REPO / "scripts" / "golden_test.py"
+# A case that lowers in a fraction of a second: used wherever any case would do.
+SMALL_CASE = "gemm_num_stages/ns0_64x64x32/sm_90"
+
+
+@pytest.fixture
+def golden_session(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Run the golden pytest session in-process against a temporary golden/ folder.
+
+    In-process runs share this process's lowering cache, so repeated runs stay fast.
+    """
+    golden = tmp_path / "golden"
+    pending = tmp_path / "pending"
+    monkeypatch.delenv("CI", raising=False)
+
+    def run(*args: str) -> pytest.RunResult:
+        return pytester.runpytest_inprocess(
+            "-p", "harness.plugin", str(GOLDEN_TEST), "-p", "no:cacheprovider",
+            f"--golden-dir={golden}", f"--pending-dir={pending}", *args,
+        )
+
+    run.golden = golden  # type: ignore[attr-defined]
+    run.pending = pending  # type: ignore[attr-defined]
+    return run

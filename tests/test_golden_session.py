@@ -1,0 +1,190 @@
+"""The static and regen sessions end to end, in-process, on a temporary golden/ folder."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import SMALL_CASE
+
+import harness.cases
+import harness.lowering
+from harness.cases import all_cases
+
+
+def small_registry(monkeypatch, *ids: str) -> None:
+    """Shrink the registry so an unfiltered session runs in seconds."""
+    chosen = tuple(c for c in all_cases() if c.id in ids)
+    assert len(chosen) == len(ids)
+    monkeypatch.setattr(harness.cases, "all_cases", lambda: chosen)
+
+
+def test_regen_then_static_passes(golden_session):
+    result = golden_session("--regen", "-k", SMALL_CASE)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*golden files: 2 created, 0 updated, 0 deleted, 0 unchanged*"])
+    assert (golden_session.golden / f"{SMALL_CASE}.cu").is_file()
+    golden_session("-k", SMALL_CASE).assert_outcomes(passed=1)
+    assert (golden_session.pending / f"{SMALL_CASE}.yaml").is_file()
+    rerun = golden_session("--regen", "-k", SMALL_CASE)
+    rerun.stdout.fnmatch_lines(["*golden files: 0 created, 0 updated, 0 deleted, 2 unchanged*"])
+
+
+def test_missing_snapshot_fails_with_regen_command(golden_session):
+    result = golden_session("-k", SMALL_CASE)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*golden/{SMALL_CASE}.cu: missing*", f'*nox -s regen-golden -- -k "{SMALL_CASE}"*'])
+    assert not (golden_session.golden / f"{SMALL_CASE}.cu").exists(), "static must never write golden/"
+
+
+def test_yaml_mismatch_names_each_changed_field(golden_session):
+    golden_session("--regen", "-k", SMALL_CASE).assert_outcomes(passed=1)
+    facts = golden_session.golden / f"{SMALL_CASE}.yaml"
+    text = facts.read_text()
+    facts.write_text(text.replace("dynamic_shared_memory_bytes: 8192", "dynamic_shared_memory_bytes: 1234"))
+    assert facts.read_text() != text
+    result = golden_session("-k", SMALL_CASE)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*1 field(s) changed*", "*dynamic_shared_memory_bytes: 1234 -> 8192*"])
+    result.stdout.fnmatch_lines([f'*to accept these changes: nox -s regen-golden -- -k "{SMALL_CASE}"*'])
+
+
+def test_cuda_mismatch_shows_unified_diff(golden_session):
+    golden_session("--regen", "-k", SMALL_CASE).assert_outcomes(passed=1)
+    cuda = golden_session.golden / f"{SMALL_CASE}.cu"
+    cuda.write_text(cuda.read_text().replace("__syncthreads();", "__syncwarp();", 1))
+    result = golden_session("-k", SMALL_CASE)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*--- golden/{SMALL_CASE}.cu*", "*-*__syncwarp();*", "*+*__syncthreads();*"])
+
+
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        ("format: 1\ncase: [unclosed\n", "not valid YAML"),
+        ("- just\n- a list\n", "expected a mapping of facts"),
+        ("format: 0\n", "snapshot format 0*run `nox -s regen-golden`"),
+        (None, "dynamic_shared_memory_bytes is str, expected int"),
+    ],
+)
+def test_corrupt_snapshot_names_file_and_problem(golden_session, content, problem):
+    golden_session("--regen", "-k", SMALL_CASE).assert_outcomes(passed=1)
+    facts = golden_session.golden / f"{SMALL_CASE}.yaml"
+    if content is None:
+        content = facts.read_text().replace("dynamic_shared_memory_bytes: 8192", "dynamic_shared_memory_bytes: lots")
+    facts.write_text(content)
+    result = golden_session("-k", SMALL_CASE)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*golden/{SMALL_CASE}.yaml: {problem}*"])
+    assert "Traceback" not in result.stdout.str()
+
+
+def test_orphan_is_reported_and_kept_by_filtered_regen(golden_session):
+    orphan = golden_session.golden / "gemm_num_stages/renamed_variant/sm_80.cu"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_text("old\n")
+    result = golden_session("-k", "no_orphans")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*golden/gemm_num_stages/renamed_variant/sm_80.cu*", "*unfiltered*regen-golden*"])
+    golden_session("--regen", "-k", "no_orphans").assert_outcomes(skipped=1)
+    assert orphan.exists()
+
+
+def test_unfiltered_regen_deletes_orphans(golden_session, monkeypatch):
+    small_registry(monkeypatch, SMALL_CASE)
+    orphan = golden_session.golden / "gemm_num_stages/renamed_variant/sm_80.cu"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_text("old\n")
+    result = golden_session("--regen")
+    # case, criteria sweep, manifest, orphans; the schedule summary has no family to summarize
+    result.assert_outcomes(passed=4, skipped=1)
+    result.stdout.fnmatch_lines(["*golden files: 3 created, 0 updated, 1 deleted, 0 unchanged*"])
+    assert not orphan.parent.exists()
+    golden_session().assert_outcomes(passed=4, skipped=1)
+
+
+def test_tilelang_version_skew_compares_every_case_then_fails(golden_session, monkeypatch):
+    small_registry(monkeypatch, SMALL_CASE)
+    golden_session("--regen").assert_outcomes(passed=4, skipped=1)
+    manifest = golden_session.golden / "MANIFEST.yaml"
+    manifest.write_text(manifest.read_text().replace("tilelang: ", "tilelang: 0.0.1-was-"))
+    result = golden_session()
+    result.assert_outcomes(passed=3, failed=1, skipped=1)
+    result.stdout.fnmatch_lines(["*golden/ was produced with TileLang 0.0.1-was-*this run uses TileLang 0.1.15*"])
+    result.stdout.fnmatch_lines(["*nox -s regen-golden*"])
+
+
+def test_empty_filter_is_an_error(golden_session):
+    result = golden_session("-k", "no_such_variant")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*no golden case matches this selection*"])
+
+
+@pytest.mark.parametrize("ci", ["true", "1", "TRUE"])
+def test_regen_refused_under_ci_unless_forced(golden_session, monkeypatch, ci):
+    monkeypatch.setenv("CI", ci)
+    refused = golden_session("--regen", "-k", SMALL_CASE)
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*refusing to rewrite golden/ while CI=*--force-regen-under-ci*"])
+    assert not golden_session.golden.exists()
+    golden_session("--regen", "--force-regen-under-ci", "-k", SMALL_CASE).assert_outcomes(passed=1)
+
+
+def test_regen_refuses_nondeterministic_lowering(golden_session, monkeypatch):
+    lowerings = iter(range(1000))
+    real = harness.lowering._lower_uncached
+
+    def drifting(case):
+        lowering = real(case)
+        return type(lowering)(lowering.case, lowering.cuda + f"// {next(lowerings)}\n", lowering.ir_after,
+                              lowering.device_ir)
+
+    monkeypatch.setattr(harness.lowering, "_lower_uncached", drifting)
+    harness.lowering._lower_cached.cache_clear()
+    try:
+        result = golden_session("--regen", "-k", SMALL_CASE)
+    finally:
+        harness.lowering._lower_cached.cache_clear()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*two lowerings of the same case differ*"])
+    assert not (golden_session.golden / f"{SMALL_CASE}.cu").exists()
+
+
+def test_lowering_failure_fails_that_case_only(golden_session, monkeypatch):
+    broken, fine = SMALL_CASE, SMALL_CASE.replace("sm_90", "sm_80")
+    real = harness.lowering._lower_uncached
+
+    def failing(case):
+        if case.id == broken:
+            raise harness.lowering.LoweringError(f"{case.id}: TileLang could not lower this variant (boom)")
+        return real(case)
+
+    monkeypatch.setattr(harness.lowering, "_lower_uncached", failing)
+    harness.lowering._lower_cached.cache_clear()
+    try:
+        result = golden_session("--regen", "-k", f"{broken} or {fine}")
+    finally:
+        harness.lowering._lower_cached.cache_clear()
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([f"*{broken}: TileLang could not lower this variant (boom)*"])
+
+
+def _collected(golden_session, *args: str) -> set[str]:
+    result = golden_session("--collect-only", "-q", *args)
+    return {line.split("::", 1)[1] for line in result.stdout.lines if "::" in line}
+
+
+def test_shards_cover_every_case_exactly_once(golden_session):
+    everything = _collected(golden_session)
+    shards = [_collected(golden_session, "--shard", f"{i}/3") for i in (1, 2, 3)]
+    assert all(shards)
+    combined = [item for shard in shards for item in shard]
+    assert len(combined) == len(set(combined)), "an item is in two shards"
+    orphan_check = {item for item in everything if "no_orphans" in item}
+    assert set(combined) == everything - orphan_check, "sharded runs leave the orphan check to an unsharded job"
+    cases = {item for item in everything if item.startswith("test_case[")}
+    assert len(cases) == len(all_cases()) > 0
+
+
+def test_bad_shard_is_a_usage_error(golden_session):
+    result = golden_session("--shard", "4/3")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--shard '4/3'*"])

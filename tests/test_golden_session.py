@@ -188,3 +188,24 @@ def test_bad_shard_is_a_usage_error(golden_session):
     result = golden_session("--shard", "4/3")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--shard '4/3'*"])
+
+
+def test_recorded_deviations_are_printed_as_findings(golden_session, monkeypatch):
+    small_registry(monkeypatch, SMALL_CASE, SMALL_CASE.replace("ns0", "ns1"))
+    result = golden_session("--regen", "-k", "criteria")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*= findings =*", "*64x64x32/sm_90: seed 01 criterion 2 is false*"])
+
+
+def test_unrecorded_criterion_failure_fails_the_session(golden_session, monkeypatch):
+    """A criterion false where no deviation is recorded (here: forged facts on sm_80) fails."""
+    import harness.invariants
+    from harness.invariants import Criterion
+
+    small_registry(monkeypatch, SMALL_CASE.replace("sm_90", "sm_80"))
+    forged = [Criterion(harness.invariants.NUM_STAGES_CRITERIA[2], False, "N=0: [0, 0, 1]")]
+    # golden_test imports the function when the in-process session loads it, so patch the source
+    monkeypatch.setattr(harness.invariants, "num_stages_criteria", lambda facts: forged)
+    result = golden_session("-k", "criteria")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*3. N = 0: no pipeline annotation (fails: N=0: ?0, 0, 1?)*"])

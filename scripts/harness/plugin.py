@@ -89,10 +89,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
 
 
+# Items report through user_properties because those travel from xdist workers to the controller.
+
+
 def record_outcomes(request: pytest.FixtureRequest, outcomes: dict[str, str]) -> None:
-    """Attach path -> outcome to the test report, so the controller can count across workers."""
+    """Attach path -> outcome (created, updated, deleted, unchanged) to the item's report."""
     for path, outcome in outcomes.items():
         request.node.user_properties.append(("golden_outcome", f"{outcome} {path}"))
+
+
+def record_findings(request: pytest.FixtureRequest, lines: list[str]) -> None:
+    """Attach lines a reviewer must see in the session's output even when the item passes."""
+    request.node.user_properties.extend(("golden_finding", line) for line in lines)
+
+
+_OUTCOME_COUNTS: Counter[str] = Counter()
+_FINDINGS: list[str] = []
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -100,15 +112,18 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         return
     for name, value in report.user_properties:
         if name == "golden_outcome":
-            _CONTROLLER_COUNTS[value.split(" ", 1)[0]] += 1
-
-
-_CONTROLLER_COUNTS: Counter[str] = Counter()
+            _OUTCOME_COUNTS[value.split(" ", 1)[0]] += 1
+        elif name == "golden_finding":
+            _FINDINGS.append(value)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    if _FINDINGS:
+        terminalreporter.write_sep("=", "findings")
+        for line in _FINDINGS:
+            terminalreporter.write_line(line)
     if config.getoption("--regen"):
-        counts = ", ".join(f"{_CONTROLLER_COUNTS[o]} {o}" for o in OUTCOMES)
+        counts = ", ".join(f"{_OUTCOME_COUNTS[o]} {o}" for o in OUTCOMES)
         terminalreporter.write_sep("=", f"golden files: {counts}")
     terminalreporter.write_line(f"produced files are in {config.getoption('--pending-dir')}/")
 

@@ -1,0 +1,77 @@
+"""How long the static check takes: per-case lowering time, then `nox -s static` end to end.
+
+    python3 scripts/bench_static.py            # both parts (needs the nox venv once: `nox -s static`)
+    python3 scripts/bench_static.py --no-nox   # only the per-case lowering table
+
+The nox run reuses its virtualenv (`-r`), as a developer's second run would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "scripts")]
+
+
+def time_lowerings() -> list[tuple[str, float]]:
+    """Lower every case once in this process, timing lowering plus fact extraction plus normalization."""
+    from harness.cases import all_cases
+    from harness.produce import case_files
+
+    timings = []
+    for case in all_cases():
+        start = time.perf_counter()
+        case_files(case, fresh=True)
+        timings.append((case.id, time.perf_counter() - start))
+    return timings
+
+
+def time_nox_static(extra: list[str]) -> tuple[float, int]:
+    start = time.perf_counter()
+    completed = subprocess.run(["nox", "-r", "-s", "static", "--", *extra], cwd=REPO, capture_output=True, text=True)
+    return time.perf_counter() - start, completed.returncode
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--no-nox", action="store_true", help="skip the end-to-end `nox -r -s static` timing")
+    parser.add_argument("--runs", type=int, default=2, help="end-to-end runs (default 2; the spread shows noise)")
+    args = parser.parse_args()
+
+    start = time.perf_counter()
+    import tilelang  # noqa: F401
+
+    import_seconds = time.perf_counter() - start
+    timings = time_lowerings()
+    by_target: dict[str, list[float]] = {}
+    for case_id, seconds in timings:
+        by_target.setdefault(case_id.rsplit("/", 1)[1], []).append(seconds)
+
+    print(f"cores: {os.cpu_count()}, import tilelang: {import_seconds:.2f} s")
+    print(f"{'case':<46} {'seconds':>8}")
+    for case_id, seconds in sorted(timings, key=lambda t: -t[1]):
+        print(f"{case_id:<46} {seconds:8.2f}")
+    print()
+    print(f"{'target':<8} {'cases':>5} {'total s':>8} {'mean s':>7} {'max s':>6}")
+    for target, values in sorted(by_target.items()):
+        print(f"{target:<8} {len(values):>5} {sum(values):8.1f} {sum(values) / len(values):7.2f} {max(values):6.2f}")
+    total = sum(s for _, s in timings)
+    print(f"{'all':<8} {len(timings):>5} {total:8.1f}  (serial, one process)")
+
+    if not args.no_nox:
+        print()
+        print(f"{'run':<5} {'nox -r -s static wall s':>24} {'exit':>5}")
+        for run in range(1, args.runs + 1):
+            seconds, code = time_nox_static([])
+            print(f"{run:<5} {seconds:24.1f} {code:>5}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

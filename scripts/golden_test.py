@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from harness.cases import Case, all_cases
-from harness.facts import extract_facts
+from harness.facts import FORMAT_VERSION, extract_facts
 from harness.golden import check_files, regen_files
 from harness.invariants import num_stages_criteria
 from harness.lowering import lower
@@ -18,7 +18,7 @@ from harness.plugin import is_filtered, record_findings, record_outcomes
 from harness.produce import case_files
 from harness.schedule_effects import FAMILY as SCHEDULES
 from harness.schedule_effects import SUMMARY_PATH, no_effect, render_summary, schedule_effects
-from harness.snapshot import MANIFEST, SnapshotStore, installed_tilelang_version, render_manifest
+from harness.snapshot import MANIFEST, CorruptSnapshot, SnapshotStore, installed_tilelang_version, render_manifest
 
 NUM_STAGES = "gemm_num_stages"
 
@@ -46,7 +46,10 @@ def case_group(case: Case) -> str:
 
 
 def _version_note(golden: SnapshotStore) -> str | None:
-    manifest = golden.read_manifest()
+    try:
+        manifest = golden.read_manifest()
+    except CorruptSnapshot:
+        return None  # test_manifest reports it
     installed = installed_tilelang_version()
     if manifest is not None and manifest["tilelang"] != installed:
         return f"note: golden/ was produced with TileLang {manifest['tilelang']}, this run uses {installed}"
@@ -134,12 +137,22 @@ def test_manifest(request, golden_store, regen) -> None:
     if regen:
         record_outcomes(request, {MANIFEST: golden_store.write(MANIFEST, text)})
         return
-    manifest = golden_store.read_manifest()
-    assert manifest is not None, f"{golden_store.root / MANIFEST} is missing; run `nox -s regen-golden`"
+    try:
+        manifest = golden_store.read_manifest()
+    except CorruptSnapshot as error:
+        pytest.fail(f"{error}; run `nox -s regen-golden` to rewrite it", pytrace=False)
+    if manifest is None:
+        pytest.fail(f"{golden_store.root / MANIFEST} is missing; run `nox -s regen-golden`", pytrace=False)
+    if manifest["format"] != FORMAT_VERSION:
+        pytest.fail(
+            f"golden/ holds snapshot format {manifest['format']!r}, this harness writes format {FORMAT_VERSION}: "
+            "run `nox -s regen-golden` to rewrite every snapshot",
+            pytrace=False,
+        )
     if golden_store.read(MANIFEST) != text:
         pytest.fail(
-            f"golden/ was produced with TileLang {manifest['tilelang']} (format {manifest['format']}), this run uses "
-            f"TileLang {installed_tilelang_version()}; every case was still compared, so the failures above show "
+            f"golden/ was produced with TileLang {manifest['tilelang']}, this run uses TileLang "
+            f"{installed_tilelang_version()}; every case was still compared, so the failures above show "
             "what the upgrade changes. When they are intended: nox -s regen-golden",
             pytrace=False,
         )

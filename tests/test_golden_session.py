@@ -209,3 +209,24 @@ def test_unrecorded_criterion_failure_fails_the_session(golden_session, monkeypa
     result = golden_session("-k", "criteria")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*3. N = 0: no pipeline annotation (fails: N=0: ?0, 0, 1?)*"])
+
+
+@pytest.mark.parametrize(
+    "manifest, message",
+    [
+        ("format: 1\ntilelang: [\n", "*MANIFEST.yaml: not valid YAML*run `nox -s regen-golden`*"),
+        ("format: 0\ntilelang: 0.1.15\n", "*snapshot format 0, this harness writes format 1*nox -s regen-golden*"),
+        (None, "*MANIFEST.yaml is missing; run `nox -s regen-golden`*"),
+    ],
+)
+def test_manifest_problems_are_reported_without_traceback(golden_session, manifest, message):
+    golden_session("--regen", "-k", f"{SMALL_CASE} or manifest").assert_outcomes(passed=2)
+    path = golden_session.golden / "MANIFEST.yaml"
+    if manifest is None:
+        path.unlink()
+    else:
+        path.write_text(manifest)
+    result = golden_session("-k", f"{SMALL_CASE} or manifest")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([message])
+    assert "Traceback" not in result.stdout.str()

@@ -37,3 +37,36 @@ def tests(session: nox.Session) -> None:
     """The harness's own tests."""
     install(session)
     session.run("pytest", "tests", "-n", "auto", *session.posargs)
+
+
+@nox.session
+def gpu(session: nox.Session) -> None:
+    """Numeric and timing checks of every variant on the CUDA GPU at hand (docs/gpu.md); not run by CI.
+
+    `nox --no-venv --no-install -s gpu` runs it in the calling Python, for a runner that already
+    has CUDA PyTorch; options after `--` go to scripts/gpu_check.py.
+    """
+    import sys
+
+    if session.venv_backend == "none":
+        python = sys.executable  # the runner's own Python and packages
+    else:
+        session.install("-r", "requirements-gpu.txt")
+        python = "python"
+    session.run(python, "scripts/gpu_check.py", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff on the Python; every workflow against GitHub's schema and zizmor's audits (all offline)."""
+    from pathlib import Path
+
+    session.install("-r", "requirements-lint.txt")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    workflows = sorted(str(path) for path in Path(".github/workflows").glob("*.y*ml"))
+    if not workflows:
+        session.error("no workflow under .github/workflows/: nothing to lint")
+    session.run("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *workflows)
+    # Medium severity and above fail; --strict-collection makes an unparsable workflow fail too.
+    session.run("zizmor", "--offline", "--strict-collection", "--min-severity", "medium", *workflows)

@@ -1,0 +1,232 @@
+"""A static session's JUnit XML -> GitHub job summary (Markdown) and error annotations.
+
+The static check states each snapshot problem as report lines (`golden/<path>: <what>`, indented
+details, `to accept these changes: <command>`); this module only regroups those lines per
+snapshot file, so what a reviewer reads on GitHub is what the session printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import xml.etree.ElementTree as ElementTree
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+# GitHub shows at most 10 error annotations per step; the rest are counted in one notice.
+MAX_ERROR_ANNOTATIONS = 10
+# A step summary may hold 1 MiB; stay below it and list what did not fit by name.
+MAX_SUMMARY_BYTES = 900_000
+ACCEPT_PREFIX = "to accept these changes:"
+
+# A snapshot path, then `: headline` on a report line, or nothing on a listing line.
+_SNAPSHOT_LINE = re.compile(r"(golden/[\w.\-/]+\.(?:cu|yaml|md))(?::\s*(.*))?")
+# pytest marks assertion text in a traceback with "E" and three spaces.
+_TRACEBACK_MARK = re.compile(r"^E   ")
+_PYTEST_PREFIX = re.compile(r"^(?:Failed|AssertionError|[A-Za-z]+Error):\s*")
+
+
+class JUnitReportError(ValueError):
+    """The JUnit file is missing, unreadable or holds no test case."""
+
+
+@dataclass(frozen=True)
+class SnapshotProblem:
+    """One snapshot file named by a failing check."""
+
+    path: str  # golden/<family>/<variant>/<target>.<suffix>
+    headline: str  # "2 field(s) changed", "text differs", "missing ...", ...
+    details: tuple[str, ...]  # field-level changes or diff lines, as the session printed them
+
+
+@dataclass(frozen=True)
+class FailedCheck:
+    """One failing pytest item of the static session."""
+
+    name: str  # the pytest item name, e.g. test_case[gemm_num_stages/ns2_128x128x32/sm_80]
+    message: str  # the full failure text (with the traceback, when pytest printed one)
+    short_message: str  # pytest's one-paragraph form: the exception text, without traceback
+    problems: tuple[SnapshotProblem, ...]
+    accept_command: str | None
+
+    @property
+    def label(self) -> str:
+        """The case id inside the brackets when there is one, else the item name."""
+        match = re.fullmatch(r"[\w]+\[(.*)\]", self.name)
+        return match.group(1) if match else self.name
+
+
+@dataclass(frozen=True)
+class StaticReport:
+    checks: int
+    skipped: int
+    failed: tuple[FailedCheck, ...]
+
+
+def read_junit(path: Path) -> StaticReport:
+    """Parse pytest's JUnit XML; a report with no test case is an error, never a pass."""
+    if not path.is_file():
+        raise JUnitReportError(
+            f"{path}: no JUnit report; the static session stopped before running its checks (see its log above)"
+        )
+    try:
+        root = ElementTree.parse(path).getroot()
+    except ElementTree.ParseError as error:
+        raise JUnitReportError(f"{path}: not valid JUnit XML ({error})") from None
+    cases = root.findall(".//testcase")
+    if not cases:
+        raise JUnitReportError(f"{path}: the report holds no test case; a run that checks nothing cannot pass")
+    failed = []
+    skipped = 0
+    for case in cases:
+        outcome = case.find("failure")
+        if outcome is None:
+            outcome = case.find("error")
+        if outcome is None:
+            skipped += case.find("skipped") is not None
+            continue
+        short_message = outcome.get("message") or ""
+        message = (outcome.text or short_message).strip("\n")
+        failed.append(parse_failure(case.get("name", "?"), message, short_message))
+    return StaticReport(checks=len(cases), skipped=skipped, failed=tuple(failed))
+
+
+def parse_failure(name: str, message: str, short_message: str = "") -> FailedCheck:
+    """Group a failure's report lines by the snapshot file they describe.
+
+    `golden/<path>: <headline>` opens a problem and the indented lines under it are its details;
+    a bare `golden/<path>` line (a listing, as the orphan check prints) is a problem of its own,
+    headed by the first line of the exception text.
+    """
+    short_message = short_message or message
+    lines = [_TRACEBACK_MARK.sub("", line) for line in message.splitlines()]
+    first_line = _PYTEST_PREFIX.sub("", short_message.strip().splitlines()[0] if short_message.strip() else "")
+    first_line = first_line.rstrip(":")
+    problems: list[SnapshotProblem] = []
+    accept_command = None
+    open_path, open_headline, details = None, "", []
+    for line in lines:
+        text = line.strip()
+        match = _SNAPSHOT_LINE.fullmatch(text)
+        opens_new = match is not None or text.startswith(ACCEPT_PREFIX) or not line[:1].isspace()
+        if opens_new and open_path is not None:
+            problems.append(SnapshotProblem(open_path, open_headline, tuple(details)))
+            open_path = None
+        if text.startswith(ACCEPT_PREFIX):
+            accept_command = text[len(ACCEPT_PREFIX) :].strip()
+        elif match and match.group(2) is None:
+            problems.append(SnapshotProblem(match.group(1), first_line, ()))
+        elif match:
+            open_path, open_headline, details = match.group(1), match.group(2), []
+        elif open_path is not None:
+            details.append(line[2:] if line.startswith("  ") else text)
+    if open_path is not None:
+        problems.append(SnapshotProblem(open_path, open_headline, tuple(details)))
+    return FailedCheck(name, message, short_message, tuple(problems), accept_command)
+
+
+def escape_data(text: str) -> str:
+    """Workflow-command message escaping (GitHub's toolkit: %, CR, LF)."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(text: str) -> str:
+    """Workflow-command property escaping: the message rules plus `:` and `,`."""
+    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotations(report: StaticReport, limit: int = MAX_ERROR_ANNOTATIONS) -> list[str]:
+    """`::error` lines: one per failing snapshot file, one per failing check that names no file."""
+    errors = []
+    for check in report.failed:
+        accept = [f"{ACCEPT_PREFIX} {check.accept_command}"] if check.accept_command else []
+        for problem in check.problems:
+            title = escape_property(f"{check.label}: {problem.headline}")
+            body = escape_data("\n".join([*problem.details, *accept]) or check.short_message)
+            errors.append(f"::error file={escape_property(problem.path)},title={title}::{body}")
+        if not check.problems:
+            errors.append(f"::error title={escape_property(check.label)}::{escape_data(check.short_message)}")
+    if len(errors) > limit:
+        hidden = len(errors) - limit
+        notice = f"{hidden} more failing snapshot(s) not annotated (GitHub shows {limit} per step); see the job summary"
+        errors = errors[:limit] + [f"::notice title=more failures::{escape_data(notice)}"]
+    return errors
+
+
+def _code_block(text: str) -> str:
+    """A fenced block that no backtick run inside `text` can close early."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_summary(report: StaticReport, title: str, artifact: str | None = None) -> str:
+    """Markdown for $GITHUB_STEP_SUMMARY: an overview table, then each failure's full report."""
+    passed = report.checks - len(report.failed) - report.skipped
+    head = f"## {title}: {len(report.failed)} of {report.checks} checks failed"
+    if not report.failed:
+        skipped = f", {report.skipped} skipped" if report.skipped else ""
+        return f"## {title}: all {passed} checks passed{skipped}\n"
+    parts = [head, ""]
+    where = f"the `{artifact}` artifact of this run" if artifact else "the pending folder"
+    parts.append(
+        f"What this run produced is in {where} (`build/golden-pending/`, laid out like `golden/`). "
+        "Compare it with the committed snapshots; if every change is intended, run the command under each "
+        "failure locally and commit the result."
+    )
+    parts += ["", "| check | snapshot | change |", "| --- | --- | --- |"]
+    for check in report.failed:
+        for problem in check.problems or (SnapshotProblem("", "see below", ()),):
+            path = f"`{problem.path}`" if problem.path else ""
+            parts.append(f"| `{_cell(check.label)}` | {path} | {_cell(problem.headline)} |")
+    parts.append("")
+    size = sum(len(part.encode()) + 1 for part in parts)
+    left_out = []
+    for check in report.failed:
+        section = f"### `{check.label}`\n\n{_code_block(check.message)}\n"
+        if size + len(section.encode()) > MAX_SUMMARY_BYTES:
+            left_out.append(check.label)
+            continue
+        parts.append(section)
+        size += len(section.encode()) + 1
+    if left_out:
+        parts.append(
+            f"{len(left_out)} failure report(s) did not fit in the summary (see the job log and the JUnit XML in the "
+            f"artifact): {', '.join(left_out)}\n"
+        )
+    return "\n".join(parts)
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout) -> int:
+    """Print the annotations, append the summary to $GITHUB_STEP_SUMMARY (stdout when unset)."""
+    parser = argparse.ArgumentParser(
+        prog="scripts/ci_summary.py",
+        description="Turn the static session's JUnit XML (--junitxml) into a GitHub job summary and annotations.",
+    )
+    parser.add_argument("junit", type=Path, help="JUnit XML written by `nox -s static -- --junitxml=FILE`")
+    parser.add_argument("--title", default="Golden snapshots", help="heading of the summary")
+    parser.add_argument("--artifact", default=None, help="name of the artifact that holds build/golden-pending/")
+    args = parser.parse_args(argv)
+    try:
+        report = read_junit(args.junit)
+    except JUnitReportError as error:
+        print(f"::error title={escape_property(args.title)}::{escape_data(str(error))}", file=out)
+        return 1
+    for line in annotations(report):
+        print(line, file=out)
+    summary = render_summary(report, args.title, args.artifact)
+    summary_path = environ.get("GITHUB_STEP_SUMMARY")
+    if summary_path:
+        with open(summary_path, "a", encoding="utf-8") as step_summary:
+            step_summary.write(summary + "\n")
+    else:
+        print(summary, file=out)
+    return 0

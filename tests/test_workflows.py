@@ -1,0 +1,350 @@
+"""The GitHub workflows, checked offline: triggers, runners, pinning, permissions, and the nox
+sessions they call. Nothing here can reach GitHub, so every property the workflows promise
+(docs/ci.md) is asserted on their parsed YAML."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+WORKFLOWS = REPO / ".github" / "workflows"
+GPU_LABELS = ["self-hosted", "linux", "x64", "gpu"]
+GPU_LABEL = "gpu-ci"
+FORK_GUARD = "github.event.pull_request.head.repo.full_name == github.repository"
+# Contexts an outside contributor can set: they may only reach a shell through `env:`.
+UNTRUSTED = re.compile(r"github\.event\.|inputs\.|github\.head_ref")
+PINNED_USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<action>[\w.-]+/[\w./-]+)@(?P<ref>\S+)(?P<comment>\s*#.*)?$")
+
+
+def load(path: Path) -> dict[str, Any]:
+    workflow = yaml.safe_load(path.read_text())
+    # YAML 1.1 reads the key `on` as the boolean True.
+    if True in workflow:
+        workflow["on"] = workflow.pop(True)
+    return workflow
+
+
+def workflow_files() -> list[Path]:
+    return sorted(WORKFLOWS.glob("*.y*ml"))
+
+
+def workflows() -> dict[str, dict[str, Any]]:
+    return {path.name: load(path) for path in workflow_files()}
+
+
+def triggers(workflow: dict[str, Any]) -> dict[str, Any]:
+    on = workflow["on"]
+    if isinstance(on, str):
+        return {on: None}
+    if isinstance(on, list):
+        return dict.fromkeys(on)
+    return {name: config or {} for name, config in on.items()}
+
+
+def steps(workflow: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for job_name, job in workflow["jobs"].items():
+        for step in job.get("steps", []):
+            yield job_name, step
+
+
+def run_blocks(workflow: dict[str, Any]) -> list[str]:
+    return [step["run"] for _, step in steps(workflow) if "run" in step]
+
+
+def strings_with_paths(node: Any, path: tuple = ()) -> Iterator[tuple[tuple, str]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from strings_with_paths(value, (*path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from strings_with_paths(value, (*path, index))
+    elif isinstance(node, str):
+        yield path, node
+
+
+def nox_sessions_called(shell: str) -> list[str]:
+    """Session names after `-s`/`--session(s)` of every `nox` command in a shell script."""
+    lexer = shlex.shlex(shell, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    tokens = list(lexer)
+    names = []
+    for start, token in enumerate(tokens):
+        if token != "nox":
+            continue
+        rest = tokens[start + 1 :]
+        for index, arg in enumerate(rest):
+            if arg == "--" or not re.fullmatch(r"[\w./=-]+", arg):
+                break
+            if arg in ("-s", "--session", "--sessions"):
+                for name in rest[index + 1 :]:
+                    if name.startswith("-") or not re.fullmatch(r"[\w.-]+", name):
+                        break
+                    names.append(name)
+    return names
+
+
+def noxfile_sessions() -> set[str]:
+    """Every session noxfile.py declares: the function name, or its `name=`."""
+    sessions = set()
+    for node in ast.walk(ast.parse((REPO / "noxfile.py").read_text())):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for decorator in node.decorator_list:
+            call = decorator if isinstance(decorator, ast.Call) else None
+            target = call.func if call else decorator
+            if ast.unparse(target) not in ("nox.session", "session"):
+                continue
+            names = [kw.value.value for kw in (call.keywords if call else []) if kw.arg == "name"]
+            sessions.add(names[0] if names else node.name)
+    return sessions
+
+
+def test_the_three_workflows_exist_and_parse():
+    names = set(workflows())
+    assert {"static.yml", "regen.yml", "gpu.yml"} <= names, f"workflows found: {sorted(names)}"
+    for name, workflow in workflows().items():
+        assert workflow.get("on") and workflow.get("jobs"), f"{name}: no triggers or no jobs"
+
+
+def test_triggers():
+    found = workflows()
+    static = triggers(found["static.yml"])
+    assert set(static) == {"pull_request", "push"}
+    assert static["push"]["branches"] == ["main"]
+    regen = triggers(found["regen.yml"])
+    assert set(regen) == {"workflow_dispatch"}
+    filter_input = regen["workflow_dispatch"]["inputs"]["filter"]
+    assert filter_input["required"] is False and filter_input["type"] == "string"
+    gpu = triggers(found["gpu.yml"])
+    assert set(gpu) == {"push", "workflow_dispatch", "pull_request"}
+    assert gpu["push"]["branches"] == ["main"]
+    assert "labeled" in gpu["pull_request"]["types"], "applying the label must start the GPU run"
+
+
+@pytest.mark.parametrize("name", [path.name for path in workflow_files()])
+def test_no_privileged_pull_request_triggers(name):
+    """pull_request_target and workflow_run run with the base repository's secrets and tokens."""
+    assert not set(triggers(load(WORKFLOWS / name))) & {"pull_request_target", "workflow_run"}
+
+
+def test_gpu_job_runs_only_on_labelled_branches_of_this_repository():
+    jobs = workflows()["gpu.yml"]["jobs"]
+    assert len(jobs) == 1
+    job = next(iter(jobs.values()))
+    assert job["runs-on"] == GPU_LABELS
+    condition = " ".join(job["if"].split())
+    # Other events pass; a pull request needs all three clauses.
+    assert condition.startswith("github.event_name != 'pull_request' || (")
+    assert FORK_GUARD in condition
+    assert f"contains(github.event.pull_request.labels.*.name, '{GPU_LABEL}')" in condition
+    assert f"github.event.label.name == '{GPU_LABEL}'" in condition, "adding another label must not rerun it"
+
+
+@pytest.mark.parametrize("name", [path.name for path in workflow_files()])
+def test_self_hosted_runners_never_see_forks(name):
+    workflow = load(WORKFLOWS / name)
+    for job_name, job in workflow["jobs"].items():
+        labels = job["runs-on"] if isinstance(job["runs-on"], list) else [job["runs-on"]]
+        if "self-hosted" not in labels:
+            assert all(str(label).startswith("ubuntu-") for label in labels), f"{name}:{job_name}: {labels}"
+            continue
+        assert labels == GPU_LABELS, f"{name}:{job_name}: self-hosted jobs use exactly {GPU_LABELS}"
+        if "pull_request" in triggers(workflow):
+            assert FORK_GUARD in " ".join(job.get("if", "").split()), f"{name}:{job_name}: no fork guard"
+
+
+@pytest.mark.parametrize("path", workflow_files(), ids=lambda p: p.name)
+def test_actions_pinned_by_commit_with_version_comment(path):
+    lines = [line for line in path.read_text().splitlines() if re.match(r"^\s*(?:-\s+)?uses:", line)]
+    assert lines, f"{path.name}: no action used"
+    for line in lines:
+        match = PINNED_USES.match(line)
+        assert match, f"{path.name}: cannot read `{line.strip()}`"
+        assert re.fullmatch(r"[0-9a-f]{40}", match["ref"]), f"{path.name}: not pinned to a commit: {line.strip()}"
+        assert match["comment"] and re.fullmatch(r"\s*# v\d+(\.\d+)*", match["comment"]), (
+            f"{path.name}: a pinned action needs its version as a comment (`# vX.Y.Z`): {line.strip()}"
+        )
+
+
+def test_one_commit_per_action_across_workflows():
+    pins: dict[str, set[str]] = {}
+    for path in workflow_files():
+        for line in path.read_text().splitlines():
+            match = PINNED_USES.match(line)
+            if match:
+                pins.setdefault(match["action"], set()).add(f"{match['ref']}{match['comment']}")
+    assert pins and all(len(refs) == 1 for refs in pins.values()), pins
+
+
+@pytest.mark.parametrize("name", [path.name for path in workflow_files()])
+def test_permissions_read_only(name):
+    workflow = load(WORKFLOWS / name)
+    assert "permissions" in workflow, f"{name}: top-level permissions missing (the default may be write-all)"
+    scopes = [workflow["permissions"]] + [
+        job["permissions"] for job in workflow["jobs"].values() if "permissions" in job
+    ]
+    for scope in scopes:
+        assert isinstance(scope, dict), f"{name}: permissions must list scopes, got {scope!r}"
+        assert set(scope.values()) <= {"read", "none"}, f"{name}: write permission {scope}"
+    assert workflow["permissions"].get("contents") in ("read", "none")
+
+
+@pytest.mark.parametrize("name", [path.name for path in workflow_files()])
+def test_checkout_drops_credentials(name):
+    checkouts = [
+        step for _, step in steps(load(WORKFLOWS / name)) if step.get("uses", "").startswith("actions/checkout@")
+    ]
+    assert checkouts, f"{name}: no checkout"
+    for step in checkouts:
+        assert step.get("with", {}).get("persist-credentials") is False, f"{name}: persist-credentials: false missing"
+
+
+@pytest.mark.parametrize("name", [path.name for path in workflow_files()])
+def test_every_job_has_a_timeout(name):
+    for job_name, job in load(WORKFLOWS / name)["jobs"].items():
+        timeout = job.get("timeout-minutes")
+        assert isinstance(timeout, int) and 0 < timeout <= 60, f"{name}:{job_name}: timeout-minutes {timeout!r}"
+
+
+def test_concurrency_cancels_superseded_pull_request_runs_but_never_gpu_runs():
+    found = workflows()
+    static = found["static.yml"]["concurrency"]
+    assert "github.event.pull_request.number" in static["group"]
+    assert static["cancel-in-progress"] == "${{ github.event_name == 'pull_request' }}", "runs on main must finish"
+    gpu = found["gpu.yml"]
+    assert gpu["concurrency"]["cancel-in-progress"] is False
+    assert all(job.get("concurrency", {}).get("cancel-in-progress", False) is False for job in gpu["jobs"].values())
+    for name, workflow in found.items():
+        assert "group" in workflow.get("concurrency", {}), f"{name}: no concurrency group"
+
+
+@pytest.mark.parametrize("name", [path.name for path in workflow_files()])
+def test_no_expression_inside_run(name):
+    """`${{ }}` in a script is pasted in before the shell parses it; values go through env: instead."""
+    for job_name, step in steps(load(WORKFLOWS / name)):
+        assert "${{" not in step.get("run", ""), f"{name}:{job_name}: `${{{{ }}}}` inside run: {step['run']!r}"
+
+
+@pytest.mark.parametrize("name", [path.name for path in workflow_files()])
+def test_untrusted_contexts_only_in_env_if_and_concurrency(name):
+    for path, text in strings_with_paths(load(WORKFLOWS / name)):
+        for expression in re.findall(r"\$\{\{(.*?)\}\}", text, flags=re.S):
+            if not UNTRUSTED.search(expression):
+                continue
+            where = [str(part) for part in path]
+            # env values reach a shell as data; `if:` and the concurrency group are evaluated by GitHub.
+            safe = where[-2:-1] == ["env"] or where[-1] == "if" or where[:2] == ["concurrency", "group"]
+            assert safe, f"{name}: {'.'.join(where)} expands {expression.strip()!r}"
+
+
+def test_nox_sessions_called_exist_in_noxfile():
+    declared = noxfile_sessions()
+    assert {"static", "regen-golden", "tests"} <= declared, f"noxfile.py sessions: {sorted(declared)}"
+    ci_run = nox_sessions_called((REPO / ".ci" / "run").read_text())
+    per_workflow = {
+        name: {session for block in run_blocks(workflow) for session in nox_sessions_called(block)}
+        for name, workflow in workflows().items()
+    }
+    assert per_workflow["static.yml"] == {"static", "tests", "lint"}
+    assert per_workflow["regen.yml"] == {"regen-golden"}
+    assert per_workflow["gpu.yml"] == {"gpu"}
+    assert set(ci_run) == {"static", "tests", "lint"}
+    missing = sorted(set(ci_run).union(*per_workflow.values()) - declared)
+    assert not missing, f"workflows or .ci/run call nox sessions that noxfile.py does not declare: {missing}"
+
+
+def test_nox_command_parser():
+    assert nox_sessions_called('nox -s static -- --shard "$SHARD" -k x') == ["static"]
+    assert nox_sessions_called("set -e\nnox --no-venv --no-install -s gpu -- --out d") == ["gpu"]
+    assert nox_sessions_called("nox -s static tests lint") == ["static", "tests", "lint"]
+    assert nox_sessions_called('if [ -n "$F" ]; then nox -s regen-golden -- -k "$F"; fi') == ["regen-golden"]
+    assert nox_sessions_called("echo nox # nox -s hidden") == []
+
+
+def test_nox_pin_matches_ci_run():
+    pinned = re.search(r"nox==([\w.]+)", (REPO / ".ci" / "run").read_text())
+    assert pinned
+    for name, workflow in workflows().items():
+        if any(re.search(r"\bnox\b", block) for block in run_blocks(workflow)) and name != "gpu.yml":
+            assert workflow["env"]["NOX_VERSION"] == pinned[1], f"{name}: nox {workflow['env']['NOX_VERSION']}"
+
+
+def _static_jobs() -> dict[str, Any]:
+    return workflows()["static.yml"]["jobs"]
+
+
+def _commands(job: dict[str, Any]) -> list[str]:
+    return [step["run"] for step in job["steps"] if "run" in step]
+
+
+def test_static_shards_plus_orphan_job_cover_every_check_once(golden_session):
+    jobs = _static_jobs()
+    shards = jobs["golden"]["strategy"]["matrix"]["shard"]
+    assert list(jobs["golden"]["strategy"]["matrix"]) == ["shard"], "strategy.job-total must equal the shard count"
+    assert shards == list(range(1, len(shards) + 1)) and len(shards) >= 2
+    assert jobs["golden"]["env"]["SHARD"] == "${{ matrix.shard }}/${{ strategy.job-total }}"
+    assert jobs["golden"]["strategy"]["fail-fast"] is False, "every shard reports its failures"
+    assert any('--shard "$SHARD"' in run for run in _commands(jobs["golden"]))
+    assert any("-k no_orphans" in run and "--shard" not in run for run in _commands(jobs["orphans"]))
+
+    def collected(*args: str) -> list[str]:
+        result = golden_session("--collect-only", "-q", *args)
+        return [line.split("::", 1)[1] for line in result.stdout.lines if "::" in line]
+
+    everything = collected()
+    selections = [collected("--shard", f"{i}/{len(shards)}") for i in shards] + [collected("-k", "no_orphans")]
+    assert selections[-1] == ["test_no_orphans"]
+    assert all(selections), "a shard with nothing to check fails (empty selection)"
+    combined = [item for selection in selections for item in selection]
+    assert sorted(combined) == sorted(everything) and len(everything) > len(shards)
+
+
+@pytest.mark.parametrize("job_name", ["golden", "orphans"])
+def test_static_failure_reports_through_the_harness(job_name):
+    job = _static_jobs()[job_name]
+    commands = _commands(job)
+    junit = re.search(r"--junitxml=(\S+)", next(run for run in commands if "nox -s static" in run))
+    assert junit, f"{job_name}: the static run writes no JUnit XML"
+    summary = [step for step in job["steps"] if "scripts/ci_summary.py" in step.get("run", "")]
+    assert len(summary) == 1 and summary[0]["if"] == "${{ !cancelled() }}"
+    assert shlex.split(summary[0]["run"])[1:3] == ["scripts/ci_summary.py", junit[1]]
+    assert (REPO / "scripts" / "ci_summary.py").is_file()
+    upload = [step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact@")]
+    assert len(upload) == 1 and upload[0]["if"] == "${{ failure() }}"
+    assert junit[1] in upload[0]["with"]["path"]
+    assert "build/golden-pending/" in upload[0]["with"]["path"]
+
+
+def test_regen_forces_writes_under_ci_and_uploads_golden_and_patch():
+    job = next(iter(workflows()["regen.yml"]["jobs"].values()))
+    regen_step = next(step for step in job["steps"] if "regen-golden" in step.get("run", ""))
+    assert regen_step["env"]["FILTER"] == "${{ inputs.filter }}"
+    assert all("--force-regen-under-ci" in line for line in regen_step["run"].splitlines() if "nox " in line)
+    assert '-k "$FILTER"' in regen_step["run"]
+    upload = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact@"))
+    paths = upload["with"]["path"].split()
+    assert "golden/" in paths and any(path.endswith(".patch") for path in paths)
+    assert any("git diff" in run and ".patch" in run for run in _commands(job))
+
+
+def test_gpu_job_runs_the_session_in_the_runner_python_and_uploads_its_report():
+    job = next(iter(workflows()["gpu.yml"]["jobs"].values()))
+    runs = [run for run in _commands(job) if "nox" in run]
+    assert len(runs) == 1 and runs[0].startswith("nox --no-venv --no-install -s gpu -- ")
+    folder = job["env"]["GPU_REPORT_DIR"]
+    import gpu_check  # the session's entry script: its parser must accept what the workflow passes
+
+    options = shlex.split(runs[0].split(" -- ", 1)[1].replace("$GPU_REPORT_DIR", folder))
+    assert gpu_check.parse_args(options).output == Path(folder)
+    upload = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact@"))
+    assert upload["with"]["path"] == "${{ env.GPU_REPORT_DIR }}" and folder.startswith("build/")
+    assert upload["if"] == "${{ !cancelled() }}", "a failing GPU run's report is the one most needed"

@@ -58,9 +58,9 @@ def v2_swizzled_layout(M, N, K, block_M=128, block_N=128, block_K=32, threads=12
             A_s = T.alloc_shared((block_M, block_K), "float16")
             B_s = T.alloc_shared((block_K, block_N), "float16")
             C_l = T.alloc_fragment((block_M, block_N), "float32")
-            T.annotate_layout({
-                A_s: tilelang.layout.make_swizzled_layout(A_s),
-                B_s: tilelang.layout.make_swizzled_layout(B_s)})
+            T.annotate_layout(
+                {A_s: tilelang.layout.make_swizzled_layout(A_s), B_s: tilelang.layout.make_swizzled_layout(B_s)}
+            )
             T.clear(C_l)
             for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
                 T.copy(A[by * block_M, k * block_K], A_s)

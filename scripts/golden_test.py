@@ -87,8 +87,11 @@ def test_schedule_summary(request, family, golden_store, pending_store, regen) -
     effects = schedule_effects()
     record_findings(
         request,
-        [f"{family} on {target}: CUDA identical to {effects[0].variant} (annotation without effect): "
-         f"{', '.join(variants) or 'none'}" for target, variants in no_effect(effects).items()],
+        [
+            f"{family} on {target}: CUDA identical to {effects[0].variant} (annotation without effect): "
+            f"{', '.join(variants) or 'none'}"
+            for target, variants in no_effect(effects).items()
+        ],
     )
     wrong = [e.variant for e in effects if not e.same_dataflow or e.source_lines != e.seed_source_lines]
     assert not wrong, f"these variants change more than their annotation lines or the dataflow: {wrong}"
@@ -117,8 +120,11 @@ def test_num_stages_criteria(request, sweep: str) -> None:
     expected_failures = NUM_STAGES_DEVIATIONS.get(target, {})
     record_findings(
         request,
-        [f"{sweep}: seed 01 criterion {r.name.split('.')[0]} is false ({expected_failures[r.name]})"
-         for r in results if not r.passed and r.name in expected_failures],
+        [
+            f"{sweep}: seed 01 criterion {r.name.split('.')[0]} is false ({expected_failures[r.name]})"
+            for r in results
+            if not r.passed and r.name in expected_failures
+        ],
     )
     unexpected = [
         f"{r.name} ({'holds' if r.passed else 'fails'}: {r.observed})"

@@ -29,8 +29,14 @@ def golden_session(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytes
 
     def run(*args: str) -> pytest.RunResult:
         return pytester.runpytest_inprocess(
-            "-p", "harness.plugin", str(GOLDEN_TEST), "-p", "no:cacheprovider",
-            f"--golden-dir={golden}", f"--pending-dir={pending}", *args,
+            "-p",
+            "harness.plugin",
+            str(GOLDEN_TEST),
+            "-p",
+            "no:cacheprovider",
+            f"--golden-dir={golden}",
+            f"--pending-dir={pending}",
+            *args,
         )
 
     run.golden = golden  # type: ignore[attr-defined]

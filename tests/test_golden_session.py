@@ -134,8 +134,9 @@ def test_regen_refuses_nondeterministic_lowering(golden_session, monkeypatch):
 
     def drifting(case):
         lowering = real(case)
-        return type(lowering)(lowering.case, lowering.cuda + f"// {next(lowerings)}\n", lowering.ir_after,
-                              lowering.device_ir)
+        return type(lowering)(
+            lowering.case, lowering.cuda + f"// {next(lowerings)}\n", lowering.ir_after, lowering.device_ir
+        )
 
     monkeypatch.setattr(harness.lowering, "_lower_uncached", drifting)
     harness.lowering._lower_cached.cache_clear()

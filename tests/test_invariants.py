@@ -15,8 +15,10 @@ def facts(n: int) -> dict:
     return {
         "pipelines": [] if n == 0 else [{"software_pipeline_stage": stage}],
         "shared_buffers": {"A_s": {"shape": [n, 128, 32] if n >= 2 else [128, 32]}},
-        "sync": {"cp_async_wait": [] if n == 0 else list(range(n - 1, -1, -1)) if n >= 2 else [0, 0],
-                 "syncthreads_main_loop": 2},
+        "sync": {
+            "cp_async_wait": [] if n == 0 else list(range(n - 1, -1, -1)) if n >= 2 else [0, 0],
+            "syncthreads_main_loop": 2,
+        },
     }
 
 

@@ -13,7 +13,7 @@ def test_crlf_and_missing_final_newline():
 
 
 def test_absolute_paths_are_replaced():
-    text = '// from /usr/lib/python3/site-packages/tilelang/src/tl_templates/cuda/gemm.h\n// /tmp/xyz/a.cu\n'
+    text = "// from /usr/lib/python3/site-packages/tilelang/src/tl_templates/cuda/gemm.h\n// /tmp/xyz/a.cu\n"
     out = normalize_cuda(text)
     assert "<site-packages>/tilelang/src/tl_templates/cuda/gemm.h" in out
     assert "/tmp" not in out and "/usr" not in out

@@ -51,8 +51,9 @@ def test_regen_files_refuses_disagreeing_lowerings_and_writes_nothing(tmp_path):
     assert regen_files({"x.cu": "a\n"}, {"x.cu": "a\n"}, store) == {"x.cu": "created"}
 
 
-@pytest.mark.parametrize("value, expected", [("true", True), ("1", True), ("Yes", True), ("false", False),
-                                             ("0", False), ("", False)])
+@pytest.mark.parametrize(
+    "value, expected", [("true", True), ("1", True), ("Yes", True), ("false", False), ("0", False), ("", False)]
+)
 def test_ci_detection(value, expected):
     assert running_under_ci({"CI": value}) is expected
 

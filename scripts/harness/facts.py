@@ -95,6 +95,7 @@ def _attr(func: Any, key: str, default: Any) -> Any:
 
 def _visit(node: Any, visitor: Callable[[Any], None]) -> None:
     """Pre-order over statements and expressions, in program order."""
+
     def visit(n: Any) -> bool:
         visitor(n)
         return True
@@ -104,7 +105,9 @@ def _visit(node: Any, visitor: Callable[[Any], None]) -> None:
 
 def _calls(node: Any, op_name: str) -> list[Any]:
     found: list[Any] = []
-    _visit(node, lambda n: found.append(n) if isinstance(n, tirx.Call) and getattr(n.op, "name", None) == op_name else None)
+    _visit(
+        node, lambda n: found.append(n) if isinstance(n, tirx.Call) and getattr(n.op, "name", None) == op_name else None
+    )
     return found
 
 
@@ -169,7 +172,10 @@ def _shared_buffers(func: Any) -> dict[str, dict[str, Any]]:
 
 def _allocations(func: Any, scope: str) -> list[Any]:
     found: list[Any] = []
-    _visit(func.body, lambda n: found.append(n.buffer) if isinstance(n, tirx.AllocBuffer) and n.buffer.scope() == scope else None)
+    _visit(
+        func.body,
+        lambda n: found.append(n.buffer) if isinstance(n, tirx.AllocBuffer) and n.buffer.scope() == scope else None,
+    )
     return found
 
 
@@ -195,7 +201,10 @@ def _syncthreads(node: Any) -> int:
 
 def _sync(func: Any, main_loop_vars: set[str]) -> dict[str, Any]:
     main_loops: list[Any] = []
-    _visit(func.body, lambda n: main_loops.append(n) if isinstance(n, tirx.For) and n.loop_var.name in main_loop_vars else None)
+    _visit(
+        func.body,
+        lambda n: main_loops.append(n) if isinstance(n, tirx.For) and n.loop_var.name in main_loop_vars else None,
+    )
     in_main_loop = sum(_syncthreads(loop.body) for loop in main_loops)
     barriers = _allocations(func, "shared.barrier")
     return {

@@ -10,7 +10,11 @@ _LINE_DIRECTIVE = re.compile(r"^[ \t]*#line\b")
 # reach the text through #line directives and file-name strings.
 REWRITES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("paths into site-packages", re.compile(r"[^\s\"'<>()]*[/\\](?:site|dist)-packages[/\\]"), "<site-packages>/"),
-    ("other absolute paths", re.compile(r"(?<![\w<>./])/(?:root|home|tmp|usr|opt|work|Users|private|var)/[^\s\"'<>:()]*"), "<path>"),
+    (
+        "other absolute paths",
+        re.compile(r"(?<![\w<>./])/(?:root|home|tmp|usr|opt|work|Users|private|var)/[^\s\"'<>:()]*"),
+        "<path>",
+    ),
     ("trailing whitespace", re.compile(r"[ \t]+$"), ""),
 )
 

@@ -80,7 +80,10 @@ def render_summary(effects: list[VariantEffect]) -> str:
         "| --- | --- | --- | --- |",
     ]
     for e in effects:
-        lines.append(f"| {e.variant} | {e.dimension or '-'} | {e.source_lines} ({e.seed_source_lines}) | {'yes' if e.same_dataflow else 'NO'} |")
+        dataflow_verdict = "yes" if e.same_dataflow else "NO"
+        lines.append(
+            f"| {e.variant} | {e.dimension or '-'} | {e.source_lines} ({e.seed_source_lines}) | {dataflow_verdict} |"
+        )
     for target in targets:
         lines += ["", f"## {target}", "", "| variant | CUDA vs baseline | facts that differ |", "| --- | --- | --- |"]
         for e in effects[1:]:

@@ -33,13 +33,10 @@ def variant_name(num_stages: int, block_M: int, block_N: int, block_K: int) -> s
     return f"ns{num_stages}_{block_M}x{block_N}x{block_K}"
 
 
-VARIANTS = [
-    Variant(
-        "gemm_num_stages",
-        variant_name(n, bm, bn, bk),
-        gemm_num_stages,
-        params={"block_M": bm, "block_N": bn, "block_K": bk, "num_stages": n},
-    )
-    for bm, bn, bk in TILE_SHAPES
-    for n in NUM_STAGES
-]
+def variant(num_stages: int, block_M: int, block_N: int, block_K: int) -> Variant:
+    """The variant for these parameters; also builds ones outside the registered sweep (scripts)."""
+    params = {"block_M": block_M, "block_N": block_N, "block_K": block_K, "num_stages": num_stages}
+    return Variant("gemm_num_stages", variant_name(num_stages, block_M, block_N, block_K), gemm_num_stages, params)
+
+
+VARIANTS = [variant(n, bm, bn, bk) for bm, bn, bk in TILE_SHAPES for n in NUM_STAGES]

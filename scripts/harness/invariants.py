@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import itertools
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import tilelang  # noqa: F401  (imported first: it puts its bundled TVM on sys.path)
-from tvm import tirx
+from tvm import DataType, arith, tirx
 from tvm.tirx.stmt_functor import pre_order_visit
 
 
@@ -60,7 +62,7 @@ def _in_flight(facts: Mapping[str, Any]) -> int | None:
 
 
 def _strictly_increasing(values: list[Any]) -> bool:
-    return all(a is not None and b is not None and a < b for a, b in zip(values, values[1:]))
+    return all(a is not None and b is not None and a < b for a, b in itertools.pairwise(values))
 
 
 def num_stages_criteria(facts_by_n: Mapping[int, Mapping[str, Any]]) -> list[Criterion]:
@@ -89,9 +91,7 @@ def num_stages_criteria(facts_by_n: Mapping[int, Mapping[str, Any]]) -> list[Cri
         loop_syncs = [facts_by_n[n]["sync"]["syncthreads_main_loop"] for n in ns]
         steady = all(count <= loop_syncs[0] for count in loop_syncs)
         results.append(
-            Criterion(
-                NUM_STAGES_CRITERIA[5], steady, shown(lambda f: f["sync"]["syncthreads_main_loop"], ns)
-            )
+            Criterion(NUM_STAGES_CRITERIA[5], steady, shown(lambda f: f["sync"]["syncthreads_main_loop"], ns))
         )
     return results
 
@@ -181,12 +181,6 @@ class ExplicitLayout:
 
 def explicit_layouts(prim_func: Any) -> list[ExplicitLayout]:
     """Every buffer a kernel annotates with a layout, the layout evaluated on its whole index space."""
-    import itertools
-    import math
-
-    from tvm import DataType, arith, tirx
-    from tvm.tirx.stmt_functor import pre_order_visit
-
     blocks: list[Any] = []
 
     def visit(node: Any) -> bool:
@@ -207,7 +201,7 @@ def explicit_layouts(prim_func: Any) -> list[ExplicitLayout]:
             for index in itertools.product(*(range(d) for d in shape)):
                 mapped = layout.map_forward_index([tirx.IntImm("int32", i) for i in index])
                 offset = 0
-                for value, extent in zip((int(analyzer.simplify(e)) for e in mapped), out_shape):
+                for value, extent in zip((int(analyzer.simplify(e)) for e in mapped), out_shape, strict=True):
                     offset = offset * extent + value
                 moved += offset != _row_major(index, shape)
             bits = DataType(str(buffer.dtype)).bits
@@ -227,6 +221,6 @@ def explicit_layouts(prim_func: Any) -> list[ExplicitLayout]:
 
 def _row_major(index: tuple[int, ...], shape: list[int]) -> int:
     offset = 0
-    for i, extent in zip(index, shape):
+    for i, extent in zip(index, shape, strict=True):
         offset = offset * extent + i
     return offset

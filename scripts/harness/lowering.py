@@ -27,6 +27,27 @@ class Lowering:
     device_ir: Any  # final device IRModule, the one handed to CUDA codegen
 
 
+def tilelang_unavailable() -> str | None:
+    """Why this Python cannot lower CUDA with TileLang (one line), or None when it can.
+
+    Scripts call it before importing any kernel module, since those import TileLang.
+    """
+    try:
+        import tilelang
+    except Exception as error:  # ImportError when absent; a broken install raises others
+        detail = str(error) if isinstance(error, ImportError) else f"{type(error).__name__}: {error}"
+        return f"cannot import TileLang ({detail})"
+    from tilelang.tools.compile_only import cuda_codegen_available
+
+    if not cuda_codegen_available():
+        return (
+            f"TileLang {tilelang.__version__} lacks the CUDA codegen FFI "
+            "(tilelang.cuda._ffi_api.AnnotateDeviceBoundTmaCopies), so it cannot lower CUDA; "
+            "install the pinned Linux wheel: pip install -r requirements.txt"
+        )
+    return None
+
+
 def lower(case: Case, *, fresh: bool = False) -> Lowering:
     """Lower a case; repeated calls in one process reuse the result unless `fresh`."""
     if fresh:

@@ -1,0 +1,286 @@
+#!/usr/bin/env python3
+"""Seed 03: one dataflow, four schedules; a schedule is an annotation, not a rewrite.
+
+The four `gemm_relu_schedules` kernels (kernels/gemm_relu_schedules.py) compute C = relu(A @ B)
+and differ from `v0_baseline` only in one schedule annotation each. With a GPU this compiles
+all four and checks each against torch.relu(A @ B); with --static-only it needs no GPU and
+shows what each annotation changes: in the source, in the installed TileLang's API, and in
+the CUDA emitted for sm_80 and sm_90.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import importlib
+import inspect
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+for folder in (REPO / "scripts", REPO):  # harness/ lives beside this file, kernels/ at the root
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+
+from harness.lowering import tilelang_unavailable  # noqa: E402
+from harness.numerics import MIN_SEEDS  # noqa: E402  (standard library only until it runs)
+from kernels import PROBLEM_SHAPE, TARGETS  # noqa: E402
+
+EXIT_FAILED = 1
+EXIT_CANNOT_RUN = 3
+
+EPILOG = """\
+exit status:
+  0 everything checked holds; 1 an API is missing, a variant's dataflow differs from v0, or
+  (GPU mode) a variant fails to compile or its output mismatches; 2 bad arguments; 3 TileLang
+  (or, without --static-only, a CUDA GPU) is missing or a kernel does not lower
+"""
+
+
+@dataclass(frozen=True)
+class Api:
+    """An API the variants use, where the installed TileLang should have it, and what of it they use."""
+
+    name: str  # as the kernels write it
+    module: str
+    attribute: str
+    uses: tuple[str, ...]  # parameters of a callable, members of an enum
+    used_by: str
+
+
+API_CHECKLIST = (
+    Api(
+        "T.Pipelined",
+        "tilelang.language",
+        "Pipelined",
+        ("num_stages", "stage", "order"),
+        "v0, v1, v2 (num_stages); v3 (stage, order)",
+    ),
+    Api("T.gemm", "tilelang.language", "gemm", ("policy",), "v1"),
+    Api("T.GemmWarpPolicy", "tilelang.language", "GemmWarpPolicy", ("FullRow",), "v1"),
+    Api("T.annotate_layout", "tilelang.language", "annotate_layout", ("layout_map",), "v2"),
+    Api("tilelang.layout.make_swizzled_layout", "tilelang.layout", "make_swizzled_layout", ("buffer",), "v2"),
+)
+
+
+@dataclass(frozen=True)
+class ApiCheck:
+    api: Api
+    found: str | None  # where it is defined and its signature (or members); None when absent
+    missing: tuple[str, ...]  # the API itself, or the parameters/members the variants use that it lacks
+
+    @property
+    def present(self) -> bool:
+        return not self.missing
+
+
+def check_api(api: Api) -> ApiCheck:
+    """Look the API up in the installed TileLang; read its signature with inspect."""
+    try:
+        target = getattr(importlib.import_module(api.module), api.attribute)
+    except (ImportError, AttributeError):
+        return ApiCheck(api, None, (f"{api.module}.{api.attribute}",))
+    where = f"{getattr(target, '__module__', api.module)}.{getattr(target, '__qualname__', api.attribute)}"
+    if isinstance(target, type) and issubclass(target, enum.Enum):
+        members = list(target.__members__)
+        return ApiCheck(api, f"{where}: enum {{{', '.join(members)}}}", tuple(m for m in api.uses if m not in members))
+    parameters = inspect.signature(target).parameters
+    signature = f"{where}{inspect.signature(target)}"
+    return ApiCheck(api, signature, tuple(f"parameter {p!r}" for p in api.uses if p not in parameters))
+
+
+def render_api_checklist(checks: Sequence[ApiCheck]) -> list[str]:
+    lines = ["API checklist (installed TileLang, signatures from inspect.signature):"]
+    for check in checks:
+        status = "found  " if check.present else "MISSING"
+        lines.append(f"{status} {check.api.name}  uses {', '.join(check.api.uses)}  (used by {check.api.used_by})")
+        if check.found:
+            lines.append(f"        {check.found}")
+        if check.missing:
+            lines.append(f"        lacks: {', '.join(check.missing)}")
+    return lines
+
+
+# -- the seed's table, from the kernels' source ---------------------------------------------------
+
+
+def schedule_table() -> list[str]:
+    """Variant, schedule dimension, source lines that differ from the baseline (and what the seed's
+    table says), and the differing lines themselves."""
+    from harness.invariants import changed_source, source_lines_changed
+    from kernels import gemm_relu_schedules
+
+    base_build = gemm_relu_schedules.SCHEDULES[gemm_relu_schedules.BASELINE][0]
+    header = ("variant", "dimension", "lines vs v0 (seed)", "what changed")
+    rows = []
+    for name, (build, dimension, seed_lines) in gemm_relu_schedules.SCHEDULES.items():
+        changed = changed_source(base_build, build) or ["-"]
+        counted = source_lines_changed(base_build, build)
+        mark = "" if counted == seed_lines else "  <- differs from the seed"
+        rows.append((name, dimension or "-", f"{counted} ({seed_lines}){mark}", changed))
+    widths = [max(len(header[i]), *(len(r[i]) for r in rows)) for i in range(3)]
+    lines = [f"Seed 03 table, computed from kernels/gemm_relu_schedules.py against {gemm_relu_schedules.BASELINE}:"]
+    lines.append("  ".join(h.ljust(w) for h, w in zip(header[:3], widths, strict=True)) + "  " + header[3])
+    for name, dimension, counted, changed in rows:
+        cells = "  ".join(c.ljust(w) for c, w in zip((name, dimension, counted), widths, strict=True))
+        lines.append(f"{cells}  {changed[0]}")
+        lines += [" " * len(cells) + f"  {more}" for more in changed[1:]]
+    return lines
+
+
+# -- beyond the seed: what each annotation does to the CUDA -----------------------------------------
+
+
+def render_effects(effects: Sequence[Any]) -> list[str]:
+    """Per target: CUDA lines each variant changes against the baseline, identical ones marked."""
+    baseline = effects[0].variant
+    lines = []
+    for target in effects[0].cuda_lines_changed:
+        lines.append(f"{target}: CUDA lines changed against {baseline} (normalized text, lines added + removed)")
+        for effect in effects[1:]:
+            changed = effect.cuda_lines_changed[target]
+            if changed == 0:
+                verdict = f"IDENTICAL to {baseline}: this annotation has no effect on {target}"
+            else:
+                fields = ", ".join(effect.facts_changed[target]) or "none"
+                verdict = f"facts that differ: {fields}"
+            lines.append(f"  {effect.variant:<20} {changed:>4}  {verdict}")
+    flows = ", ".join(f"{e.variant} {'yes' if e.same_dataflow else 'NO'}" for e in effects[1:])
+    lines.append(f"same dataflow as {baseline}: {flows}")
+    return lines
+
+
+def render_swizzle(layouts: Sequence[Any]) -> list[str]:
+    """The seed's swizzle criterion for every buffer v2 annotates, and what the layout really does."""
+    from harness.invariants import SWIZZLE_CRITERION_BITS
+
+    lines = [
+        f"Swizzle criterion the seed quotes (shape[-1] * dtype bits == {SWIZZLE_CRITERION_BITS}, "
+        f"a {SWIZZLE_CRITERION_BITS // 8}-byte last dimension), for the buffers v2_swizzled_layout annotates:"
+    ]
+    for layout in layouts:
+        shape = "x".join(map(str, layout.shape))
+        effect = "the identity" if layout.elements_moved == 0 else "not the identity"
+        lines.append(
+            f"  {layout.buffer} {layout.dtype} {shape}: last dimension {layout.last_dim_bytes} bytes, "
+            f"criterion {'met' if layout.meets_swizzle_criterion else 'NOT met'}; make_swizzled_layout "
+            f"moves {layout.elements_moved} of {layout.elements} elements ({effect})"
+        )
+    disagree = [x.buffer for x in layouts if x.meets_swizzle_criterion != (x.elements_moved > 0)]
+    if disagree:
+        lines.append(
+            f"  the criterion mispredicts tilelang.layout.make_swizzled_layout for {', '.join(disagree)}: "
+            "it is the rule of the examples' own make_swizzle_layout helper, not of this function"
+        )
+    return lines
+
+
+# -- running --------------------------------------------------------------------------------------
+
+
+def static_report() -> int:
+    """Table, API checklist, lowering for every target, swizzle check; the exit status."""
+    print("\n".join(schedule_table()))
+    print()
+    checks = [check_api(api) for api in API_CHECKLIST]
+    print("\n".join(render_api_checklist(checks)))
+    missing = [c.api.name for c in checks if not c.present]
+    if missing:
+        print(f"\nmissing from the installed TileLang: {', '.join(missing)}; the variants using them cannot be built")
+        return EXIT_FAILED
+
+    from harness.invariants import explicit_layouts
+    from harness.lowering import LoweringError
+    from harness.schedule_effects import schedule_effects
+    from kernels import gemm_relu_schedules
+
+    try:
+        effects = schedule_effects(tuple(TARGETS))
+    except LoweringError as error:
+        print(error, file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    print()
+    print("\n".join(render_effects(effects)))
+    print()
+    v2 = next(v for v in gemm_relu_schedules.VARIANTS if v.name == "v2_swizzled_layout")
+    print("\n".join(render_swizzle(explicit_layouts(v2.prim_func(**PROBLEM_SHAPE)))))
+    different = [e.variant for e in effects if not e.same_dataflow]
+    if different:
+        print(f"\nFAIL: {', '.join(different)} no longer share the baseline's dataflow")
+        return EXIT_FAILED
+    return 0
+
+
+def gpu_report(seeds: Sequence[int] | None) -> int:
+    """Compile the four variants for this GPU and check them against torch.relu(A @ B)."""
+    from harness import jit, numerics
+    from harness.gpu_device import NoCudaDevice, UnknownTarget, require_cuda
+    from kernels import gemm_relu_schedules
+
+    try:
+        device = require_cuda()
+    except (NoCudaDevice, UnknownTarget) as error:
+        print(f"{error}\n(--static-only runs everything that needs no GPU)", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    seeds = list(seeds) if seeds else numerics.fresh_seeds()
+    shape = "x".join(str(PROBLEM_SHAPE[k]) for k in "MNK")
+    print(f"{device.name} ({device.target}); C = relu(A @ B), fp16 {shape}, seeds {seeds}")
+    compiled = jit.compile_variants(gemm_relu_schedules.VARIANTS)
+    runs = {c.variant.name: (c.kernel, c.variant.reference) for c in compiled if c.kernel is not None}
+    results = numerics.check_numerics(runs, seeds, PROBLEM_SHAPE) if runs else {}
+    failed = False
+    for c in compiled:
+        name = c.variant.name
+        if c.kernel is None:
+            print(f"FAIL  {name:<20} did not compile: {c.error}")
+            failed = True
+            continue
+        result = results[name]
+        worst = max(s.max_abs_error for s in result.seeds)
+        verdict = "PASS" if result.passed else "FAIL"
+        failed |= not result.passed
+        detail = "" if result.passed else "  " + "; ".join(result.problems())
+        tolerance = f"rtol={numerics.RTOL:g}, atol={numerics.ATOL:g}"
+        print(f"{verdict}  {name:<20} max abs error {worst:.4g} against torch.relu(A @ B) ({tolerance}){detail}")
+    return EXIT_FAILED if failed else 0
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--static-only",
+        action="store_true",
+        help="no GPU: print the table of the four variants, the API checklist, what each annotation "
+        "changes in the CUDA for every target, and the swizzle criterion check",
+    )
+    parser.add_argument(
+        "--seeds",
+        nargs="+",
+        type=int,
+        metavar="SEED",
+        help="GPU mode: input seeds to replay (at least 3 distinct; default: fresh ones, printed)",
+    )
+    args = parser.parse_args(argv)
+    if args.seeds is not None and len(set(args.seeds)) < MIN_SEEDS:
+        parser.error(f"--seeds needs at least {MIN_SEEDS} distinct seeds")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    problem = tilelang_unavailable()
+    if problem:
+        print(problem, file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    if args.static_only:
+        return static_report()
+    return gpu_report(args.seeds)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

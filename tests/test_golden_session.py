@@ -231,3 +231,10 @@ def test_manifest_problems_are_reported_without_traceback(golden_session, manife
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([message])
     assert "Traceback" not in result.stdout.str()
+
+
+def test_lower_trace_is_refused(golden_session, monkeypatch):
+    monkeypatch.setenv("TL_LOWER_TRACE", "html")
+    result = golden_session("-k", SMALL_CASE)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*TL_LOWER_TRACE='html' is set*"])

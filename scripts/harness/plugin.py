@@ -6,6 +6,7 @@ pytest provides parametrization, `-k`, xdist and JUnit XML, this plugin the rest
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -36,6 +37,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "golden_group(name): cases that share lowerings; sharded together")
+    if os.environ.get("TL_LOWER_TRACE"):
+        # In html mode TileLang compiles a kept codegen.cpp instead of what it generated, so a
+        # traced lowering can differ from the real one: never compare or write snapshots with it.
+        raise pytest.UsageError(
+            f"TL_LOWER_TRACE={os.environ['TL_LOWER_TRACE']!r} is set: traced lowerings are not trusted for "
+            "snapshots. Unset it, and trace one variant with scripts/lower_num_stages.py instead."
+        )
     if config.getoption("--regen"):
         try:
             check_may_write(config.getoption("--force-regen-under-ci"))

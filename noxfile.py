@@ -35,7 +35,7 @@ def regen_golden(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The harness's own tests."""
-    install(session)
+    session.install("-r", "requirements-gpu.txt")  # the pins plus matplotlib: the GPU report's plot is tested too
     session.run("pytest", "tests", "-n", "auto", *session.posargs)
 
 

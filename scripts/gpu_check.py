@@ -1,0 +1,111 @@
+"""Numeric and timing checks of every registered variant on the CUDA GPU at hand (`nox -s gpu`).
+
+Exit status: 0 the gate passed, 1 it failed, 2 nothing could be checked (no CUDA device, a
+refused baseline recording, bad options). See docs/gpu.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import sys
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1])]  # the repository root: `kernels`
+
+from harness.gpu_device import NoCudaDevice, require_cuda  # noqa: E402
+from harness.numerics import MIN_SEEDS  # noqa: E402
+from harness.timing import DEFAULT_ROUNDS, REPEAT_MS, WARMUP_MS  # noqa: E402
+from kernels import PROBLEM_SHAPE  # noqa: E402
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--output", type=Path, default=Path("build/gpu-report"), help="report folder (default: build/gpu-report)"
+    )
+    parser.add_argument(
+        "--shape",
+        type=int,
+        nargs=3,
+        metavar=("M", "N", "K"),
+        default=[PROBLEM_SHAPE[k] for k in "MNK"],
+        help="problem size (default: the snapshots' %(default)s)",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        help=f"input seeds, at least {MIN_SEEDS} (default: fresh ones, recorded in the report)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=DEFAULT_ROUNDS,
+        help="interleaved timing rounds, at least 2 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--warmup-ms", type=float, default=WARMUP_MS, help="do_bench warm-up per measurement (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--repeat-ms",
+        type=float,
+        default=REPEAT_MS,
+        help="do_bench repetition time per measurement (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--select", action="append", metavar="GLOB", help="only variants whose family/name matches (repeatable)"
+    )
+    parser.add_argument("--golden-dir", type=Path, default=Path("golden"), help="static snapshots (default: golden)")
+    parser.add_argument(
+        "--timing-dir", type=Path, default=Path("golden/timing"), help="timing baselines (default: golden/timing)"
+    )
+    parser.add_argument(
+        "--record-baseline", action="store_true", help="write this run's ratios as the baseline for this GPU model"
+    )
+    parser.add_argument(
+        "--force-record-under-ci", action="store_true", help="allow --record-baseline although CI is set"
+    )
+    options = parser.parse_args(argv)
+    if options.seeds is not None and len(set(options.seeds)) < MIN_SEEDS:
+        parser.error(f"--seeds needs at least {MIN_SEEDS} distinct seeds")
+    if options.rounds < 2:
+        parser.error("--rounds must be at least 2: the spread between rounds is the measured noise")
+    return options
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    try:
+        require_cuda()  # before TileLang's slow import: without a GPU, stop at once
+    except NoCudaDevice as error:
+        print(f"gpu check stopped, nothing was checked: {error}", file=sys.stderr)
+        return 2
+
+    from harness.gpu_check import run_gpu_check
+    from kernels import all_variants
+
+    variants = all_variants()
+    if options.select:
+        variants = [v for v in variants if any(fnmatch.fnmatchcase(v.key, pattern) for pattern in options.select)]
+        if not variants:
+            print(f"gpu check stopped: no variant matches --select {options.select}", file=sys.stderr)
+            return 2
+    return run_gpu_check(
+        variants,
+        output=options.output,
+        timing_dir=options.timing_dir,
+        record=options.record_baseline,
+        force_record=options.force_record_under_ci,
+        complete_selection=not options.select,
+        shape=dict(zip("MNK", options.shape, strict=True)),
+        seeds=options.seeds,
+        rounds=options.rounds,
+        golden=options.golden_dir,
+        warmup_ms=options.warmup_ms,
+        repeat_ms=options.repeat_ms,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""Timing baselines: one committed file per GPU model under golden/timing/, and the soft gate.
+
+A baseline holds each variant's ratio to its reference (reference ms / variant ms, so higher
+is faster), keyed by the GPU name, the CUDA, torch and TileLang versions and the problem size.
+Ratios, not milliseconds, because cuBLAS in the same process absorbs most of what a shared
+GPU's clocks and neighbours do to both. A ratio more than 10 % worse warns; more than 25 %
+worse fails only if a re-measurement confirms it. Another key, or no file: report only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.golden import running_under_ci
+from harness.snapshot import atomic_write
+
+TIMING_DIR = Path("golden") / "timing"
+WARN_WORSE = 0.10
+FAIL_WORSE = 0.25
+BASELINE_FORMAT = 1
+CORRUPT = "corrupt"  # the Comparison status for a baseline file that cannot be read
+RECORD_COMMAND = "nox -s gpu -- --record-baseline"
+HEADER = (
+    "# Timing baseline for one GPU model: each variant's ratio to its reference (reference ms / variant ms).\n"
+    f"# Written by `{RECORD_COMMAND}` on that GPU; never edit by hand.\n"
+)
+
+# variant keys -> their re-measured ratios
+Remeasure = Callable[[Sequence[str]], Mapping[str, float]]
+
+
+class CorruptBaseline(ValueError):
+    """A baseline file that cannot be read; the message names it and what to do."""
+
+
+class BaselineRefused(RuntimeError):
+    """Recording a baseline is not allowed in this run."""
+
+
+@dataclass(frozen=True)
+class Baseline:
+    key: dict[str, str]
+    ratios: dict[str, float]
+
+
+@dataclass
+class Verdict:
+    variant: str
+    level: str  # ok | warn | fail | new
+    ratio: float
+    baseline_ratio: float | None = None
+    remeasured_ratio: float | None = None
+    message: str = ""
+
+    @property
+    def worse_by(self) -> float | None:
+        return None if self.baseline_ratio is None else worse_by(self.ratio, self.baseline_ratio)
+
+
+@dataclass
+class Comparison:
+    status: str  # compared | missing | key mismatch | recorded | corrupt
+    path: str
+    message: str
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    not_checked: list[str] = field(default_factory=list)  # in the baseline, absent from this run
+
+    def of_level(self, level: str) -> list[Verdict]:
+        return [v for v in self.verdicts.values() if v.level == level]
+
+
+def baseline_path(gpu_name: str, root: Path = TIMING_DIR) -> Path:
+    """`NVIDIA H200` -> golden/timing/nvidia-h200.yaml."""
+    slug = re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
+    return root / f"{slug}.yaml"
+
+
+def baseline_key(gpu_name: str, versions: Mapping[str, str], shape: Mapping[str, int]) -> dict[str, str]:
+    return {
+        "gpu": str(gpu_name),
+        **{name: str(versions[name]) for name in ("cuda", "torch", "tilelang")},
+        "problem": f"{shape['M']}x{shape['N']}x{shape['K']}",
+    }
+
+
+def worse_by(ratio: float, baseline_ratio: float) -> float:
+    """How much slower relative to the reference than the baseline: 0.2 = 20 % worse, negative = better."""
+    return 1.0 - ratio / baseline_ratio
+
+
+def read_baseline(path: Path) -> Baseline | None:
+    if not path.is_file():
+        return None
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as error:
+        raise CorruptBaseline(f"{path}: not valid YAML ({error}); record it again with `{RECORD_COMMAND}`") from None
+    if not isinstance(data, dict) or data.get("format") != BASELINE_FORMAT:
+        raise CorruptBaseline(f"{path}: expected a mapping with format: {BASELINE_FORMAT}; record it again")
+    key, ratios = data.get("key"), data.get("ratios")
+    if not isinstance(key, dict) or not isinstance(ratios, dict):
+        raise CorruptBaseline(f"{path}: expected mappings under 'key' and 'ratios'; record it again")
+    bad = [name for name, value in ratios.items() if not isinstance(value, (int, float)) or value <= 0]
+    if bad:
+        raise CorruptBaseline(f"{path}: ratios must be positive numbers, not for {bad}; record it again")
+    return Baseline({str(k): str(v) for k, v in key.items()}, {str(k): float(v) for k, v in ratios.items()})
+
+
+def render_baseline(key: Mapping[str, str], ratios: Mapping[str, float], timer: Mapping[str, Any]) -> str:
+    data = {
+        "format": BASELINE_FORMAT,
+        "key": {str(k): str(v) for k, v in key.items()},
+        "timer": {str(k): v for k, v in timer.items()},
+        "ratios": {str(name): round(float(ratios[name]), 4) for name in sorted(ratios)},
+    }
+    return HEADER + yaml.safe_dump(data, sort_keys=False, width=120)
+
+
+def check_may_record(force: bool, environ: Mapping[str, str] = os.environ) -> None:
+    """Recording is a person's decision after looking at the numbers, not something CI does by itself."""
+    if running_under_ci(environ) and not force:
+        raise BaselineRefused(
+            f"refusing to record a timing baseline while CI={environ.get('CI')!r}: a baseline is recorded by a "
+            f"person on the GPU it describes (`{RECORD_COMMAND}`), then reviewed and committed. Pass "
+            "--force-record-under-ci if this job exists to produce one as an artifact."
+        )
+
+
+def write_baseline(path: Path, text: str, force: bool, environ: Mapping[str, str] = os.environ) -> None:
+    check_may_record(force, environ)
+    atomic_write(path, text)
+
+
+def compare(
+    baseline: Baseline | None,
+    path: Path,
+    key: Mapping[str, str],
+    ratios: Mapping[str, float],
+    remeasure: Remeasure,
+) -> Comparison:
+    """The soft gate for every measured ratio; `remeasure` is asked only about suspected failures."""
+    if baseline is None:
+        return Comparison(
+            "missing",
+            str(path),
+            f"no timing baseline for {key['gpu']} ({path}): timings are reported only. "
+            f"Record one on this GPU with `{RECORD_COMMAND}` and commit it.",
+        )
+    differing = [
+        f"{name}: baseline {baseline.key.get(name)!r}, now {value!r}"
+        for name, value in key.items()
+        if baseline.key.get(name) != value
+    ]
+    if differing:
+        return Comparison(
+            "key mismatch",
+            str(path),
+            f"{path} was recorded under another key ({'; '.join(differing)}): ratios are not compared, "
+            f"timings are reported only. Record a baseline for this setup with `{RECORD_COMMAND}`.",
+        )
+    verdicts: dict[str, Verdict] = {}
+    suspects: list[str] = []
+    for variant, ratio in ratios.items():
+        if variant not in baseline.ratios:
+            verdicts[variant] = Verdict(variant, "new", ratio, message="no baseline entry yet")
+            continue
+        verdict = Verdict(variant, "ok", ratio, baseline.ratios[variant])
+        change = worse_by(ratio, verdict.baseline_ratio)
+        if change > FAIL_WORSE:
+            suspects.append(variant)
+        elif change > WARN_WORSE:
+            verdict.level = "warn"
+            verdict.message = (
+                f"{change:.0%} worse than the baseline ratio {verdict.baseline_ratio:.3f} (warn above {WARN_WORSE:.0%})"
+            )
+        verdicts[variant] = verdict
+    remeasured = remeasure(suspects) if suspects else {}
+    for variant in suspects:
+        verdict = verdicts[variant]
+        first = worse_by(verdict.ratio, verdict.baseline_ratio)
+        again = remeasured.get(variant)
+        verdict.remeasured_ratio = again
+        if again is not None and worse_by(again, verdict.baseline_ratio) > FAIL_WORSE:
+            verdict.level = "fail"
+            verdict.message = (
+                f"{first:.0%} worse than the baseline ratio {verdict.baseline_ratio:.3f}, confirmed by a "
+                f"re-measurement ({worse_by(again, verdict.baseline_ratio):.0%} worse; fail above {FAIL_WORSE:.0%})"
+            )
+        else:
+            verdict.level = "warn"
+            again_text = (
+                "no re-measurement"
+                if again is None
+                else f"{worse_by(again, verdict.baseline_ratio):.0%} on re-measurement"
+            )
+            verdict.message = (
+                f"{first:.0%} worse than the baseline ratio {verdict.baseline_ratio:.3f} at first, "
+                f"{again_text}: not confirmed, so a warning"
+            )
+    not_checked = sorted(set(baseline.ratios) - set(ratios))
+    fails, warns = (
+        len([v for v in verdicts.values() if v.level == "fail"]),
+        len([v for v in verdicts.values() if v.level == "warn"]),
+    )
+    rest = len(verdicts) - fails - warns
+    message = f"compared with {path}: {fails} confirmed regressions, {warns} warnings, {rest} within limits or new"
+    return Comparison("compared", str(path), message, verdicts, not_checked)

@@ -1,0 +1,265 @@
+"""The GPU check end to end: compile -> agree with the static snapshot -> numerics -> timing -> sweep.
+
+`check_variants` is the reusable part (no baseline, no files written); `run_gpu_check` adds
+the baseline comparison or recording and the reports, and returns the exit status.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.baseline import (
+    CORRUPT,
+    BaselineRefused,
+    Comparison,
+    CorruptBaseline,
+    baseline_key,
+    baseline_path,
+    check_may_record,
+    compare,
+    read_baseline,
+    render_baseline,
+    write_baseline,
+)
+from harness.gpu_device import Device, NoCudaDevice, UnknownTarget, require_cuda
+from harness.gpu_results import GpuRun, VariantResult
+from harness.jit import CompiledVariant, compile_variants, read_driver_resources
+from harness.normalize import normalize_cuda
+from harness.numerics import check_numerics, fresh_seeds, random_inputs, validate_seeds
+from harness.snapshot import CorruptSnapshot, SnapshotStore, parse_facts
+from harness.sweep import SweepPoint, TileSweep
+from harness.timing import (
+    DEFAULT_ROUNDS,
+    REPEAT_MS,
+    WARMUP_MS,
+    Bench,
+    measure_interleaved,
+    reference_runs,
+    triton_bench,
+)
+from kernels import PROBLEM_SHAPE, Variant
+
+SWEEP_FAMILY = "gemm_num_stages"  # seed 01: one kernel swept over num_stages and tile shapes
+Log = Callable[[str], None]
+
+
+def check_variants(
+    variants: Sequence[Variant],
+    *,
+    shape: Mapping[str, int] = PROBLEM_SHAPE,
+    seeds: Sequence[int] | None = None,
+    rounds: int = DEFAULT_ROUNDS,
+    golden: Path = Path("golden"),
+    warmup_ms: float = WARMUP_MS,
+    repeat_ms: float = REPEAT_MS,
+    bench: Bench | None = None,
+    log: Log = print,
+) -> GpuRun:
+    """Compile, check and time `variants` on the current CUDA GPU; raises NoCudaDevice without one."""
+    import torch
+
+    device = require_cuda()
+    shape = dict(shape)
+    seeds = validate_seeds(fresh_seeds() if seeds is None else seeds)
+    log(f"device: {device.name} (compute capability {device.capability[0]}.{device.capability[1]} -> {device.target})")
+
+    started = time.perf_counter()
+    compiled = compile_variants(variants, shape)
+    compile_seconds = time.perf_counter() - started
+    log(f"compiled {sum(c.kernel is not None for c in compiled)}/{len(compiled)} variants in {compile_seconds:.1f} s")
+
+    torch.empty(1, device="cuda")  # make the CUDA context current before asking the driver about kernels
+    store = SnapshotStore(golden)
+    results = [_with_snapshot(c, device, store) for c in compiled]
+    runnable = [r for r in results if r.compiled.kernel is not None and not r.problems and r.fits]
+
+    log(f"numerics: {len(runnable)} variants x seeds {seeds}")
+    checked = check_numerics({r.key: (r.compiled.kernel, r.reference) for r in runnable}, seeds, shape)
+    for result in runnable:
+        result.numerics = checked[result.key]
+
+    timed = [r for r in runnable if r.numerics is not None and r.numerics.passed]
+    a, b = random_inputs(seeds[0], shape)
+    output = torch.empty(shape["M"], shape["N"], device="cuda", dtype=torch.float16)
+    references = reference_runs(a, b)
+    bench = bench or triton_bench(warmup_ms, repeat_ms)
+
+    def kernel_run(result: VariantResult) -> Callable[[], Any]:
+        return lambda: result.compiled.kernel(a, b, output)
+
+    def measure(subset: Sequence[VariantResult]) -> tuple[dict[str, Any], dict[str, Any]]:
+        needed = dict.fromkeys(r.reference for r in subset)
+        candidates = {f"reference {name}": references[name] for name in needed}
+        candidates.update({r.key: kernel_run(r) for r in subset})
+        timings = measure_interleaved(candidates, rounds, bench)
+        return {name: timings[f"reference {name}"] for name in needed}, {r.key: timings[r.key] for r in subset}
+
+    log(f"timing: {len(timed)} variants and their references, {rounds} interleaved rounds")
+    reference_timings, variant_timings = measure(timed) if timed else ({}, {})
+    for result in timed:
+        result.timing = variant_timings[result.key]
+        result.ratio = reference_timings[result.reference].median_ms / result.timing.median_ms
+
+    def remeasure(keys: Sequence[str]) -> dict[str, float]:
+        subset = [r for r in timed if r.key in keys]
+        log(f"re-measuring {[r.key for r in subset]} to confirm a suspected regression")
+        again_references, again = measure(subset)
+        return {r.key: again_references[r.reference].median_ms / again[r.key].median_ms for r in subset}
+
+    return GpuRun(
+        device=device,
+        shape=shape,
+        seeds=seeds,
+        timer={
+            "tool": "triton.testing.do_bench",
+            "statistic": "median",
+            "warmup_ms": warmup_ms,
+            "repeat_ms": repeat_ms,
+            "rounds": rounds,
+            "interleaved": True,
+        },
+        variants=results,
+        references=reference_timings,
+        sweeps=build_sweeps(results),
+        compile_seconds=compile_seconds,
+        wall_seconds=time.perf_counter() - started,
+        remeasure=remeasure,
+    )
+
+
+def _with_snapshot(compiled: CompiledVariant, device: Device, store: SnapshotStore) -> VariantResult:
+    """Check the compiled kernel against its static snapshot for this device's target."""
+    key = compiled.variant.key
+    facts_path = f"{key}/{device.target}.yaml"
+    shown = (store.root / facts_path).as_posix()
+    result = VariantResult(compiled, device.shared_memory_per_block_bytes, shown)
+    if compiled.error:
+        result.problems.append(f"{key}: {compiled.error}")
+        return result
+    read_driver_resources(compiled)
+    regen = f'nox -s regen-golden -- -k "{key}/{device.target}"'
+    text = store.read(facts_path)
+    if text is None:
+        result.problems.append(f"{shown}: no static snapshot for this variant and target; run `{regen}` and commit it")
+        return result
+    try:
+        snapshot = parse_facts(text, shown)["dynamic_shared_memory_bytes"]
+    except CorruptSnapshot as error:
+        result.problems.append(str(error))
+        return result
+    result.snapshot_shared_memory_bytes = snapshot
+    if compiled.dynamic_shared_memory_bytes != snapshot:
+        result.problems.append(
+            f"{shown}: dynamic_shared_memory_bytes is {snapshot} in the snapshot, but the kernel compiled here "
+            f"launches with {compiled.dynamic_shared_memory_bytes}; run `nox -s static` to see what changed, "
+            f"then `{regen}`"
+        )
+    cuda = store.read(f"{key}/{device.target}.cu")
+    if cuda is not None:
+        result.cuda_matches_snapshot = normalize_cuda(compiled.kernel.kernel_source) == cuda
+    return result
+
+
+def build_sweeps(results: Sequence[VariantResult]) -> list[TileSweep]:
+    """Seed 01's curves: one TileSweep per tile shape of the sweep family, in declaration order."""
+    sweeps: dict[str, TileSweep] = {}
+    for result in results:
+        variant = result.compiled.variant
+        if variant.family != SWEEP_FAMILY:
+            continue
+        p = variant.params
+        tile = f"{p['block_M']}x{p['block_N']}x{p['block_K']}"
+        timing = result.timing
+        sweeps.setdefault(tile, TileSweep(tile)).points.append(
+            SweepPoint(
+                num_stages=p["num_stages"],
+                shared_memory_bytes=result.shared_memory_bytes,
+                fits=result.fits,
+                median_ms=None if timing is None else timing.median_ms,
+                spread=0.0 if timing is None else timing.spread,
+            )
+        )
+    return list(sweeps.values())
+
+
+def compare_with_baseline(run: GpuRun, timing_dir: Path) -> Comparison:
+    """Attach the soft gate's verdicts to the run's variants."""
+    path = baseline_path(run.device.name, timing_dir)
+    key = baseline_key(run.device.name, run.device.versions, run.shape)
+    ratios = {r.key: r.ratio for r in run.variants if r.ratio is not None}
+    try:
+        baseline = read_baseline(path)
+    except CorruptBaseline as error:  # a broken committed file fails the run; it must not read as "no baseline"
+        run.comparison = Comparison(CORRUPT, str(path), str(error))
+        return run.comparison
+    comparison = compare(baseline, path, key, ratios, run.remeasure or (lambda keys: {}))
+    for result in run.variants:
+        result.verdict = comparison.verdicts.get(result.key)
+    run.comparison = comparison
+    return comparison
+
+
+def record_baseline(run: GpuRun, timing_dir: Path, force: bool, environ: Mapping[str, str] = os.environ) -> Path:
+    """Write this run's ratios as the baseline for its GPU model (only from a run without failures)."""
+    if run.failures:
+        raise BaselineRefused(
+            f"refusing to record a timing baseline from a run with {len(run.failures)} failing variants "
+            f"({', '.join(r.key for r in run.failures)}); fix them first"
+        )
+    path = baseline_path(run.device.name, timing_dir)
+    key = baseline_key(run.device.name, run.device.versions, run.shape)
+    ratios = {r.key: r.ratio for r in run.variants if r.ratio is not None}
+    write_baseline(path, render_baseline(key, ratios, run.timer), force, environ)
+    run.recorded_baseline = str(path)
+    run.comparison = Comparison(
+        "recorded",
+        str(path),
+        f"recorded a new baseline in {path} ({len(ratios)} ratios); review its diff and commit it",
+    )
+    return path
+
+
+def run_gpu_check(
+    variants: Sequence[Variant],
+    *,
+    output: Path,
+    timing_dir: Path,
+    record: bool = False,
+    force_record: bool = False,
+    complete_selection: bool = True,
+    environ: Mapping[str, str] = os.environ,
+    log: Log = print,
+    **check_options: Any,
+) -> int:
+    """The `nox -s gpu` run: 0 when the gate passes, 1 when it fails, 2 when nothing could be checked."""
+    from harness.gpu_report import write_reports
+
+    started = time.perf_counter()
+    try:
+        if record:
+            check_may_record(force_record, environ)
+            if not complete_selection:
+                raise BaselineRefused(
+                    "refusing to record a baseline from a selection of variants; run without --select"
+                )
+        run = check_variants(variants, log=log, **check_options)
+    except (NoCudaDevice, UnknownTarget, BaselineRefused) as error:
+        log(f"gpu check stopped, nothing was checked: {error}")
+        return 2
+    if record:
+        try:
+            record_baseline(run, timing_dir, force_record, environ)
+        except BaselineRefused as error:
+            log(str(error))
+    else:
+        compare_with_baseline(run, timing_dir)
+    run.wall_seconds = time.perf_counter() - started
+    for path in write_reports(run, output, environ, log):
+        log(f"wrote {path}")
+    if record and run.recorded_baseline is None:
+        return 1
+    return 0 if run.passed else 1

@@ -1,0 +1,90 @@
+"""The CUDA device a GPU check runs on: what it is, which snapshot target it maps to, its limits.
+
+Everything here is queried from the device and the installed packages, never assumed, so the
+same code runs on any CUDA GPU whose compute capability has a target in `kernels.TARGETS`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from kernels import TARGETS
+
+
+class NoCudaDevice(RuntimeError):
+    """No CUDA device is usable here; the GPU checks cannot run (and must not pass)."""
+
+
+class UnknownTarget(RuntimeError):
+    """The device's compute capability has no snapshot target to compare with."""
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    capability: tuple[int, int]
+    target: str  # the kernels.TARGETS name whose static snapshots describe this device
+    shared_memory_per_block_bytes: int  # the opt-in maximum a kernel may ask for
+    multiprocessors: int
+    versions: dict[str, str]  # cuda, torch, tilelang: part of the timing baseline's key
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "capability": f"{self.capability[0]}.{self.capability[1]}",
+            "target": self.target,
+            "shared_memory_per_block_bytes": self.shared_memory_per_block_bytes,
+            "multiprocessors": self.multiprocessors,
+            "versions": dict(self.versions),
+        }
+
+
+def target_for_capability(major: int, minor: int) -> str:
+    """Compute capability 9.0 -> "sm_90"; refuse one that no static snapshot covers."""
+    name = f"sm_{major}{minor}"
+    if name not in TARGETS:
+        raise UnknownTarget(
+            f"this GPU has compute capability {major}.{minor} ({name}), but kernels.TARGETS only has "
+            f"{sorted(TARGETS)}: add {name!r} to TARGETS in kernels/__init__.py and run "
+            "`nox -s regen-golden` so the GPU checks have snapshots to compare with"
+        )
+    return name
+
+
+def require_cuda() -> Device:
+    """The current CUDA device, or NoCudaDevice with what to do about it."""
+    import torch
+
+    if torch.version.cuda is None:
+        raise NoCudaDevice(
+            f"torch {torch.__version__} is a build without CUDA; the GPU checks need a CUDA build of "
+            "PyTorch and a CUDA GPU (run `nox -s gpu` on the GPU runner)"
+        )
+    if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+        raise NoCudaDevice(
+            f"no CUDA device is visible (torch {torch.__version__}, CUDA {torch.version.cuda}, "
+            f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')!r}); "
+            "the GPU checks ran nothing. Run them on a machine with a CUDA GPU."
+        )
+    index = torch.cuda.current_device()
+    properties = torch.cuda.get_device_properties(index)
+    major, minor = torch.cuda.get_device_capability(index)
+    return Device(
+        name=properties.name,
+        capability=(major, minor),
+        target=target_for_capability(major, minor),
+        shared_memory_per_block_bytes=int(properties.shared_memory_per_block_optin),
+        multiprocessors=int(properties.multi_processor_count),
+        # str(): torch's version is a str subclass that YAML's safe dumper refuses.
+        versions={"cuda": str(torch.version.cuda), "torch": str(torch.__version__), "tilelang": _version("tilelang")},
+    )
+
+
+def _version(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "not installed"

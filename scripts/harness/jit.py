@@ -1,0 +1,172 @@
+"""JIT-compile variants for the GPU at hand, and read what each compiled kernel asks of the device.
+
+Compilation uses TileLang's own parallel compiler (`tilelang.par_compile`) on the same
+`Variant.prim_func(**shape)` the static snapshots lower. Dynamic shared memory is the size the
+compiled kernel is launched with; registers per thread and static shared memory come from the
+CUDA driver, which loads the kernel's binary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kernels import PROBLEM_SHAPE, Variant
+
+DYNAMIC_SHARED_LAUNCH_PARAM = "tirx.use_dyn_shared_memory"
+DYNAMIC_SHARED_ATTR = "dyn_shared_memory_buf"
+# CUfunction_attribute values from cuda.h.
+CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1
+CU_FUNC_ATTRIBUTE_NUM_REGS = 4
+# TileLang hands every CUDA compilation to this registered hook (TVM's callback convention).
+COMPILE_HOOK = "tilelang_callback_cuda_compile"
+
+
+@dataclass
+class CompiledVariant:
+    variant: Variant
+    kernel: Any | None  # tilelang JITKernel, called as kernel(A, B, C)
+    error: str | None = None
+    dynamic_shared_memory_bytes: int | None = None
+    static_shared_memory_bytes: int | None = None
+    registers_per_thread: int | None = None
+    resources_note: str | None = None  # why registers are missing, when they are
+    compile_target: str | None = None
+    binary: bytes | None = None  # the cubin nvcc produced, as TileLang's compile hook returned it
+
+
+def compile_variants(variants: Sequence[Variant], shape: Mapping[str, int] = PROBLEM_SHAPE) -> list[CompiledVariant]:
+    """Compile every variant in parallel; a variant that fails carries its error instead of a kernel."""
+    import tilelang
+
+    # A check compiles what the installed TileLang emits now, never a kernel cached on disk.
+    tilelang.disable_cache()
+    results: list[CompiledVariant] = []
+    funcs: list[Any] = []
+    for variant in variants:
+        try:
+            funcs.append(variant.prim_func(**shape))
+            results.append(CompiledVariant(variant, None))
+        except Exception as error:  # the kernel's Python body raised while building its PrimFunc
+            results.append(CompiledVariant(variant, None, error=f"building the PrimFunc failed: {error}"))
+    buildable = [r for r in results if r.error is None]
+    with capturing_binaries() as binaries:
+        kernels = tilelang.par_compile(funcs, target="auto", ignore_error=True) if funcs else []
+        for result, func, kernel in zip(buildable, funcs, kernels, strict=True):
+            if kernel is None:  # par_compile only logs the error: compile this one alone to keep it
+                try:
+                    kernel = tilelang.compile(func, target="auto")
+                except Exception as error:
+                    result.error = f"TileLang could not compile it: {type(error).__name__}: {error}"
+                    continue
+            result.kernel = kernel
+    for result in buildable:
+        kernel = result.kernel
+        if kernel is None:
+            continue
+        result.binary = binaries.get(kernel.kernel_source)
+        result.compile_target = str(kernel.target.attrs.get("arch", kernel.target))
+        try:
+            result.dynamic_shared_memory_bytes = launch_dynamic_shared_memory(kernel)
+        except LookupError as error:
+            result.error = str(error)
+    return results
+
+
+@contextlib.contextmanager
+def capturing_binaries() -> Iterator[dict[str, bytes]]:
+    """CUDA source -> binary for every compilation inside the block.
+
+    The compiled kernel's CUDA module keeps its cubin private (it cannot be written out), so the
+    binary is kept on its way through the hook; the driver reads registers from it.
+    """
+    import tvm_ffi
+
+    original = tvm_ffi.get_global_func(COMPILE_HOOK, allow_missing=True)
+    binaries: dict[str, bytes] = {}
+    if original is None:
+        yield binaries
+        return
+
+    def capture(code: str, target: Any, pass_config: Any = None) -> Any:
+        binary = original(code, target, pass_config)
+        binaries[str(code)] = bytes(binary)
+        return binary
+
+    tvm_ffi.register_global_func(COMPILE_HOOK, capture, override=True)
+    try:
+        yield binaries
+    finally:
+        tvm_ffi.register_global_func(COMPILE_HOOK, original, override=True)
+
+
+def launch_dynamic_shared_memory(kernel: Any) -> int:
+    """Bytes of dynamic shared memory the compiled kernel is launched with.
+
+    TileLang records the merged size on the device kernel (`dyn_shared_memory_buf`) and the host
+    code passes that number as the launch's last parameter (tests/test_gpu_jit.py checks this
+    on the lowered host IR, which the compiled kernel no longer carries).
+    """
+    artifact = kernel.artifact
+    if artifact is None or artifact.device_mod is None:
+        raise LookupError("the compiled kernel carries no device module to read its launch from")
+    kernel_func = device_kernel(artifact.device_mod)
+    params = [str(p) for p in _attr(kernel_func, "tirx.kernel_launch_params") or []]
+    if DYNAMIC_SHARED_LAUNCH_PARAM not in params:
+        return 0
+    size = _attr(kernel_func, DYNAMIC_SHARED_ATTR)
+    if size is None:
+        raise LookupError(f"the device kernel uses dynamic shared memory but has no {DYNAMIC_SHARED_ATTR} attribute")
+    return int(size)
+
+
+def device_kernel(device_mod: Any) -> Any:
+    kernels = [f for f in device_mod.functions.values() if _attr(f, "tirx.is_global_func")]
+    if len(kernels) != 1:
+        raise LookupError(f"expected one device kernel in the compiled module, found {len(kernels)}")
+    return kernels[0]
+
+
+def read_driver_resources(compiled: CompiledVariant) -> None:
+    """Fill registers per thread and static shared memory from the CUDA driver (needs a CUDA context)."""
+    if compiled.binary is None:
+        compiled.resources_note = "registers not available: the kernel's binary was not seen at compilation"
+        return
+    try:
+        registers, static_shared = _driver_attributes(compiled.binary, compiled.kernel)
+    except (OSError, LookupError, RuntimeError) as error:
+        compiled.resources_note = f"registers not available: {error}"
+        return
+    compiled.registers_per_thread = registers
+    compiled.static_shared_memory_bytes = static_shared
+
+
+def _driver_attributes(binary: bytes, kernel: Any) -> tuple[int, int]:
+    symbol = str(_attr(device_kernel(kernel.artifact.device_mod), "global_symbol"))
+    driver = ctypes.CDLL("libcuda.so.1")
+    image = ctypes.create_string_buffer(binary, len(binary))
+    module = ctypes.c_void_p()
+    _check(driver.cuModuleLoadData(ctypes.byref(module), image), "cuModuleLoadData")
+    try:
+        function = ctypes.c_void_p()
+        _check(driver.cuModuleGetFunction(ctypes.byref(function), module, symbol.encode()), "cuModuleGetFunction")
+        values = []
+        for attribute in (CU_FUNC_ATTRIBUTE_NUM_REGS, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES):
+            value = ctypes.c_int()
+            _check(driver.cuFuncGetAttribute(ctypes.byref(value), attribute, function), "cuFuncGetAttribute")
+            values.append(value.value)
+    finally:
+        driver.cuModuleUnload(module)
+    return values[0], values[1]
+
+
+def _check(status: int, call: str) -> None:
+    if status != 0:
+        raise RuntimeError(f"{call} returned CUDA error {status}")
+
+
+def _attr(func: Any, key: str) -> Any:
+    return func.attrs[key] if func.attrs is not None and key in func.attrs else None

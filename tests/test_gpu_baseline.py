@@ -1,0 +1,148 @@
+"""The timing baseline: comparison (warn, fail only when confirmed), keys, files and the CI refusal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.baseline import (
+    Baseline,
+    BaselineRefused,
+    CorruptBaseline,
+    baseline_key,
+    baseline_path,
+    compare,
+    read_baseline,
+    render_baseline,
+    write_baseline,
+)
+
+KEY = baseline_key(
+    "NVIDIA H200", {"cuda": "13.0", "torch": "2.11.0+cu130", "tilelang": "0.1.15"}, {"M": 8192, "N": 8192, "K": 8192}
+)
+PATH = Path("golden/timing/nvidia-h200.yaml")
+TIMER = {"tool": "triton.testing.do_bench", "rounds": 3}
+
+
+class Remeasure:
+    """Fake re-measurement: records what it was asked, answers from a table."""
+
+    def __init__(self, answers: dict[str, float] | None = None):
+        self.answers = answers or {}
+        self.asked: list[list[str]] = []
+
+    def __call__(self, keys):
+        self.asked.append(list(keys))
+        return {k: self.answers[k] for k in keys if k in self.answers}
+
+
+def test_no_baseline_reports_only():
+    result = compare(None, PATH, KEY, {"f/a": 0.5}, Remeasure())
+    assert result.status == "missing" and not result.verdicts
+    assert "no timing baseline for NVIDIA H200" in result.message
+    assert "nox -s gpu -- --record-baseline" in result.message
+
+
+@pytest.mark.parametrize("field", ["gpu", "cuda", "torch", "tilelang", "problem"])
+def test_key_mismatch_reports_only_and_names_the_field(field):
+    recorded = Baseline({**KEY, field: "something else"}, {"f/a": 0.5})
+    remeasure = Remeasure()
+    result = compare(recorded, PATH, KEY, {"f/a": 0.1}, remeasure)
+    assert result.status == "key mismatch" and not result.verdicts
+    assert f"{field}: baseline 'something else', now {KEY[field]!r}" in result.message
+    assert remeasure.asked == []
+
+
+def test_within_ten_percent_is_ok_and_better_is_ok():
+    result = compare(Baseline(KEY, {"f/a": 0.5, "f/b": 0.5}), PATH, KEY, {"f/a": 0.46, "f/b": 0.7}, Remeasure())
+    assert {v.level for v in result.verdicts.values()} == {"ok"}
+    assert result.verdicts["f/a"].worse_by == pytest.approx(0.08)
+
+
+def test_more_than_ten_percent_worse_warns_without_remeasuring():
+    remeasure = Remeasure()
+    result = compare(Baseline(KEY, {"f/a": 0.5}), PATH, KEY, {"f/a": 0.42}, remeasure)
+    verdict = result.verdicts["f/a"]
+    assert verdict.level == "warn" and "16% worse" in verdict.message
+    assert remeasure.asked == []
+
+
+def test_more_than_25_percent_worse_fails_when_the_remeasurement_confirms():
+    remeasure = Remeasure({"f/a": 0.30})
+    result = compare(Baseline(KEY, {"f/a": 0.5, "f/b": 0.5}), PATH, KEY, {"f/a": 0.3, "f/b": 0.5}, remeasure)
+    assert remeasure.asked == [["f/a"]], "only the suspect is re-measured"
+    verdict = result.verdicts["f/a"]
+    assert verdict.level == "fail" and verdict.remeasured_ratio == 0.30
+    assert "confirmed by a re-measurement" in verdict.message
+    assert [v.variant for v in result.of_level("fail")] == ["f/a"]
+
+
+def test_more_than_25_percent_worse_only_warns_when_not_confirmed():
+    result = compare(Baseline(KEY, {"f/a": 0.5}), PATH, KEY, {"f/a": 0.3}, Remeasure({"f/a": 0.48}))
+    verdict = result.verdicts["f/a"]
+    assert verdict.level == "warn" and "not confirmed" in verdict.message and "4% on re-measurement" in verdict.message
+
+
+def test_new_variants_and_variants_not_checked_are_listed():
+    result = compare(Baseline(KEY, {"f/old": 0.5}), PATH, KEY, {"f/new": 0.5}, Remeasure())
+    assert result.verdicts["f/new"].level == "new"
+    assert result.not_checked == ["f/old"]
+
+
+def test_baseline_path_is_one_file_per_gpu_model():
+    assert baseline_path("NVIDIA H200") == PATH
+    assert baseline_path("NVIDIA H100 80GB HBM3", Path("t")) == Path("t/nvidia-h100-80gb-hbm3.yaml")
+
+
+def test_write_then_read_round_trip(tmp_path):
+    path = tmp_path / "timing" / "nvidia-h200.yaml"
+    write_baseline(path, render_baseline(KEY, {"f/b": 0.123456, "f/a": 0.5}, TIMER), force=False, environ={})
+    text = path.read_text()
+    assert text.startswith("# Timing baseline") and "ratios:\n  f/a: 0.5\n  f/b: 0.1235\n" in text
+    assert read_baseline(path) == Baseline(KEY, {"f/a": 0.5, "f/b": 0.1235})
+
+
+def test_version_strings_of_str_subclasses_are_written_as_plain_strings():
+    class TorchVersion(str):  # torch.__version__ is such a subclass; safe_dump refuses those
+        pass
+
+    key = baseline_key(
+        "G", {"cuda": "13.0", "torch": TorchVersion("2.11.0"), "tilelang": "0.1.15"}, {"M": 1, "N": 1, "K": 1}
+    )
+    assert yaml.safe_load(render_baseline(key, {"f/a": 0.5}, TIMER))["key"]["torch"] == "2.11.0"
+
+
+def test_missing_file_reads_as_no_baseline(tmp_path):
+    assert read_baseline(tmp_path / "none.yaml") is None
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("format: [", "not valid YAML"),
+        ("format: 99\nkey: {}\nratios: {}\n", "format: 1"),
+        ("format: 1\nkey: {}\n", "mappings under 'key' and 'ratios'"),
+        ("format: 1\nkey: {}\nratios: {f/a: -1}\n", "positive numbers"),
+    ],
+)
+def test_corrupt_baseline_names_the_file(tmp_path, text, problem):
+    path = tmp_path / "nvidia-h200.yaml"
+    path.write_text(text)
+    with pytest.raises(CorruptBaseline, match=problem) as error:
+        read_baseline(path)
+    assert str(path) in str(error.value)
+
+
+def test_recording_is_refused_under_ci(tmp_path):
+    path = tmp_path / "b.yaml"
+    with pytest.raises(BaselineRefused, match="refusing to record a timing baseline while CI='true'"):
+        write_baseline(path, "x", force=False, environ={"CI": "true"})
+    assert not path.exists()
+
+
+def test_recording_under_ci_is_allowed_when_forced_and_outside_ci(tmp_path):
+    write_baseline(tmp_path / "forced.yaml", "x", force=True, environ={"CI": "true"})
+    write_baseline(tmp_path / "local.yaml", "x", force=False, environ={"CI": "false"})
+    assert (tmp_path / "forced.yaml").read_text() == "x" and (tmp_path / "local.yaml").read_text() == "x"

@@ -34,7 +34,9 @@ def time_lowerings() -> list[tuple[str, float]]:
 
 def time_nox_static(extra: list[str]) -> tuple[float, int]:
     start = time.perf_counter()
-    completed = subprocess.run([sys.executable, "-m", "nox", "-r", "-s", "static", "--", *extra], cwd=REPO, capture_output=True, text=True)
+    completed = subprocess.run(
+        [sys.executable, "-m", "nox", "-r", "-s", "static", "--", *extra], cwd=REPO, capture_output=True, text=True
+    )
     return time.perf_counter() - start, completed.returncode
 
 

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import copy
 import difflib
-import io
 import os
 import re
 import subprocess
 import sys
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 from hidden_tilelang import HOW, SCRIPTS, run_without_tilelang
+from script_runner import run_script
 
 import lower_num_stages as script
 from harness.cases import Case
@@ -28,10 +27,7 @@ NS = ("0", "1", "2", "3")
 
 
 def run_main(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        status = script.main(list(argv))
-    return status, out.getvalue(), err.getvalue()
+    return run_script(script.main, *argv)
 
 
 @pytest.fixture(scope="module")

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import io
-from contextlib import redirect_stderr, redirect_stdout
-
 import pytest
 from hidden_tilelang import HOW, run_without_tilelang
+from script_runner import run_script
 
 import schedule_as_annotation as script
 from harness.invariants import (
@@ -21,10 +19,7 @@ from kernels import PROBLEM_SHAPE, TARGETS, gemm_relu_schedules
 
 
 def run_main(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        status = script.main(list(argv))
-    return status, out.getvalue(), err.getvalue()
+    return run_script(script.main, *argv)
 
 
 @pytest.fixture(scope="module")

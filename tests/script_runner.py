@@ -1,0 +1,15 @@
+"""Run a script's `main(argv)` in this process, capturing what it prints."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+from contextlib import redirect_stderr, redirect_stdout
+
+
+def run_script(main: Callable[[Sequence[str]], int], *argv: str) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of `main(list(argv))`."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        status = main(list(argv))
+    return status, out.getvalue(), err.getvalue()

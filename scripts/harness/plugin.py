@@ -55,7 +55,6 @@ def pytest_configure(config: pytest.Config) -> None:
             parse_shard(shard)
         except ValueError as error:
             raise pytest.UsageError(str(error)) from None
-    config.golden_outcomes = Counter()  # type: ignore[attr-defined]
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -37,31 +37,37 @@ def schedule_effects(targets: tuple[str, ...] = tuple(TARGETS)) -> list[VariantE
     baseline = _variant(gemm_relu_schedules.BASELINE)
     base_build = gemm_relu_schedules.SCHEDULES[baseline.name][0]
     base_flow = dataflow(baseline.prim_func(**PROBLEM_SHAPE))
-    base_lowered = {t: lower(Case(baseline, t)) for t in targets}
+    # Each case lowered, normalized and read once: (normalized CUDA, facts) per variant and target.
+    seen = {
+        (name, t): _cuda_and_facts(lower(Case(_variant(name), t)))
+        for name in gemm_relu_schedules.SCHEDULES
+        for t in targets
+    }
     effects = []
     for name, (build, dimension, seed_lines) in gemm_relu_schedules.SCHEDULES.items():
-        variant = _variant(name)
-        lowered = {t: lower(Case(variant, t)) for t in targets}
+        base = {t: seen[baseline.name, t] for t in targets}
+        mine = {t: seen[name, t] for t in targets}
         effects.append(
             VariantEffect(
                 variant=name,
                 dimension=dimension,
                 source_lines=source_lines_changed(base_build, build),
                 seed_source_lines=seed_lines,
-                same_dataflow=dataflow(variant.prim_func(**PROBLEM_SHAPE)) == base_flow,
-                cuda_lines_changed={
-                    t: changed_cuda_lines(normalize_cuda(base_lowered[t].cuda), normalize_cuda(lowered[t].cuda))
-                    for t in targets
-                },
-                facts_changed={t: _changed_fields(base_lowered[t], lowered[t]) for t in targets},
+                same_dataflow=dataflow(_variant(name).prim_func(**PROBLEM_SHAPE)) == base_flow,
+                cuda_lines_changed={t: changed_cuda_lines(base[t][0], mine[t][0]) for t in targets},
+                facts_changed={t: _changed_fields(base[t][1], mine[t][1]) for t in targets},
             )
         )
     return effects
 
 
-def _changed_fields(baseline: Any, variant: Any) -> list[str]:
+def _cuda_and_facts(lowering: Any) -> tuple[str, dict[str, Any]]:
+    return normalize_cuda(lowering.cuda), extract_facts(lowering)
+
+
+def _changed_fields(baseline: dict[str, Any], variant: dict[str, Any]) -> list[str]:
     """Fact fields that differ, list indices dropped (`sync.cp_async_wait`, not `...wait.0`), sorted."""
-    paths = [line.split(":")[0] for line in field_changes(extract_facts(baseline), extract_facts(variant))]
+    paths = [line.split(":")[0] for line in field_changes(baseline, variant)]
     fields = {".".join(p for p in path.split(".") if not p.isdigit()) for path in paths}
     return sorted(f for f in fields if not f.startswith("case."))
 

@@ -1,10 +1,21 @@
-"""Seed 01: one fp16 GEMM (fp32 accumulation), swept over `num_stages` and three tile shapes."""
+"""Seed 01: one fp16 GEMM (fp32 accumulation), swept over `num_stages` and three tile shapes.
+
+Its family check is the seed's five correctness criteria, evaluated on fresh facts for every
+tile shape and target; where TileLang 0.1.15 makes a criterion false, the deviation is
+recorded here with its reason (`DEVIATIONS`), so a change in either direction fails the check.
+"""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
 import tilelang.language as T
 
-from kernels import Variant
+from harness.family import CaseFacts, Claim, Family, Params, Sweep, Variant
+from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul
 
 NUM_STAGES = (0, 1, 2, 3, 4, 6)
 # (block_M, block_N, block_K): the seed's two shapes and a small one with a quarter of the
@@ -36,7 +47,112 @@ def variant_name(num_stages: int, block_M: int, block_N: int, block_K: int) -> s
 def variant(num_stages: int, block_M: int, block_N: int, block_K: int) -> Variant:
     """The variant for these parameters; also builds ones outside the registered sweep (scripts)."""
     params = {"block_M": block_M, "block_N": block_N, "block_K": block_K, "num_stages": num_stages}
-    return Variant("gemm_num_stages", variant_name(num_stages, block_M, block_N, block_K), gemm_num_stages, params)
+    return Variant(variant_name(num_stages, block_M, block_N, block_K), gemm_num_stages, params)
 
 
-VARIANTS = [variant(n, bm, bn, bk) for bm, bn, bk in TILE_SHAPES for n in NUM_STAGES]
+def tile_of(p: Params) -> str:
+    return f"{p['block_M']}x{p['block_N']}x{p['block_K']}"
+
+
+# -- seed 01's criteria --------------------------------------------------------------------------
+
+CRITERIA = (
+    "1. N >= 2: last stage is N - 1, both copies in stage 0",
+    "2. N = 1: stages are still [0, 0, 1]",
+    "3. N = 0: no pipeline annotation",
+    "4. shared buffers' version dimension grows with N",
+    "5a. cp_async_wait in-flight count grows with N",
+    "5b. steady-state loop's __syncthreads() count does not grow with N",
+)
+
+# Where the criteria are false for TileLang 0.1.15, with the reason (README, "Checks that do not
+# depend on the snapshots"). The check demands exactly these, so a TileLang change shows up.
+DEVIATIONS: dict[str, dict[str, str]] = {
+    "sm_90": {
+        CRITERIA[0]: "warp specialization consumes the annotation",
+        CRITERIA[1]: "warp specialization consumes the annotation",
+        CRITERIA[4]: "TMA + mbarriers replace cp.async",
+    },
+}
+
+
+def version_dimension(shape: list[int]) -> int | None:
+    """The leading dimension software pipelining added to a 2-D tile buffer (its versions), or None."""
+    return shape[0] if len(shape) == 3 else None
+
+
+def _stages(facts: Mapping[str, Any]) -> list[int] | None:
+    pipelines = facts["pipelines"]
+    return pipelines[0]["software_pipeline_stage"] if pipelines else None
+
+
+def _version_dim(facts: Mapping[str, Any]) -> int:
+    """Versions of the A tile buffer; 1 when it has no version dimension."""
+    return version_dimension(facts["shared_buffers"]["A_s"]["shape"]) or 1
+
+
+def _in_flight(facts: Mapping[str, Any]) -> int | None:
+    waits = facts["sync"]["cp_async_wait"]
+    return max(waits) if waits else None
+
+
+def _strictly_increasing(values: list[Any]) -> bool:
+    return all(a is not None and b is not None and a < b for a, b in itertools.pairwise(values))
+
+
+def num_stages_criteria(facts_by_n: Mapping[int, Mapping[str, Any]]) -> list[Claim]:
+    """The criteria over the N values present (a criterion about absent N is skipped)."""
+    ns = sorted(facts_by_n)
+    results: list[Claim] = []
+
+    def shown(value_of: Callable[[Mapping[str, Any]], Any], among: list[int]) -> str:
+        return ", ".join(f"N={n}: {value_of(facts_by_n[n])}" for n in among)
+
+    deep = [n for n in ns if n >= 2]
+    if deep:
+        ok = all((s := _stages(facts_by_n[n])) is not None and s[-1] == n - 1 and s[:2] == [0, 0] for n in deep)
+        results.append(Claim(CRITERIA[0], ok, shown(_stages, deep)))
+    if 1 in facts_by_n:
+        results.append(Claim(CRITERIA[1], _stages(facts_by_n[1]) == [0, 0, 1], shown(_stages, [1])))
+    if 0 in facts_by_n:
+        results.append(Claim(CRITERIA[2], facts_by_n[0]["pipelines"] == [], shown(_stages, [0])))
+    positive = [n for n in ns if n >= 1]
+    if len(positive) >= 2:
+        versions = [_version_dim(facts_by_n[n]) for n in positive]
+        results.append(Claim(CRITERIA[3], _strictly_increasing(versions), shown(_version_dim, positive)))
+        in_flight = [_in_flight(facts_by_n[n]) for n in positive]
+        results.append(Claim(CRITERIA[4], _strictly_increasing(in_flight), shown(_in_flight, positive)))
+    if len(ns) >= 2:
+        loop_syncs = [facts_by_n[n]["sync"]["syncthreads_main_loop"] for n in ns]
+        steady = all(count <= loop_syncs[0] for count in loop_syncs)
+        results.append(Claim(CRITERIA[5], steady, shown(lambda f: f["sync"]["syncthreads_main_loop"], ns)))
+    return results
+
+
+def check_sweep(cases: Sequence[CaseFacts]) -> list[Claim]:
+    """Seed 01's criteria over one tile shape and target (one group); recorded deviations expected."""
+    target = cases[0].target
+    deviations = DEVIATIONS.get(target, {})
+    facts = {case.params["num_stages"]: case.facts for case in cases}
+    return [
+        replace(claim, expected=claim.name not in deviations, why=deviations.get(claim.name, ""))
+        for claim in num_stages_criteria(facts)
+    ]
+
+
+FAMILY = Family(
+    name="gemm_num_stages",
+    shape={"M": 8192, "N": 8192, "K": 8192},
+    variants=[variant(n, bm, bn, bk) for bm, bn, bk in TILE_SHAPES for n in NUM_STAGES],
+    inputs=gemm_inputs,
+    outputs=[2],
+    reference=lambda p, a, b: float32_matmul(a, b),
+    tolerance=TOLERANCE,
+    speed_reference=torch_matmul,
+    speed_reference_label="torch.matmul(A, B)",
+    work=gemm_work,
+    checks=check_sweep,
+    # A num_stages sweep (one tile, one target) is lowered by one worker and checked together.
+    group=lambda p, target: f"gemm_num_stages/{tile_of(p)}/{target}",
+    sweep=Sweep(axis="num_stages", series=tile_of),
+)

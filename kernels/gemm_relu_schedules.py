@@ -1,16 +1,27 @@
 """Seed 03: one dataflow (load A and B tiles -> multiply-accumulate -> ReLU -> store), four schedules.
 
 C = relu(A @ B), fp16 in and out, fp32 accumulation. `v1`, `v2` and `v3` each differ from
-`v0_baseline` only in their schedule annotation lines; `harness.source_diff` checks that
-from this file's source, so keep everything else in the four bodies identical.
+`v0_baseline` only in their schedule annotation lines; this family's check counts those lines
+from this file's source and compares the dataflow of the four, so keep everything else in the
+four bodies identical.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
 import tilelang
 import tilelang.language as T
+from tvm import DataType, arith, tirx
+from tvm.tirx.stmt_functor import pre_order_visit
 
-from kernels import Variant
+from harness.family import CaseFacts, Claim, Family, Variant
+from harness.static.variant_effects import dataflow, source_lines_changed
+from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul_relu
 
 
 def v0_baseline(M, N, K, block_M=128, block_N=128, block_K=32, threads=128):
@@ -94,7 +105,7 @@ def v3_manual_pipeline(M, N, K, block_M=128, block_N=128, block_K=32, threads=12
 
 BASELINE = "v0_baseline"
 
-# variant name -> (builder, schedule dimension it changes, lines the seed's table says it changes)
+# variant name -> (kernel, schedule dimension it changes, lines the seed's table says it changes)
 SCHEDULES = {
     "v0_baseline": (v0_baseline, None, 0),
     "v1_warp_policy": (v1_warp_policy, "thread binding", 1),
@@ -102,7 +113,113 @@ SCHEDULES = {
     "v3_manual_pipeline": (v3_manual_pipeline, "pipeline", 1),
 }
 
-VARIANTS = [
-    Variant("gemm_relu_schedules", name, build, params={}, reference="matmul_relu")
-    for name, (build, _dimension, _seed_lines) in SCHEDULES.items()
-]
+
+def check_schedules(cases: Sequence[CaseFacts]) -> list[Claim]:
+    """The seed's table: each variant changes its annotation lines only, and all share one dataflow."""
+    problem = cases[0].params
+    shape = {dim: problem[dim] for dim in FAMILY.shape}
+    base_kernel = SCHEDULES[BASELINE][0]
+    base_flow = dataflow(base_kernel(**shape))
+    claims = []
+    for name, (kernel, dimension, seed_lines) in list(SCHEDULES.items())[1:]:
+        lines = source_lines_changed(base_kernel, kernel)
+        claims.append(
+            Claim(
+                f"{name} ({dimension}) changes {seed_lines} source line(s) of {BASELINE}",
+                lines == seed_lines,
+                f"{lines} line(s) differ",
+            )
+        )
+        same = dataflow(kernel(**shape)) == base_flow
+        claims.append(Claim(f"{name} has the dataflow of {BASELINE}", same, "same" if same else "different"))
+    return claims
+
+
+def relu_reference(p, a, b):
+    import torch
+
+    return torch.relu(float32_matmul(a, b))
+
+
+FAMILY = Family(
+    name="gemm_relu_schedules",
+    shape={"M": 8192, "N": 8192, "K": 8192},
+    variants=[
+        Variant(name, kernel, compare_with=None if name == BASELINE else BASELINE)
+        for name, (kernel, _dimension, _seed_lines) in SCHEDULES.items()
+    ],
+    inputs=gemm_inputs,
+    outputs=[2],
+    reference=relu_reference,
+    tolerance=TOLERANCE,
+    speed_reference=torch_matmul_relu,
+    speed_reference_label="torch.relu(torch.matmul(A, B))",
+    work=gemm_work,
+    checks=check_schedules,
+)
+
+
+# The swizzle criterion seed 03 quotes from TileLang's examples (their own `make_swizzle_layout`
+# helper, not the library's `make_swizzled_layout`): a tile swizzles only when its last
+# dimension holds 64 bytes, otherwise the helper falls back to the identity layout.
+SWIZZLE_CRITERION_BITS = 512
+
+
+@dataclass(frozen=True)
+class ExplicitLayout:
+    """A shared buffer given a layout by `T.annotate_layout`, and what that layout does to it."""
+
+    buffer: str
+    shape: list[int]
+    dtype: str
+    last_dim_bytes: int
+    meets_swizzle_criterion: bool  # shape[-1] * dtype bits == SWIZZLE_CRITERION_BITS
+    elements_moved: int  # elements the layout stores away from their row-major offset
+    elements: int
+
+
+def explicit_layouts(prim_func: Any) -> list[ExplicitLayout]:
+    """Every buffer a kernel annotates with a layout, the layout evaluated on its whole index space."""
+    blocks: list[Any] = []
+
+    def visit(node: Any) -> bool:
+        if isinstance(node, tirx.SBlock):
+            blocks.append(node)
+        return True
+
+    pre_order_visit(prim_func.body, visit)
+    buffers = [b for block in blocks for b in block.alloc_buffers]
+    analyzer = arith.Analyzer()
+    found = []
+    for block in blocks:
+        for var, layout in (block.annotations.get("layout_map") or {}).items():
+            buffer = next(b for b in buffers if b.data.same_as(var))
+            shape = [int(d) for d in buffer.shape]
+            out_shape = [int(d) for d in layout.get_output_shape()]
+            moved = 0
+            for index in itertools.product(*(range(d) for d in shape)):
+                mapped = layout.map_forward_index([tirx.IntImm("int32", i) for i in index])
+                offset = 0
+                for value, extent in zip((int(analyzer.simplify(e)) for e in mapped), out_shape, strict=True):
+                    offset = offset * extent + value
+                moved += offset != _row_major(index, shape)
+            bits = DataType(str(buffer.dtype)).bits
+            found.append(
+                ExplicitLayout(
+                    buffer=str(buffer.name),
+                    shape=shape,
+                    dtype=str(buffer.dtype),
+                    last_dim_bytes=shape[-1] * bits // 8,
+                    meets_swizzle_criterion=shape[-1] * bits == SWIZZLE_CRITERION_BITS,
+                    elements_moved=moved,
+                    elements=math.prod(shape),
+                )
+            )
+    return found
+
+
+def _row_major(index: tuple[int, ...], shape: list[int]) -> int:
+    offset = 0
+    for i, extent in zip(index, shape, strict=True):
+        offset = offset * extent + i
+    return offset

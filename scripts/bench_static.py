@@ -22,8 +22,8 @@ sys.path[:0] = [str(REPO), str(REPO / "scripts")]
 
 def time_lowerings() -> list[tuple[str, float]]:
     """Lower every case once in this process, timing lowering plus fact extraction plus normalization."""
-    from harness.cases import all_cases
-    from harness.produce import case_files
+    from harness.static.cases import all_cases
+    from harness.static.produce import case_files
 
     timings = []
     for case in all_cases():
@@ -56,20 +56,22 @@ def main() -> int:
 
     import_seconds = time.perf_counter() - start
     timings = time_lowerings()
-    by_target: dict[str, list[float]] = {}
+    by_group: dict[str, list[float]] = {}
     for case_id, seconds in timings:
-        by_target.setdefault(case_id.rsplit("/", 1)[1], []).append(seconds)
+        family, _variant, target = case_id.split("/")
+        for group in (family, target, f"{family} {target}"):
+            by_group.setdefault(group, []).append(seconds)
 
     print(f"cores: {os.cpu_count()}, import tilelang: {import_seconds:.2f} s")
-    print(f"{'case':<46} {'seconds':>8}")
+    print(f"{'case':<56} {'seconds':>8}")
     for case_id, seconds in sorted(timings, key=lambda t: -t[1]):
-        print(f"{case_id:<46} {seconds:8.2f}")
+        print(f"{case_id:<56} {seconds:8.2f}")
     print()
-    print(f"{'target':<8} {'cases':>5} {'total s':>8} {'mean s':>7} {'max s':>6}")
-    for target, values in sorted(by_target.items()):
-        print(f"{target:<8} {len(values):>5} {sum(values):8.1f} {sum(values) / len(values):7.2f} {max(values):6.2f}")
+    print(f"{'family / target':<34} {'cases':>5} {'total s':>8} {'mean s':>7} {'max s':>6}")
+    for group, values in sorted(by_group.items()):
+        print(f"{group:<34} {len(values):>5} {sum(values):8.1f} {sum(values) / len(values):7.2f} {max(values):6.2f}")
     total = sum(s for _, s in timings)
-    print(f"{'all':<8} {len(timings):>5} {total:8.1f}  (serial, one process)")
+    print(f"{'all':<34} {len(timings):>5} {total:8.1f}  (serial, one process)")
 
     if not args.no_nox:
         print()

@@ -2,14 +2,32 @@
 
     python scripts/ci_summary.py build/static-junit.xml --artifact golden-pending-shard-1
 
-The logic (and its tests) is in harness/ci_summary.py; this file only makes it runnable.
+The logic (and its tests) is in harness/ci/job_summary.py; this file only parses the command line.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TextIO
 
-from harness.ci_summary import main
+from harness.ci.job_summary import publish
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/ci_summary.py",
+        description="Turn the static session's JUnit XML (--junitxml) into a GitHub job summary and annotations.",
+    )
+    parser.add_argument("junit", type=Path, help="JUnit XML written by `nox -s static -- --junitxml=FILE`")
+    parser.add_argument("--title", default="Golden snapshots", help="heading of the summary")
+    parser.add_argument("--artifact", default=None, help="name of the artifact that holds build/golden-pending/")
+    args = parser.parse_args(argv)
+    return publish(args.junit, args.title, args.artifact, environ, out)
+
 
 if __name__ == "__main__":
     sys.exit(main())

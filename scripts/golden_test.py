@@ -1,48 +1,32 @@
-"""The golden check as pytest items: one per case, plus family checks, manifest and orphans.
+"""The golden check as pytest items: one per case, plus family checks, summaries, manifest, orphans.
 
 Run through nox: `nox -s static` compares, `nox -s regen-golden` writes. Each item lowers its
 case(s) in this process; items of one group share lowerings and stay on one xdist worker.
-Every item list is derived from the registry (`harness.cases.all_cases`).
+Every item list is derived from the families found under kernels/ (`harness.family.registry`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from harness.cases import Case, all_cases
-from harness.facts import FORMAT_VERSION, extract_facts
-from harness.golden import check_files, regen_files
-from harness.invariants import num_stages_criteria
-from harness.lowering import lower
-from harness.plugin import is_filtered, record_findings, record_outcomes
-from harness.produce import case_files
-from harness.schedule_effects import FAMILY as SCHEDULES
-from harness.schedule_effects import SUMMARY_PATH, no_effect, render_summary, schedule_effects
-from harness.snapshot import MANIFEST, CorruptSnapshot, SnapshotStore, installed_tilelang_version, render_manifest
-
-NUM_STAGES = "gemm_num_stages"
-
-# Where seed 01's criteria are false for TileLang 0.1.15, with the reason (README, "Findings").
-# The check demands exactly these failures, so a TileLang change in either direction shows up.
-NUM_STAGES_DEVIATIONS: dict[str, dict[str, str]] = {
-    "sm_90": {
-        "1. N >= 2: last stage is N - 1, both copies in stage 0": "warp specialization consumes the annotation",
-        "2. N = 1: stages are still [0, 0, 1]": "warp specialization consumes the annotation",
-        "5a. cp_async_wait in-flight count grows with N": "TMA + mbarriers replace cp.async",
-    },
-}
-
-
-def tile_of(case: Case) -> str:
-    p = case.variant.params
-    return f"{p['block_M']}x{p['block_N']}x{p['block_K']}"
-
-
-def case_group(case: Case) -> str:
-    """Items that share lowerings: a num_stages sweep (one tile, one target), or a whole family."""
-    if case.variant.family == NUM_STAGES:
-        return f"{NUM_STAGES}/{tile_of(case)}/{case.target}"
-    return case.variant.family
+import harness.family
+from harness.family import CaseFacts, Family
+from harness.static.cases import Case, all_cases, family_cases
+from harness.static.golden import check_files, regen_files
+from harness.static.lowering import LoweringError
+from harness.static.plugin import is_filtered, record_findings, record_outcomes
+from harness.static.produce import case_files, produce
+from harness.static.snapshot import (
+    FORMAT_VERSION,
+    MANIFEST,
+    CorruptSnapshot,
+    SnapshotStore,
+    installed_tilelang_version,
+    render_manifest,
+)
+from harness.static.variant_effects import has_pairs, no_effect, render_effects, summary_path, variant_effects
 
 
 def _version_note(golden: SnapshotStore) -> str | None:
@@ -56,85 +40,95 @@ def _version_note(golden: SnapshotStore) -> str | None:
     return None
 
 
-def _compare_or_write(request, produced_by, selector, golden, pending, regen) -> None:
+def _compare_or_write(request, produced_by: Callable[..., dict[str, str]], selector, golden, pending, regen) -> None:
     """Shared by every snapshot-producing item: pending copy, then compare or regen."""
-    produced = produced_by(fresh=False)
-    for path, text in produced.items():
-        pending.write(path, text)
-    if regen:
-        record_outcomes(request, regen_files(produced, produced_by(fresh=True), golden))
-        return
+    try:
+        produced = produced_by(fresh=False)
+        for path, text in produced.items():
+            pending.write(path, text)
+        if regen:
+            record_outcomes(request, regen_files(produced, produced_by(fresh=True), golden))
+            return
+    except LoweringError as error:
+        pytest.fail(f"{error}\nnothing under golden/ was written for it", pytrace=False)
     problems = check_files(produced, golden, selector, _version_note(golden))
     if problems:
         pytest.fail("\n".join(problems), pytrace=False)
 
 
-@pytest.mark.parametrize(
-    "case", [pytest.param(c, id=c.id, marks=pytest.mark.golden_group(case_group(c))) for c in all_cases()]
-)
+def _grouped(values, group_of) -> list:
+    return [pytest.param(v, id=getattr(v, "id", None), marks=pytest.mark.xdist_group(group_of(v))) for v in values]
+
+
+@pytest.mark.parametrize("case", _grouped(all_cases(), lambda c: c.group))
 def test_case(request, case: Case, golden_store, pending_store, regen) -> None:
     _compare_or_write(request, lambda fresh: case_files(case, fresh=fresh), case.id, golden_store, pending_store, regen)
 
 
+@pytest.mark.parametrize("broken", [pytest.param(b, id=b.name) for b in harness.family.registry().broken])
+def test_family_loads(broken) -> None:
+    """A family file that does not load fails here, once; every other family still runs."""
+    pytest.fail(f"{broken.error}\nits cases were not run and nothing under golden/ was written for it", pytrace=False)
+
+
+def _check_groups() -> dict[str, tuple[Family, list[Case]]]:
+    groups: dict[str, tuple[Family, list[Case]]] = {}
+    for family in harness.family.registry().families:
+        if family.checks is not None:
+            for case in family_cases(family):
+                groups.setdefault(case.group, (family, []))[1].append(case)
+    return groups
+
+
+@pytest.mark.parametrize("group", _grouped(_check_groups(), lambda group: group))
+def test_family_checks(request, group: str) -> None:
+    """The family's own checks on fresh facts (the seeds' claims); only recorded deviations may fail."""
+    family, cases = _check_groups()[group]
+    try:
+        seen = [CaseFacts(c.variant, c.target, c.params, produce(c).facts, produce(c).cuda) for c in cases]
+    except LoweringError as error:
+        pytest.fail(f"{group}: cannot run the family checks, a case did not lower: {error}", pytrace=False)
+    claims = family.checks(seen)
+    assert claims, f"{family.file}: its checks returned nothing for {group}; a check that checks nothing cannot pass"
+    record_findings(
+        request,
+        [f"{group}: {c.name}: false ({c.why})" for c in claims if not c.holds and not c.expected],
+    )
+    unexpected = [
+        f"{c.name} ({'holds' if c.holds else 'fails'}: {c.observed})" for c in claims if c.holds != c.expected
+    ]
+    assert not unexpected, f"{group}: the family's checks differ from what {family.file} records:\n" + "\n".join(
+        unexpected
+    )
+
+
+def _summary_group(family: Family) -> str:
+    groups = {case.group for case in family_cases(family)}
+    return groups.pop() if len(groups) == 1 else family.name
+
+
 @pytest.mark.parametrize(
     "family",
-    [pytest.param(SCHEDULES, marks=pytest.mark.golden_group(SCHEDULES))]
-    if any(c.variant.family == SCHEDULES for c in all_cases())
-    else [],
+    _grouped([f for f in harness.family.registry().families if has_pairs(f)], _summary_group),
+    ids=lambda f: f.name,
 )
-def test_schedule_summary(request, family, golden_store, pending_store, regen) -> None:
-    """Seed 03: one dataflow, annotation-only source changes; the per-target effects are committed."""
-    effects = schedule_effects()
+def test_variant_effects(request, family: Family, golden_store, pending_store, regen) -> None:
+    """Which annotations change the CUDA on each target; committed as golden/<family>/SUMMARY.md."""
+    try:
+        effects = variant_effects(family, lambda case: (produce(case).cuda, produce(case).facts))
+    except LoweringError as error:
+        pytest.fail(f"{family.name}: cannot compare its variants, a case did not lower: {error}", pytrace=False)
     record_findings(
         request,
         [
-            f"{family} on {target}: CUDA identical to {effects[0].variant} (annotation without effect): "
-            f"{', '.join(variants) or 'none'}"
+            f"{family.name} on {target}: CUDA identical to the variant it is compared with "
+            f"(annotation without effect): {', '.join(variants) or 'none'}"
             for target, variants in no_effect(effects).items()
         ],
     )
-    wrong = [e.variant for e in effects if not e.same_dataflow or e.source_lines != e.seed_source_lines]
-    assert not wrong, f"these variants change more than their annotation lines or the dataflow: {wrong}"
-    summary = render_summary(effects)
-    _compare_or_write(request, lambda fresh: {SUMMARY_PATH: summary}, "summary", golden_store, pending_store, regen)
-
-
-def _sweeps() -> dict[str, list[Case]]:
-    sweeps: dict[str, list[Case]] = {}
-    for case in all_cases():
-        if case.variant.family == NUM_STAGES:
-            sweeps.setdefault(case_group(case), []).append(case)
-    return sweeps
-
-
-@pytest.mark.parametrize(
-    "sweep", [pytest.param(group, id=group, marks=pytest.mark.golden_group(group)) for group in _sweeps()]
-)
-def test_num_stages_criteria(request, sweep: str) -> None:
-    """Seed 01's criteria on fresh facts; only the deviations recorded above may fail."""
-    cases = _sweeps()[sweep]
-    target = cases[0].target
-    facts = {c.variant.params["num_stages"]: extract_facts(lower(c)) for c in cases}
-    results = num_stages_criteria(facts)
-    assert results, f"{sweep}: no criterion applies to num_stages {sorted(facts)}"
-    expected_failures = NUM_STAGES_DEVIATIONS.get(target, {})
-    record_findings(
-        request,
-        [
-            f"{sweep}: seed 01 criterion {r.name.split('.')[0]} is false ({expected_failures[r.name]})"
-            for r in results
-            if not r.passed and r.name in expected_failures
-        ],
-    )
-    unexpected = [
-        f"{r.name} ({'holds' if r.passed else 'fails'}: {r.observed})"
-        for r in results
-        if r.passed == (r.name in expected_failures)
-    ]
-    assert not unexpected, (
-        "seed 01 criteria differ from the recorded behaviour (NUM_STAGES_DEVIATIONS in scripts/golden_test.py, "
-        "README 'Findings'):\n" + "\n".join(unexpected)
-    )
+    summary = render_effects(family, effects)
+    path = summary_path(family)
+    _compare_or_write(request, lambda fresh: {path: summary}, path, golden_store, pending_store, regen)
 
 
 def test_manifest(request, golden_store, regen) -> None:
@@ -166,13 +160,16 @@ def test_manifest(request, golden_store, regen) -> None:
 
 def expected_files() -> set[str]:
     produced = {f"{c.id}{suffix}" for c in all_cases() for suffix in (".cu", ".yaml")}
-    has_summary = any(c.variant.family == SCHEDULES for c in all_cases())
-    return produced | ({SUMMARY_PATH} if has_summary else set())
+    return produced | {summary_path(f) for f in harness.family.registry().families if has_pairs(f)}
 
 
 def test_no_orphans(request, golden_store, regen) -> None:
-    """Every file under golden/ is produced by a registered variant (or is the summary)."""
-    orphans = sorted(golden_store.files() - expected_files())
+    """Every file under golden/ is produced by a registered variant (or is a summary).
+
+    A family that failed to load keeps its snapshots: they are not orphans, just not checked.
+    """
+    kept = tuple(f"{b.name}/" for b in harness.family.registry().broken)
+    orphans = sorted(p for p in golden_store.files() - expected_files() if not p.startswith(kept))
     if regen and orphans:
         if is_filtered(request.config):
             pytest.skip(f"{len(orphans)} orphan snapshot(s) kept: orphans are deleted only by an unfiltered regen")

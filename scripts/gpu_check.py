@@ -13,24 +13,15 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]  # the repository root: `kernels`
 
-from harness.gpu_device import NoCudaDevice, require_cuda  # noqa: E402
-from harness.numerics import MIN_SEEDS  # noqa: E402
-from harness.timing import DEFAULT_ROUNDS, REPEAT_MS, WARMUP_MS  # noqa: E402
-from kernels import PROBLEM_SHAPE  # noqa: E402
+from harness.gpu.device import NoCudaDevice, require_cuda  # noqa: E402
+from harness.gpu.numerics import MIN_SEEDS  # noqa: E402
+from harness.gpu.timing import DEFAULT_ROUNDS, REPEAT_MS, WARMUP_MS  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--output", type=Path, default=Path("build/gpu-report"), help="report folder (default: build/gpu-report)"
-    )
-    parser.add_argument(
-        "--shape",
-        type=int,
-        nargs=3,
-        metavar=("M", "N", "K"),
-        default=[PROBLEM_SHAPE[k] for k in "MNK"],
-        help="problem size (default: the snapshots' %(default)s)",
     )
     parser.add_argument(
         "--seeds",
@@ -82,29 +73,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu check stopped, nothing was checked: {error}", file=sys.stderr)
         return 2
 
-    from harness.gpu_check import run_gpu_check
-    from kernels import all_variants
+    from harness.family import registry
+    from harness.gpu.check import device_cases, run_gpu_check
 
-    variants = all_variants()
-    if options.select:
-        variants = [v for v in variants if any(fnmatch.fnmatchcase(v.key, pattern) for pattern in options.select)]
-        if not variants:
-            print(f"gpu check stopped: no variant matches --select {options.select}", file=sys.stderr)
-            return 2
-    return run_gpu_check(
-        variants,
+    families = registry().families
+    for broken in registry().broken:
+        print(f"gpu check: family not checked: {broken.error}", file=sys.stderr)
+
+    def chosen(case) -> bool:
+        return not options.select or any(fnmatch.fnmatchcase(case.key, pattern) for pattern in options.select)
+
+    if options.select and not any(chosen(c) for c in device_cases(families, "any")):
+        print(f"gpu check stopped: no variant matches --select {options.select}", file=sys.stderr)
+        return 2
+    status = run_gpu_check(
+        lambda device: [c for c in device_cases(families, device.target) if chosen(c)],
         output=options.output,
         timing_dir=options.timing_dir,
         record=options.record_baseline,
         force_record=options.force_record_under_ci,
-        complete_selection=not options.select,
-        shape=dict(zip("MNK", options.shape, strict=True)),
+        complete_selection=not options.select and not registry().broken,
         seeds=options.seeds,
         rounds=options.rounds,
         golden=options.golden_dir,
         warmup_ms=options.warmup_ms,
         repeat_ms=options.repeat_ms,
     )
+    return 1 if registry().broken and status == 0 else status
 
 
 if __name__ == "__main__":

@@ -19,11 +19,11 @@ for folder in (REPO / "scripts", REPO):  # harness/ lives beside this file, kern
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
-from harness.lowering import tilelang_unavailable  # noqa: E402
-from kernels import PROBLEM_SHAPE, TARGETS  # noqa: E402
+from harness.static.lowering import tilelang_unavailable  # noqa: E402
+from kernels import TARGETS  # noqa: E402
 
 if TYPE_CHECKING:
-    from harness.invariants import Criterion
+    from harness.family import Claim
 
 EXIT_CRITERION_FAILED = 1
 EXIT_CANNOT_RUN = 3
@@ -140,7 +140,7 @@ def describe(num_stages: int, facts: Mapping[str, Any]) -> list[str]:
 
 
 def _versions(shape: list[int]) -> str:
-    from harness.invariants import version_dimension
+    from kernels.gemm_num_stages import version_dimension
 
     versions = version_dimension(shape)
     return "none" if versions is None else str(versions)
@@ -149,10 +149,10 @@ def _versions(shape: list[int]) -> str:
 # -- the seed's criteria ------------------------------------------------------------------------
 
 
-def report_criteria(results: list[Criterion], num_stages: Sequence[int]) -> tuple[list[str], bool]:
+def report_criteria(results: list[Claim], num_stages: Sequence[int]) -> tuple[list[str], bool]:
     """PASS/FAIL lines with the observed values, a line per criterion the N values cannot decide,
     and whether every evaluated criterion holds."""
-    from harness.invariants import NUM_STAGES_CRITERIA
+    from kernels.gemm_num_stages import CRITERIA as NUM_STAGES_CRITERIA
 
     by_name = {c.name: c for c in results}
     lines = [f"Seed 01 criteria across N = {', '.join(map(str, num_stages))}:"]
@@ -161,8 +161,8 @@ def report_criteria(results: list[Criterion], num_stages: Sequence[int]) -> tupl
         if criterion is None:
             lines.append(f"SKIP  {name}  (needs {needs} among --num-stages)")
         else:
-            lines.append(f"{'PASS' if criterion.passed else 'FAIL'}  {name}  [{criterion.observed}]")
-    failed = [c.name for c in results if not c.passed]
+            lines.append(f"{'PASS' if criterion.holds else 'FAIL'}  {name}  [{criterion.observed}]")
+    failed = [c.name for c in results if not c.holds]
     summary = f"{len(results) - len(failed)} of {len(results)} evaluated criteria hold"
     lines.append(summary + (f"; failed: {'; '.join(failed)}" if failed else ""))
     return lines, not failed
@@ -170,7 +170,7 @@ def report_criteria(results: list[Criterion], num_stages: Sequence[int]) -> tupl
 
 def report(facts_by_n: Mapping[int, Mapping[str, Any]]) -> int:
     """Print every N's block and the criteria; the exit status."""
-    from harness.invariants import num_stages_criteria
+    from kernels.gemm_num_stages import num_stages_criteria
 
     for n in sorted(facts_by_n):
         print("\n".join(describe(n, facts_by_n[n])))
@@ -185,15 +185,15 @@ def report(facts_by_n: Mapping[int, Mapping[str, Any]]) -> int:
 
 def lower_all(num_stages: Sequence[int], arch: str, tile: tuple[int, int, int]) -> dict[int, Any]:
     """N -> the harness's Lowering of the GEMM for that N (cached per process by the harness)."""
-    from harness.cases import Case
-    from harness.lowering import lower
-    from kernels.gemm_num_stages import variant
+    from harness.static.cases import Case
+    from harness.static.lowering import lower
+    from kernels.gemm_num_stages import FAMILY, variant
 
-    return {n: lower(Case(variant(n, *tile), arch)) for n in num_stages}
+    return {n: lower(Case(FAMILY, variant(n, *tile), arch)) for n in num_stages}
 
 
 def dump(lowerings: Mapping[int, Any], directory: Path) -> list[Path]:
-    from harness.normalize import normalize_cuda
+    from harness.static.normalize import normalize_cuda
 
     directory.mkdir(parents=True, exist_ok=True)
     written = []
@@ -206,10 +206,10 @@ def dump(lowerings: Mapping[int, Any], directory: Path) -> list[Path]:
 
 def bench_problem(num_stages: Sequence[int], tile: tuple[int, int, int]) -> str | None:
     """Why --bench cannot run here, checked before any lowering; None when it can."""
-    from harness.gpu_device import NoCudaDevice, UnknownTarget, require_cuda
-    from kernels.gemm_num_stages import VARIANTS, variant
+    from harness.gpu.device import NoCudaDevice, UnknownTarget, require_cuda
+    from kernels.gemm_num_stages import FAMILY, variant
 
-    registered = {v.name for v in VARIANTS}
+    registered = {v.name for v in FAMILY.variants}
     unregistered = [name for n in num_stages if (name := variant(n, *tile).name) not in registered]
     if unregistered:
         # The GPU check compares each kernel's shared memory with its static snapshot.
@@ -227,12 +227,15 @@ def bench_problem(num_stages: Sequence[int], tile: tuple[int, int, int]) -> str 
 
 def bench(num_stages: Sequence[int], tile: tuple[int, int, int]) -> int:
     """The seed's performance section: `nox -s gpu`'s compile, numerics and timing for these N only."""
-    from harness.gpu_check import check_variants
-    from harness.gpu_report import render_summary
-    from kernels.gemm_num_stages import variant
+    from harness.gpu.check import check_cases
+    from harness.gpu.report import render_markdown
+    from harness.static.cases import Case
+    from kernels.gemm_num_stages import FAMILY, variant
 
-    run = check_variants([variant(n, *tile) for n in num_stages], golden=REPO / "golden")
-    print(render_summary(run, plot_name=None))
+    run = check_cases(
+        lambda device: [Case(FAMILY, variant(n, *tile), device.target) for n in num_stages], golden=REPO / "golden"
+    )
+    print(render_markdown(run))
     return 0 if run.passed else EXIT_CRITERION_FAILED
 
 
@@ -245,9 +248,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import tilelang
 
-    from harness.facts import extract_facts
-    from harness.lowering import LoweringError
-    from kernels.gemm_num_stages import NUM_STAGES
+    from harness.static.facts import extract_facts
+    from harness.static.lowering import LoweringError
+    from kernels.gemm_num_stages import FAMILY, NUM_STAGES
 
     num_stages = args.num_stages if args.num_stages is not None else list(NUM_STAGES)
     problem = bench_problem(num_stages, args.tile) if args.bench else None
@@ -256,8 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CANNOT_RUN
     block_M, block_N, block_K = args.tile
     print(
-        f"TileLang {tilelang.__version__}, target {args.arch}, fp16 GEMM {PROBLEM_SHAPE['M']}x{PROBLEM_SHAPE['N']}x"
-        f"{PROBLEM_SHAPE['K']}, tile {block_M}x{block_N}x{block_K}, N = {', '.join(map(str, num_stages))}"
+        f"TileLang {tilelang.__version__}, target {args.arch}, fp16 GEMM {FAMILY.shape['M']}x{FAMILY.shape['N']}x"
+        f"{FAMILY.shape['K']}, tile {block_M}x{block_N}x{block_K}, N = {', '.join(map(str, num_stages))}"
     )
     print()
     try:

@@ -25,9 +25,9 @@ for folder in (REPO / "scripts", REPO):  # harness/ lives beside this file, kern
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 
-from harness.lowering import tilelang_unavailable  # noqa: E402
-from harness.numerics import MIN_SEEDS  # noqa: E402  (standard library only until it runs)
-from kernels import PROBLEM_SHAPE, TARGETS  # noqa: E402
+from harness.gpu.numerics import MIN_SEEDS  # noqa: E402  (standard library only until it runs)
+from harness.static.lowering import tilelang_unavailable  # noqa: E402
+from kernels import TARGETS  # noqa: E402
 
 EXIT_FAILED = 1
 EXIT_CANNOT_RUN = 3
@@ -110,7 +110,7 @@ def render_api_checklist(checks: Sequence[ApiCheck]) -> list[str]:
 def schedule_table() -> list[str]:
     """Variant, schedule dimension, source lines that differ from the baseline (and what the seed's
     table says), and the differing lines themselves."""
-    from harness.invariants import changed_source, source_lines_changed
+    from harness.static.variant_effects import changed_source, source_lines_changed
     from kernels import gemm_relu_schedules
 
     base_build = gemm_relu_schedules.SCHEDULES[gemm_relu_schedules.BASELINE][0]
@@ -136,11 +136,11 @@ def schedule_table() -> list[str]:
 
 def render_effects(effects: Sequence[Any]) -> list[str]:
     """Per target: CUDA lines each variant changes against the baseline, identical ones marked."""
-    baseline = effects[0].variant
+    baseline = effects[0].compared_with
     lines = []
     for target in effects[0].cuda_lines_changed:
         lines.append(f"{target}: CUDA lines changed against {baseline} (normalized text, lines added + removed)")
-        for effect in effects[1:]:
+        for effect in effects:
             changed = effect.cuda_lines_changed[target]
             if changed == 0:
                 verdict = f"IDENTICAL to {baseline}: this annotation has no effect on {target}"
@@ -148,14 +148,14 @@ def render_effects(effects: Sequence[Any]) -> list[str]:
                 fields = ", ".join(effect.facts_changed[target]) or "none"
                 verdict = f"facts that differ: {fields}"
             lines.append(f"  {effect.variant:<20} {changed:>4}  {verdict}")
-    flows = ", ".join(f"{e.variant} {'yes' if e.same_dataflow else 'NO'}" for e in effects[1:])
+    flows = ", ".join(f"{e.variant} {'yes' if e.same_dataflow else 'NO'}" for e in effects)
     lines.append(f"same dataflow as {baseline}: {flows}")
     return lines
 
 
 def render_swizzle(layouts: Sequence[Any]) -> list[str]:
     """The seed's swizzle criterion for every buffer v2 annotates, and what the layout really does."""
-    from harness.invariants import SWIZZLE_CRITERION_BITS
+    from kernels.gemm_relu_schedules import SWIZZLE_CRITERION_BITS
 
     lines = [
         f"Swizzle criterion the seed quotes (shape[-1] * dtype bits == {SWIZZLE_CRITERION_BITS}, "
@@ -192,21 +192,21 @@ def static_report() -> int:
         print(f"\nmissing from the installed TileLang: {', '.join(missing)}; the variants using them cannot be built")
         return EXIT_FAILED
 
-    from harness.invariants import explicit_layouts
-    from harness.lowering import LoweringError
-    from harness.schedule_effects import schedule_effects
-    from kernels import gemm_relu_schedules
+    from harness.static.lowering import LoweringError
+    from harness.static.produce import produce
+    from harness.static.variant_effects import variant_effects
+    from kernels.gemm_relu_schedules import FAMILY, explicit_layouts
 
     try:
-        effects = schedule_effects(tuple(TARGETS))
+        effects = variant_effects(FAMILY, lambda case: (produce(case).cuda, produce(case).facts), tuple(TARGETS))
     except LoweringError as error:
         print(error, file=sys.stderr)
         return EXIT_CANNOT_RUN
     print()
     print("\n".join(render_effects(effects)))
     print()
-    v2 = next(v for v in gemm_relu_schedules.VARIANTS if v.name == "v2_swizzled_layout")
-    print("\n".join(render_swizzle(explicit_layouts(v2.prim_func(**PROBLEM_SHAPE)))))
+    v2 = FAMILY.variant("v2_swizzled_layout")
+    print("\n".join(render_swizzle(explicit_layouts(v2.kernel(**FAMILY.params(v2))))))
     different = [e.variant for e in effects if not e.same_dataflow]
     if different:
         print(f"\nFAIL: {', '.join(different)} no longer share the baseline's dataflow")
@@ -216,9 +216,11 @@ def static_report() -> int:
 
 def gpu_report(seeds: Sequence[int] | None) -> int:
     """Compile the four variants for this GPU and check them against torch.relu(A @ B)."""
-    from harness import jit, numerics
-    from harness.gpu_device import NoCudaDevice, UnknownTarget, require_cuda
-    from kernels import gemm_relu_schedules
+    from harness.gpu import numerics
+    from harness.gpu.compile import compile_cases
+    from harness.gpu.device import NoCudaDevice, UnknownTarget, require_cuda
+    from harness.static.cases import family_cases
+    from kernels.gemm_relu_schedules import FAMILY
 
     try:
         device = require_cuda()
@@ -226,14 +228,18 @@ def gpu_report(seeds: Sequence[int] | None) -> int:
         print(f"{error}\n(--static-only runs everything that needs no GPU)", file=sys.stderr)
         return EXIT_CANNOT_RUN
     seeds = list(seeds) if seeds else numerics.fresh_seeds()
-    shape = "x".join(str(PROBLEM_SHAPE[k]) for k in "MNK")
+    shape = "x".join(str(FAMILY.shape[k]) for k in "MNK")
     print(f"{device.name} ({device.target}); C = relu(A @ B), fp16 {shape}, seeds {seeds}")
-    compiled = jit.compile_variants(gemm_relu_schedules.VARIANTS)
-    runs = {c.variant.name: (c.kernel, c.variant.reference) for c in compiled if c.kernel is not None}
-    results = numerics.check_numerics(runs, seeds, PROBLEM_SHAPE) if runs else {}
+    compiled = compile_cases(family_cases(FAMILY, (device.target,)))
+    runs = [
+        numerics.NumericsCase(c.case.variant.name, FAMILY, c.case.params, c.kernel, c.arguments)
+        for c in compiled
+        if c.kernel is not None
+    ]
+    results = numerics.check_numerics(runs, seeds) if runs else {}
     failed = False
     for c in compiled:
-        name = c.variant.name
+        name = c.case.variant.name
         if c.kernel is None:
             print(f"FAIL  {name:<20} did not compile: {c.error}")
             failed = True
@@ -243,7 +249,7 @@ def gpu_report(seeds: Sequence[int] | None) -> int:
         verdict = "PASS" if result.passed else "FAIL"
         failed |= not result.passed
         detail = "" if result.passed else "  " + "; ".join(result.problems())
-        tolerance = f"rtol={numerics.RTOL:g}, atol={numerics.ATOL:g}"
+        tolerance = f"rtol={FAMILY.tolerance.rtol:g}, atol={FAMILY.tolerance.atol:g}"
         print(f"{verdict}  {name:<20} max abs error {worst:.4g} against torch.relu(A @ B) ({tolerance}){detail}")
     return EXIT_FAILED if failed else 0
 

@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 import tilelang  # noqa: F401  (imported once here: in-process pytester runs must not re-import it)
 
-from kernels import all_variants
+from harness.family import registry
 
-all_variants()  # import the kernel modules before pytester snapshots sys.modules
+registry()  # import the kernel modules before pytester snapshots sys.modules
 
 pytest_plugins = ["pytester"]
 
@@ -30,7 +30,7 @@ def golden_session(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytes
     def run(*args: str) -> pytest.RunResult:
         return pytester.runpytest_inprocess(
             "-p",
-            "harness.plugin",
+            "harness.static.plugin",
             str(GOLDEN_TEST),
             "-p",
             "no:cacheprovider",

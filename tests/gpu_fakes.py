@@ -1,52 +1,143 @@
-"""A GpuRun built from fake timings and numerics, for the GPU harness's CPU tests."""
+"""Fake families, cases and a GpuRun built from fake timings and numerics, for the GPU harness's CPU tests."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from harness.gpu_device import Device
-from harness.gpu_results import GpuRun, VariantResult
-from harness.jit import CompiledVariant
-from harness.numerics import NumericsResult, SeedCheck
-from harness.timing import Timing
-from kernels import PROBLEM_SHAPE, Variant
+from harness.family import Family, Params, Sweep, Variant
+from harness.gpu.compile import Argument, CompiledCase
+from harness.gpu.device import Device
+from harness.gpu.numerics import NumericsResult, SeedCheck
+from harness.gpu.results import GpuRun, VariantResult
+from harness.gpu.timing import Timing, throughput
+from harness.static.cases import Case
+from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul, torch_matmul_relu
 
 LIMIT = 232448  # an H200's opt-in shared memory per block; the harness queries it on a real device
 SEEDS = [11, 22, 33]
+TARGET = "sm_90"
+SHAPE = {"M": 8192, "N": 8192, "K": 8192}
+NUM_STAGES = (0, 1, 2, 3, 4, 6)
+TILES = ((128, 128, 32), (128, 256, 64))
 
 
 def device(name: str = "NVIDIA H200", torch_version: str = "2.11.0+cu130") -> Device:
-    return Device(name, (9, 0), "sm_90", LIMIT, 132, {"cuda": "13.0", "torch": torch_version, "tilelang": "0.1.15"})
+    return Device(name, (9, 0), TARGET, LIMIT, 132, {"cuda": "13.0", "torch": torch_version, "tilelang": "0.1.15"})
 
 
-def variant(family: str, name: str, reference: str = "matmul", **params: int) -> Variant:
-    return Variant(family, name, build=lambda **_: None, params=params, reference=reference)
+# -- families --------------------------------------------------------------------------------------
 
 
-def sweep_variant(num_stages: int, tile: tuple[int, int, int]) -> Variant:
+def variant(name: str, **params: Any) -> Variant:
+    """A variant whose kernel is never built: the CPU tests give the harness compiled results directly."""
+    return Variant(name, kernel=lambda **_: None, params=params)
+
+
+def matmul_reference(p: Params, a: Any, b: Any) -> Any:
+    return float32_matmul(a, b)
+
+
+def relu_reference(p: Params, a: Any, b: Any) -> Any:
+    import torch
+
+    return torch.relu(float32_matmul(a, b))
+
+
+def tile_of(p: Params) -> str:
+    return f"{p['block_M']}x{p['block_N']}x{p['block_K']}"
+
+
+def gemm_family(
+    name: str, variants: Sequence[Variant], *, relu: bool = False, shape: Mapping[str, int] = SHAPE, **declared: Any
+) -> Family:
+    """A GEMM-like family, kernel(A, B, C) with C = A @ B (or relu of it), declared as the seed families are.
+
+    `declared` overrides any other field of the declaration (reference, tolerance, sweep, outputs, ...).
+    `file` is what discovery would set, so messages that name the family file can be checked.
+    """
+    fields: dict[str, Any] = {
+        "name": name,
+        "shape": dict(shape),
+        "variants": list(variants),
+        "inputs": gemm_inputs,
+        "outputs": [2],
+        "reference": relu_reference if relu else matmul_reference,
+        "tolerance": TOLERANCE,
+        "speed_reference": torch_matmul_relu if relu else torch_matmul,
+        "speed_reference_label": "torch.relu(torch.matmul(A, B))" if relu else "torch.matmul(A, B)",
+        "work": gemm_work,
+        "file": f"kernels/{name}.py",
+    }
+    return Family(**{**fields, **declared})
+
+
+def gemm_arguments(p: Params, dtype: str = "float16") -> list[Argument]:
+    """kernel(A, B, C)'s arguments as the PrimFunc declares them."""
+    return [Argument((p["M"], p["K"]), dtype), Argument((p["K"], p["N"]), dtype), Argument((p["M"], p["N"]), dtype)]
+
+
+def stage_variant(num_stages: int, tile: tuple[int, int, int]) -> Variant:
     bm, bn, bk = tile
-    return variant(
-        "gemm_num_stages", f"ns{num_stages}_{bm}x{bn}x{bk}", block_M=bm, block_N=bn, block_K=bk, num_stages=num_stages
-    )
+    return variant(f"ns{num_stages}_{bm}x{bn}x{bk}", block_M=bm, block_N=bn, block_K=bk, num_stages=num_stages)
+
+
+# Seed 01 and seed 03 as the GPU path sees them: a num_stages sweep per tile shape, a GEMM + ReLU.
+GEMM_NUM_STAGES = gemm_family(
+    "gemm_num_stages",
+    [stage_variant(n, tile) for tile in TILES for n in NUM_STAGES],
+    sweep=Sweep(axis="num_stages", series=tile_of),
+)
+GEMM_RELU = gemm_family("gemm_relu_schedules", [variant("v0_baseline")], relu=True)
+
+
+def case(family: Family, name: str, target: str = TARGET) -> Case:
+    return Case(family, family.variant(name), target)
+
+
+def sweep_case(num_stages: int, tile: tuple[int, int, int]) -> Case:
+    """A case of the fake seed 01 family (num_stages in NUM_STAGES, tile in TILES)."""
+    return case(GEMM_NUM_STAGES, stage_variant(num_stages, tile).name)
+
+
+def single_case(name: str, family: str = "f", **declared: Any) -> Case:
+    """The only variant of a GEMM-like family of its own (`f/<name>` by default)."""
+    return case(gemm_family(family, [variant(name)], **declared), name)
+
+
+V0 = case(GEMM_RELU, "v0_baseline")
+
+
+# -- results and runs ------------------------------------------------------------------------------
 
 
 def result(
-    v: Variant,
+    c: Case,
     shared: int,
     rounds_ms: tuple[float, ...] | None = (2.0, 2.02, 1.98),
     reference_ms: float = 1.0,
     numerics_ok: bool = True,
 ) -> VariantResult:
-    """A checked variant: compiled, matching its snapshot; timed unless it does not fit or rounds_ms is None."""
-    compiled = CompiledVariant(
-        v, kernel=object(), dynamic_shared_memory_bytes=shared, registers_per_thread=168, compile_target="sm_90a"
+    """A checked case: compiled, matching its snapshot; timed unless it does not fit or rounds_ms is None."""
+    compiled = CompiledCase(
+        c,
+        kernel=object(),
+        arguments=gemm_arguments(c.params),
+        dynamic_shared_memory_bytes=shared,
+        registers_per_thread=168,
+        compile_target="sm_90a",
     )
     r = VariantResult(
-        compiled, LIMIT, f"golden/{v.key}/sm_90.yaml", snapshot_shared_memory_bytes=shared, cuda_matches_snapshot=True
+        compiled, LIMIT, f"golden/{c.id}.yaml", snapshot_shared_memory_bytes=shared, cuda_matches_snapshot=True
     )
     if not r.fits:
         return r
-    r.numerics = NumericsResult(v.reference, [SeedCheck(s) for s in SEEDS])
+    tolerance = c.family.tolerance
+    r.numerics = NumericsResult(
+        c.family.label(c.params),
+        tolerance,
+        [SeedCheck(s, allowed_mismatches=tolerance.mismatches) for s in SEEDS],
+    )
     if not numerics_ok:
         r.numerics.seeds[1].mismatches = 7
         r.numerics.seeds[1].max_abs_error = 3.5
@@ -57,17 +148,34 @@ def result(
     return r
 
 
-def run(results: list[VariantResult], references: Mapping[str, float] | None = None) -> GpuRun:
-    from harness.gpu_check import build_sweeps
+def run(
+    results: list[VariantResult], references: Mapping[str, float] | None = None, gpu: Device | None = None
+) -> GpuRun:
+    """The run `check_cases` would return for these results on `gpu` (the fake H200 by default).
 
-    references = references or {"matmul": 1.0}
+    `references`: reference name (`VariantResult.reference`) -> its median ms; by default 1 ms for
+    each reference a timed result names. Throughputs are computed from each family's work, as
+    `check_cases` does, and the sweeps are built from the families' declarations.
+    """
+    from harness.gpu.check import build_sweeps
+
+    gpu = gpu or device()
+    timed = [r for r in results if r.timing is not None]
+    references = {r.reference: 1.0 for r in timed} if references is None else references
+    work = {}
+    for r in timed:
+        c = r.compiled.case
+        work[r.reference] = c.family.work(c.params)
+        r.throughput = throughput(c.family.work(c.params), r.timing.median_ms, gpu.peak)
     return GpuRun(
-        device=device(),
-        shape=dict(PROBLEM_SHAPE),
+        device=gpu,
         seeds=list(SEEDS),
         timer={"tool": "triton.testing.do_bench", "statistic": "median", "rounds": 3},
         variants=results,
         references={name: Timing((ms, ms * 1.01, ms * 0.99)) for name, ms in references.items()},
+        reference_throughput={
+            name: throughput(work[name], ms, gpu.peak) for name, ms in references.items() if name in work
+        },
         sweeps=build_sweeps(results),
         compile_seconds=12.0,
         wall_seconds=95.0,

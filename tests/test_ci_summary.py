@@ -1,4 +1,4 @@
-"""Job summary and annotations from the static session's JUnit XML (harness/ci_summary.py)."""
+"""Job summary and annotations from the static session's JUnit XML (harness/ci/job_summary.py)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 from conftest import SMALL_CASE
 
-from harness import ci_summary
-from harness.ci_summary import (
+from ci_summary import main
+from harness.ci import job_summary as ci_summary
+from harness.ci.job_summary import (
     MAX_ERROR_ANNOTATIONS,
-    annotations,
+    error_annotations,
     escape_data,
     escape_property,
-    main,
     parse_failure,
     read_junit,
-    render_summary,
+    render_job_summary,
 )
 
 
@@ -66,12 +66,12 @@ def test_real_static_failure_becomes_annotations_and_summary(golden_session, tmp
     assert [problem.path for problem in orphans.problems] == ["golden/gemm_num_stages/retired/sm_80.yaml"]
     assert orphans.problems[0].headline.startswith("snapshots that no registered variant produces")
 
-    lines = annotations(report)
+    lines = error_annotations(report)
     assert len(lines) == 3 and all(line.startswith("::error file=golden/") for line in lines)
     yaml_line = next(line for line in lines if f"{SMALL_CASE}.yaml" in line)
     assert "dynamic_shared_memory_bytes: 1234 -> 8192%0Ato accept these changes: nox -s regen-golden" in yaml_line
 
-    summary = render_summary(report, "Golden snapshots", "golden-pending-shard-1")
+    summary = render_job_summary(report, "Golden snapshots", "golden-pending-shard-1")
     assert summary.startswith("## Golden snapshots: 2 of 2 checks failed")
     assert f"| `{SMALL_CASE}` | `golden/{SMALL_CASE}.yaml` | 1 field(s) changed |" in summary
     assert "  dynamic_shared_memory_bytes: 1234 -> 8192" in summary
@@ -90,40 +90,40 @@ def test_failure_without_a_snapshot_file_is_annotated_without_one():
     check = parse_failure("test_num_stages_criteria[64x64x32/sm_80]", "seed 01 criteria differ:\n2. N = 1 ...")
     assert check.problems == () and check.accept_command is None
     report = ci_summary.StaticReport(checks=3, skipped=0, failed=(check,))
-    (line,) = annotations(report)
+    (line,) = error_annotations(report)
     assert line == "::error title=64x64x32/sm_80::seed 01 criteria differ:%0A2. N = 1 ..."
-    assert "| `64x64x32/sm_80` |  | see below |" in render_summary(report, "Golden snapshots")
+    assert "| `64x64x32/sm_80` |  | see below |" in render_job_summary(report, "Golden snapshots")
 
 
 def test_escaping_follows_the_workflow_command_rules():
     assert escape_data("50% done\r\nnext") == "50%25 done%0D%0Anext"
     assert escape_property("a: b, c%") == "a%3A b%2C c%25"
     check = parse_failure("test_case[f/v/sm_80]", "golden/f/v/sm_80.yaml: not valid YAML (line 2, column 1)\n  50%")
-    (line,) = annotations(ci_summary.StaticReport(1, 0, (check,)))
+    (line,) = error_annotations(ci_summary.StaticReport(1, 0, (check,)))
     assert line == "::error file=golden/f/v/sm_80.yaml,title=f/v/sm_80%3A not valid YAML (line 2%2C column 1)::50%25"
 
 
 def test_annotations_stop_at_githubs_limit_and_count_the_rest():
     failures = {f"test_case[f/v{i}/sm_80]": f"golden/f/v{i}/sm_80.cu: text differs" for i in range(13)}
     checks = tuple(parse_failure(name, text) for name, text in failures.items())
-    lines = annotations(ci_summary.StaticReport(13, 0, checks))
+    lines = error_annotations(ci_summary.StaticReport(13, 0, checks))
     assert len(lines) == MAX_ERROR_ANNOTATIONS + 1
     assert lines[-1].startswith("::notice ") and "3 more failing snapshot(s)" in lines[-1]
 
 
 def test_summary_fence_survives_backticks_and_size_is_capped(monkeypatch):
     check = parse_failure("test_case[f/v/sm_80]", "golden/f/v/sm_80.cu: text differs\n  +```` in the code")
-    summary = render_summary(ci_summary.StaticReport(1, 0, (check,)), "Golden snapshots")
+    summary = render_job_summary(ci_summary.StaticReport(1, 0, (check,)), "Golden snapshots")
     assert "`````text\n" in summary and summary.rstrip().endswith("`````")
     monkeypatch.setattr(ci_summary, "MAX_SUMMARY_BYTES", 600)
     many = tuple(
         parse_failure(f"test_case[f/v{i}/sm_80]", "golden/x.cu: text differs\n" + "  y\n" * 20) for i in range(5)
     )
-    capped = render_summary(ci_summary.StaticReport(5, 0, many), "Golden snapshots")
+    capped = render_job_summary(ci_summary.StaticReport(5, 0, many), "Golden snapshots")
     assert len(capped.encode()) < 1200 and "did not fit in the summary" in capped and "f/v4/sm_80" in capped
 
 
-def test_main_appends_summary_and_prints_annotations(tmp_path):
+def test_main_appends_summary_and_prints_error_annotations(tmp_path):
     junit = write_junit(tmp_path / "j.xml", {"test_case[f/v/sm_80]": "golden/f/v/sm_80.cu: missing", "test_ok": None})
     step_summary = tmp_path / "summary.md"
     step_summary.write_text("earlier step\n")

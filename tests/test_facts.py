@@ -7,17 +7,14 @@ import re
 
 import pytest
 
-from harness.cases import Case
-from harness.facts import extract_facts
-from harness.lowering import lower
-from kernels import Variant
-from kernels.gemm_num_stages import gemm_num_stages, variant_name
+from harness.static.cases import Case
+from harness.static.facts import extract_facts
+from harness.static.lowering import lower
+from kernels.gemm_num_stages import FAMILY, variant
 
 
 def num_stages_case(n: int, target: str, tile=(128, 128, 32)) -> Case:
-    bm, bn, bk = tile
-    params = {"block_M": bm, "block_N": bn, "block_K": bk, "num_stages": n}
-    return Case(Variant("gemm_num_stages", variant_name(n, bm, bn, bk), gemm_num_stages, params), target)
+    return Case(FAMILY, variant(n, *tile), target)
 
 
 # Measured by hand for the 128x128x32, 128-thread GEMM on sm_80 (stage, order, buffers, bytes,

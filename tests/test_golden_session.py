@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from conftest import SMALL_CASE
 
-import harness.cases
-import harness.lowering
-from harness.cases import all_cases
+import harness.family
+import harness.static.cases
+import harness.static.lowering
+from harness.static.cases import all_cases
+from kernels import TARGETS
 
 
 def small_registry(monkeypatch, *ids: str) -> None:
-    """Shrink the registry so an unfiltered session runs in seconds."""
-    chosen = tuple(c for c in all_cases() if c.id in ids)
+    """Shrink the registry to the variants of these case ids, on the targets named, so an unfiltered
+    session runs in seconds."""
+    chosen = [c for c in all_cases() if c.id in ids]
     assert len(chosen) == len(ids)
-    monkeypatch.setattr(harness.cases, "all_cases", lambda: chosen)
+    families = []
+    for family in harness.family.registry().families:
+        kept = [v for v in family.variants if any(c.family is family and c.variant is v for c in chosen)]
+        if kept:
+            families.append(dataclasses.replace(family, variants=kept))
+    small = harness.family.Registry(tuple(families), ())
+    monkeypatch.setattr(harness.family, "registry", lambda: small)
+    targets = {c.target for c in chosen}
+    monkeypatch.setattr(harness.static.cases, "TARGETS", {t: v for t, v in TARGETS.items() if t in targets})
 
 
 def test_regen_then_static_passes(golden_session):
@@ -94,20 +107,20 @@ def test_unfiltered_regen_deletes_orphans(golden_session, monkeypatch):
     orphan.parent.mkdir(parents=True)
     orphan.write_text("old\n")
     result = golden_session("--regen")
-    # case, criteria sweep, manifest, orphans; the schedule summary has no family to summarize
-    result.assert_outcomes(passed=4, skipped=1)
+    # case, family checks, manifest, orphans; no broken family and no variant pairs to summarize
+    result.assert_outcomes(passed=4, skipped=2)
     result.stdout.fnmatch_lines(["*golden files: 3 created, 0 updated, 1 deleted, 0 unchanged*"])
     assert not orphan.parent.exists()
-    golden_session().assert_outcomes(passed=4, skipped=1)
+    golden_session().assert_outcomes(passed=4, skipped=2)
 
 
 def test_tilelang_version_skew_compares_every_case_then_fails(golden_session, monkeypatch):
     small_registry(monkeypatch, SMALL_CASE)
-    golden_session("--regen").assert_outcomes(passed=4, skipped=1)
+    golden_session("--regen").assert_outcomes(passed=4, skipped=2)
     manifest = golden_session.golden / "MANIFEST.yaml"
     manifest.write_text(manifest.read_text().replace("tilelang: ", "tilelang: 0.0.1-was-"))
     result = golden_session()
-    result.assert_outcomes(passed=3, failed=1, skipped=1)
+    result.assert_outcomes(passed=3, failed=1, skipped=2)
     result.stdout.fnmatch_lines(["*golden/ was produced with TileLang 0.0.1-was-*this run uses TileLang 0.1.15*"])
     result.stdout.fnmatch_lines(["*nox -s regen-golden*"])
 
@@ -130,7 +143,7 @@ def test_regen_refused_under_ci_unless_forced(golden_session, monkeypatch, ci):
 
 def test_regen_refuses_nondeterministic_lowering(golden_session, monkeypatch):
     lowerings = iter(range(1000))
-    real = harness.lowering._lower_uncached
+    real = harness.static.lowering._lower_uncached
 
     def drifting(case):
         lowering = real(case)
@@ -138,12 +151,12 @@ def test_regen_refuses_nondeterministic_lowering(golden_session, monkeypatch):
             lowering.case, lowering.cuda + f"// {next(lowerings)}\n", lowering.ir_after, lowering.device_ir
         )
 
-    monkeypatch.setattr(harness.lowering, "_lower_uncached", drifting)
-    harness.lowering._lower_cached.cache_clear()
+    monkeypatch.setattr(harness.static.lowering, "_lower_uncached", drifting)
+    harness.static.lowering._lower_cached.cache_clear()
     try:
         result = golden_session("--regen", "-k", SMALL_CASE)
     finally:
-        harness.lowering._lower_cached.cache_clear()
+        harness.static.lowering._lower_cached.cache_clear()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*two lowerings of the same case differ*"])
     assert not (golden_session.golden / f"{SMALL_CASE}.cu").exists()
@@ -151,19 +164,19 @@ def test_regen_refuses_nondeterministic_lowering(golden_session, monkeypatch):
 
 def test_lowering_failure_fails_that_case_only(golden_session, monkeypatch):
     broken, fine = SMALL_CASE, SMALL_CASE.replace("sm_90", "sm_80")
-    real = harness.lowering._lower_uncached
+    real = harness.static.lowering._lower_uncached
 
     def failing(case):
         if case.id == broken:
-            raise harness.lowering.LoweringError(f"{case.id}: TileLang could not lower this variant (boom)")
+            raise harness.static.lowering.LoweringError(f"{case.id}: TileLang could not lower this variant (boom)")
         return real(case)
 
-    monkeypatch.setattr(harness.lowering, "_lower_uncached", failing)
-    harness.lowering._lower_cached.cache_clear()
+    monkeypatch.setattr(harness.static.lowering, "_lower_uncached", failing)
+    harness.static.lowering._lower_cached.cache_clear()
     try:
         result = golden_session("--regen", "-k", f"{broken} or {fine}")
     finally:
-        harness.lowering._lower_cached.cache_clear()
+        harness.static.lowering._lower_cached.cache_clear()
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([f"*{broken}: TileLang could not lower this variant (boom)*"])
 
@@ -193,21 +206,20 @@ def test_bad_shard_is_a_usage_error(golden_session):
 
 def test_recorded_deviations_are_printed_as_findings(golden_session, monkeypatch):
     small_registry(monkeypatch, SMALL_CASE, SMALL_CASE.replace("ns0", "ns1"))
-    result = golden_session("--regen", "-k", "criteria")
+    result = golden_session("--regen", "-k", "checks")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*= findings =*", "*64x64x32/sm_90: seed 01 criterion 2 is false*"])
+    result.stdout.fnmatch_lines(["*= findings =*", "*64x64x32/sm_90: 2. N = 1*: false (warp specialization*"])
 
 
 def test_unrecorded_criterion_failure_fails_the_session(golden_session, monkeypatch):
     """A criterion false where no deviation is recorded (here: forged facts on sm_80) fails."""
-    import harness.invariants
-    from harness.invariants import Criterion
+    import kernels.gemm_num_stages as family_module
+    from harness.family import Claim
 
     small_registry(monkeypatch, SMALL_CASE.replace("sm_90", "sm_80"))
-    forged = [Criterion(harness.invariants.NUM_STAGES_CRITERIA[2], False, "N=0: [0, 0, 1]")]
-    # golden_test imports the function when the in-process session loads it, so patch the source
-    monkeypatch.setattr(harness.invariants, "num_stages_criteria", lambda facts: forged)
-    result = golden_session("-k", "criteria")
+    forged = [Claim(family_module.CRITERIA[2], False, "N=0: [0, 0, 1]")]
+    monkeypatch.setattr(family_module, "num_stages_criteria", lambda facts: forged)
+    result = golden_session("-k", "checks")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*3. N = 0: no pipeline annotation (fails: N=0: ?0, 0, 1?)*"])
 
@@ -216,7 +228,7 @@ def test_unrecorded_criterion_failure_fails_the_session(golden_session, monkeypa
     "manifest, message",
     [
         ("format: 1\ntilelang: [\n", "*MANIFEST.yaml: not valid YAML*run `nox -s regen-golden`*"),
-        ("format: 0\ntilelang: 0.1.15\n", "*snapshot format 0, this harness writes format 1*nox -s regen-golden*"),
+        ("format: 0\ntilelang: 0.1.15\n", "*snapshot format 0, this harness writes format 2*nox -s regen-golden*"),
         (None, "*MANIFEST.yaml is missing; run `nox -s regen-golden`*"),
     ],
 )

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.baseline import (
+from harness.gpu.baseline import (
     Baseline,
     BaselineRefused,
     CorruptBaseline,
@@ -19,9 +19,8 @@ from harness.baseline import (
     write_baseline,
 )
 
-KEY = baseline_key(
-    "NVIDIA H200", {"cuda": "13.0", "torch": "2.11.0+cu130", "tilelang": "0.1.15"}, {"M": 8192, "N": 8192, "K": 8192}
-)
+VERSIONS = {"cuda": "13.0", "torch": "2.11.0+cu130", "tilelang": "0.1.15"}
+KEY = baseline_key("NVIDIA H200", VERSIONS)
 PATH = Path("golden/timing/nvidia-h200.yaml")
 TIMER = {"tool": "triton.testing.do_bench", "rounds": 3}
 
@@ -45,7 +44,18 @@ def test_no_baseline_reports_only():
     assert "nox -s gpu -- --record-baseline" in result.message
 
 
-@pytest.mark.parametrize("field", ["gpu", "cuda", "torch", "tilelang", "problem"])
+def test_the_key_is_the_gpu_and_the_software_not_a_problem_shape():
+    assert KEY == {"gpu": "NVIDIA H200", **VERSIONS}
+
+
+def test_a_baseline_recorded_with_a_problem_in_its_key_is_still_compared():
+    # As golden/timing/ files written before problem shapes moved into the families are.
+    recorded = Baseline({**KEY, "problem": "8192x8192x8192"}, {"f/a": 0.5})
+    result = compare(recorded, PATH, KEY, {"f/a": 0.5}, Remeasure())
+    assert result.status == "compared" and result.verdicts["f/a"].level == "ok"
+
+
+@pytest.mark.parametrize("field", ["gpu", "cuda", "torch", "tilelang"])
 def test_key_mismatch_reports_only_and_names_the_field(field):
     recorded = Baseline({**KEY, field: "something else"}, {"f/a": 0.5})
     remeasure = Remeasure()
@@ -98,20 +108,32 @@ def test_baseline_path_is_one_file_per_gpu_model():
 
 def test_write_then_read_round_trip(tmp_path):
     path = tmp_path / "timing" / "nvidia-h200.yaml"
-    write_baseline(path, render_baseline(KEY, {"f/b": 0.123456, "f/a": 0.5}, TIMER), force=False, environ={})
+    problems = {"f/b": "n=1", "f/a": "n=2"}
+    write_baseline(path, render_baseline(KEY, {"f/b": 0.123456, "f/a": 0.5}, problems, TIMER), force=False, environ={})
     text = path.read_text()
     assert text.startswith("# Timing baseline") and "ratios:\n  f/a: 0.5\n  f/b: 0.1235\n" in text
-    assert read_baseline(path) == Baseline(KEY, {"f/a": 0.5, "f/b": 0.1235})
+    assert read_baseline(path) == Baseline(KEY, {"f/a": 0.5, "f/b": 0.1235}, {"f/a": "n=2", "f/b": "n=1"})
+
+
+def test_a_ratio_measured_at_another_problem_is_not_compared(tmp_path):
+    path = tmp_path / "nvidia-h200.yaml"
+    path.write_text(render_baseline(KEY, {"f/a": 0.5, "f/b": 0.5}, {"f/a": "n=1", "f/b": "n=1"}, TIMER))
+    comparison = compare(
+        read_baseline(path), path, KEY, {"f/a": 0.1, "f/b": 0.1}, lambda keys: {}, {"f/a": "n=2", "f/b": "n=1"}
+    )
+    assert (
+        comparison.verdicts["f/a"].level == "new"
+        and "problem changed (n=1 -> n=2)" in comparison.verdicts["f/a"].message
+    )
+    assert comparison.verdicts["f/b"].level == "warn"  # same problem: compared (80 % worse, unconfirmed)
 
 
 def test_version_strings_of_str_subclasses_are_written_as_plain_strings():
     class TorchVersion(str):  # torch.__version__ is such a subclass; safe_dump refuses those
         pass
 
-    key = baseline_key(
-        "G", {"cuda": "13.0", "torch": TorchVersion("2.11.0"), "tilelang": "0.1.15"}, {"M": 1, "N": 1, "K": 1}
-    )
-    assert yaml.safe_load(render_baseline(key, {"f/a": 0.5}, TIMER))["key"]["torch"] == "2.11.0"
+    key = baseline_key("G", {"cuda": "13.0", "torch": TorchVersion("2.11.0"), "tilelang": "0.1.15"})
+    assert yaml.safe_load(render_baseline(key, {"f/a": 0.5}, {"f/a": "n=2"}, TIMER))["key"]["torch"] == "2.11.0"
 
 
 def test_missing_file_reads_as_no_baseline(tmp_path):

@@ -1,4 +1,5 @@
-"""The GPU check's entry and its pieces that need no GPU: device mapping, snapshot agreement, timing rounds."""
+"""The GPU check's entry and its pieces that need no GPU: case selection, device mapping, snapshot agreement,
+timing rounds and throughput."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ import gpu_fakes as fake
 import pytest
 from conftest import REPO
 
-from harness.gpu_check import _with_snapshot, run_gpu_check
-from harness.gpu_device import UnknownTarget, target_for_capability
-from harness.jit import CompiledVariant
-from harness.snapshot import SnapshotStore
-from harness.timing import Timing, measure_interleaved, tflops
+from harness.family import Work
+from harness.gpu.check import _with_snapshot, device_cases, run_gpu_check
+from harness.gpu.compile import CompiledCase
+from harness.gpu.device import PEAKS, Peak, UnknownTarget, target_for_capability
+from harness.gpu.timing import Throughput, Timing, measure_interleaved, throughput
+from harness.static.snapshot import FORMAT_VERSION, SnapshotStore, cuda_header
+from kernels._gemm import gemm_work
 
-V0 = fake.variant("gemm_relu_schedules", "v0_baseline", "matmul_relu")
+V0 = fake.V0
 
 
 def run_entry(*args: str, **env: str) -> subprocess.CompletedProcess:
@@ -44,21 +47,55 @@ def test_too_few_seeds_are_a_usage_error():
     assert result.returncode == 2 and "at least 3 distinct seeds" in result.stderr
 
 
+def test_the_shape_option_is_gone():
+    result = run_entry("--shape", "M=64")
+    assert result.returncode == 2 and "unrecognized arguments: --shape" in result.stderr
+
+
+class Selection:
+    """A `select(device)` that records whether the check got as far as asking it."""
+
+    def __init__(self):
+        self.asked = []
+
+    def __call__(self, device):
+        self.asked.append(device)
+        return [V0]
+
+
 def test_recording_under_ci_is_refused_before_any_gpu_work(tmp_path):
     logged: list[str] = []
+    select = Selection()
     status = run_gpu_check(
-        [V0], output=tmp_path, timing_dir=tmp_path, record=True, environ={"CI": "true"}, log=logged.append
+        select, output=tmp_path, timing_dir=tmp_path, record=True, environ={"CI": "true"}, log=logged.append
     )
     assert status == 2 and "refusing to record a timing baseline while CI='true'" in logged[0]
-    assert not list(tmp_path.iterdir())
+    assert not list(tmp_path.iterdir()) and select.asked == []
 
 
 def test_recording_from_a_selection_is_refused(tmp_path):
     logged: list[str] = []
+    select = Selection()
     status = run_gpu_check(
-        [V0], output=tmp_path, timing_dir=tmp_path, record=True, complete_selection=False, environ={}, log=logged.append
+        select,
+        output=tmp_path,
+        timing_dir=tmp_path,
+        record=True,
+        complete_selection=False,
+        environ={},
+        log=logged.append,
     )
-    assert status == 2 and "from a selection of variants" in logged[0]
+    assert status == 2 and "from a selection of variants" in logged[0] and select.asked == []
+
+
+def test_device_cases_are_every_variant_of_the_families_for_the_devices_target():
+    cases = device_cases([fake.GEMM_RELU, fake.GEMM_NUM_STAGES], "sm_80")
+    expected = ["gemm_relu_schedules/v0_baseline/sm_80"] + [
+        f"gemm_num_stages/{v.name}/sm_80" for v in fake.GEMM_NUM_STAGES.variants
+    ]
+    assert [c.id for c in cases] == expected
+    assert cases[1].family is fake.GEMM_NUM_STAGES and cases[1].params == {**fake.SHAPE, **cases[1].variant.params}
+    assert device_cases([], "sm_90") == []
 
 
 def test_compute_capability_maps_to_a_snapshot_target():
@@ -70,7 +107,7 @@ def test_compute_capability_maps_to_a_snapshot_target():
 
 # -- agreement with the static snapshot --------------------------------------------------------
 
-FACTS = """format: 1
+FACTS = """format: {format}
 case: {{family: gemm_relu_schedules, variant: v0_baseline, target: sm_90}}
 params: {{}}
 pipelines: []
@@ -86,9 +123,9 @@ mma: {{}}
 def snapshot_result(tmp_path, launched: int, snapshot: int | None, cuda: str = "__global__ void k() {}\n"):
     store = SnapshotStore(tmp_path / "golden")
     if snapshot is not None:
-        store.write(f"{V0.key}/sm_90.yaml", FACTS.format(shared=snapshot))
-        store.write(f"{V0.key}/sm_90.cu", "__global__ void k() {}\n")
-    compiled = CompiledVariant(V0, SimpleNamespace(kernel_source=cuda), dynamic_shared_memory_bytes=launched)
+        store.write(f"{V0.id}.yaml", FACTS.format(format=FORMAT_VERSION, shared=snapshot))
+        store.write(f"{V0.id}.cu", cuda_header(V0.id, "sm_90") + "__global__ void k() {}\n")
+    compiled = CompiledCase(V0, SimpleNamespace(kernel_source=cuda), dynamic_shared_memory_bytes=launched)
     return _with_snapshot(compiled, fake.device(), store)
 
 
@@ -102,21 +139,33 @@ def test_shared_memory_equal_to_the_snapshot_passes(tmp_path):
 def test_shared_memory_different_from_the_snapshot_fails_naming_file_and_command(tmp_path):
     result = snapshot_result(tmp_path, 65536, 49152, cuda="__global__ void other() {}\n")
     (problem,) = result.problems
-    path = f"{(tmp_path / 'golden').as_posix()}/{V0.key}/sm_90.yaml"
+    path = f"{(tmp_path / 'golden').as_posix()}/gemm_relu_schedules/v0_baseline/sm_90.yaml"
     assert problem.startswith(f"{path}: dynamic_shared_memory_bytes is 49152 in the snapshot")
-    assert "launches with 65536" in problem and f'nox -s regen-golden -- -k "{V0.key}/sm_90"' in problem
+    assert "launches with 65536" in problem
+    assert 'nox -s regen-golden -- -k "gemm_relu_schedules/v0_baseline/sm_90"' in problem
     assert result.cuda_matches_snapshot is False
 
 
 def test_a_missing_snapshot_fails(tmp_path):
     (problem,) = snapshot_result(tmp_path, 49152, None).problems
-    assert "no static snapshot for this variant and target" in problem
+    path = f"{(tmp_path / 'golden').as_posix()}/{V0.id}.yaml"
+    assert problem.startswith(f"{path}: no static snapshot for this variant and target")
+    assert f'nox -s regen-golden -- -k "{V0.id}"' in problem
+
+
+def test_the_snapshot_of_the_devices_target_is_the_one_read(tmp_path):
+    store = SnapshotStore(tmp_path)
+    sm80 = fake.case(fake.GEMM_RELU, "v0_baseline", "sm_80")
+    store.write(f"{sm80.id}.yaml", FACTS.format(format=FORMAT_VERSION, shared=49152))
+    compiled = CompiledCase(sm80, SimpleNamespace(kernel_source=""), dynamic_shared_memory_bytes=49152)
+    result = _with_snapshot(compiled, fake.device(), store)
+    assert result.problems == [] and result.snapshot_path == f"{tmp_path.as_posix()}/{sm80.id}.yaml"
 
 
 def test_a_compile_error_is_the_variants_failure(tmp_path):
-    compiled = CompiledVariant(V0, None, error="TileLang could not compile it: boom")
+    compiled = CompiledCase(V0, None, error="TileLang could not compile it: boom")
     result = _with_snapshot(compiled, fake.device(), SnapshotStore(tmp_path))
-    assert result.status == "fail" and result.problems == [f"{V0.key}: TileLang could not compile it: boom"]
+    assert result.status == "fail" and result.problems == [f"{V0.id}: TileLang could not compile it: boom"]
 
 
 # -- timing rounds -----------------------------------------------------------------------------
@@ -142,5 +191,44 @@ def test_one_round_cannot_measure_noise():
         measure_interleaved({"a": lambda: None}, rounds=1, bench=lambda fn: 1.0)
 
 
-def test_tflops_of_an_8192_cube_in_one_millisecond():
-    assert tflops({"M": 8192, "N": 8192, "K": 8192}, 1.0) == pytest.approx(1099.5, rel=1e-4)
+# -- throughput against the device's peaks -----------------------------------------------------
+
+
+def test_rates_of_an_8192_cube_in_one_millisecond_without_a_peak():
+    work = gemm_work({"M": 8192, "N": 8192, "K": 8192})
+    rates = throughput(work, 1.0, None)
+    assert rates.tflops == pytest.approx(2 * 8192**3 / 1e-3 / 1e12) == pytest.approx(1099.5, rel=1e-4)
+    assert rates.gbps == pytest.approx(2 * 3 * 8192**2 / 1e-3 / 1e9)
+    assert rates.bound is None and rates.fraction_of_peak is None, "no peak: no side of the roofline, no fraction"
+
+
+def test_a_gemm_is_compute_bound_and_judged_against_the_tensor_core_peak():
+    rates = throughput(gemm_work({"M": 8192, "N": 8192, "K": 8192}), 2.0, PEAKS["NVIDIA H200"])
+    assert rates.bound == "compute"
+    assert rates.fraction_of_peak == pytest.approx(rates.tflops / 989) == pytest.approx(0.5559, abs=1e-4)
+
+
+def test_low_arithmetic_intensity_is_memory_bound_and_judged_against_bandwidth():
+    copy_like = Work(flops=1e9, bytes=4e9)  # a quarter of a flop per byte
+    rates = throughput(copy_like, 1.0, Peak(tflops=989, gbps=4800))
+    assert rates == Throughput(
+        tflops=pytest.approx(1.0), gbps=pytest.approx(4000), bound="memory", fraction_of_peak=pytest.approx(4000 / 4800)
+    )
+
+
+def test_the_bound_is_the_side_of_the_ridge_the_work_falls_on():
+    peak = Peak(tflops=100, gbps=1000)  # ridge: 100 flops per byte
+    assert throughput(Work(flops=100e9, bytes=1e9), 1.0, peak).bound == "compute"
+    below = throughput(Work(flops=99e9, bytes=1e9), 1.0, peak)
+    assert below.bound == "memory" and below.fraction_of_peak == pytest.approx(1.0)
+    # The same work on a GPU with less bandwidth per flop crosses to the other side.
+    work = Work(flops=300e9, bytes=1e9)
+    assert throughput(work, 1.0, Peak(tflops=989, gbps=4800)).bound == "compute"
+    assert throughput(work, 1.0, Peak(tflops=989, gbps=2000)).bound == "memory"
+
+
+def test_a_device_knows_its_peak_by_name():
+    assert fake.device().peak == PEAKS["NVIDIA H200"] == Peak(tflops=989, gbps=4800)
+    assert fake.device("NVIDIA H200").as_dict()["peak"] == {"tflops": 989, "gbps": 4800}
+    unknown = fake.device("Some Future GPU")
+    assert unknown.peak is None and unknown.as_dict()["peak"] is None

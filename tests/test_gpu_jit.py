@@ -4,27 +4,46 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import gpu_fakes as fake
 import pytest
 from conftest import REPO
 
-from harness.jit import DYNAMIC_SHARED_LAUNCH_PARAM, device_kernel, launch_dynamic_shared_memory
-from harness.snapshot import SnapshotStore, parse_facts
-from kernels import PROBLEM_SHAPE, TARGETS, all_variants
+from harness.build import build_kernel
+from harness.family import Variant, registry
+from harness.gpu.compile import (
+    DYNAMIC_SHARED_LAUNCH_PARAM,
+    Argument,
+    _arguments,
+    compile_cases,
+    device_kernel,
+    launch_dynamic_shared_memory,
+)
+from harness.static.cases import Case
+from harness.static.snapshot import SnapshotStore, parse_facts
+from kernels import TARGETS
 
 GOLDEN = REPO / "golden"
 
 
-def lowered(name: str, target: str):
-    """TileLang's artifact for a variant, host IR included (a JIT kernel keeps only the device IR)."""
+def registered_case(name: str, target: str) -> Case:
+    """The case of the registered variant called `name` (variant names are unique across the seed families)."""
+    (case,) = [Case(f, v, target) for f in registry().families for v in f.variants if v.name == name]
+    return case
+
+
+def lowered(case: Case):
+    """TileLang's artifact for a case, host IR included (a JIT kernel keeps only the device IR).
+
+    Built as the GPU check compiles it: the family's PrimFunc under its pass configs.
+    """
     import tilelang
     import tvm
     from tvm.target import Target
 
-    variant = next(v for v in all_variants() if v.name == name)
-    tvm_target = Target(TARGETS[target])
-    with tvm.transform.PassContext(opt_level=3), tvm_target:
-        artifact = tilelang.lower(variant.prim_func(**PROBLEM_SHAPE), target=tvm_target, enable_device_compile=False)
-    return variant, artifact
+    built = build_kernel(case.family, case.variant)
+    tvm_target = Target(TARGETS[case.target])
+    with tvm.transform.PassContext(opt_level=3, config=built.pass_configs), tvm_target:
+        return tilelang.lower(built.prim_func, target=tvm_target, enable_device_compile=False)
 
 
 def host_launch_shared_memory(artifact) -> int:
@@ -55,11 +74,38 @@ def host_launch_shared_memory(artifact) -> int:
     [("ns6_128x256x64", "sm_90"), ("ns0_64x64x32", "sm_90"), ("v3_manual_pipeline", "sm_80")],
 )
 def test_launch_shared_memory_is_what_the_host_passes_and_the_snapshot_says(name, target):
-    variant, artifact = lowered(name, target)
+    case = registered_case(name, target)
+    artifact = lowered(case)
     read = launch_dynamic_shared_memory(SimpleNamespace(artifact=artifact))
     assert read == host_launch_shared_memory(artifact)
-    snapshot = SnapshotStore(GOLDEN).read(f"{variant.key}/{target}.yaml")
-    assert read == parse_facts(snapshot, variant.key)["dynamic_shared_memory_bytes"]
+    snapshot = SnapshotStore(GOLDEN).read(f"{case.id}.yaml")
+    assert read == parse_facts(snapshot, case.id)["dynamic_shared_memory_bytes"]
+
+
+@pytest.mark.parametrize("name", ["ns2_128x128x32", "v1_warp_policy"])
+def test_arguments_are_the_prim_funcs_signature_at_the_familys_problem(name):
+    case = registered_case(name, "sm_90")
+    p = case.params
+    assert _arguments(build_kernel(case.family, case.variant).prim_func) == [
+        Argument((p["M"], p["K"]), "float16"),
+        Argument((p["K"], p["N"]), "float16"),
+        Argument((p["M"], p["N"]), "float16"),
+    ]
+
+
+def test_a_variant_that_does_not_build_is_its_cases_error(monkeypatch):
+    import tilelang
+
+    monkeypatch.setattr(tilelang, "disable_cache", lambda: None)  # keep this process's cache setting
+
+    def kernel(M, N, K):
+        raise ValueError("no such tile")
+
+    family = fake.gemm_family("unbuildable", [Variant("v", kernel=kernel)])
+    (compiled,) = compile_cases([Case(family, family.variants[0], "sm_90")])
+    assert compiled.kernel is None and compiled.arguments == []
+    assert compiled.error.startswith("kernels/unbuildable.py: variant 'v' did not build with {'M': 8192")
+    assert "(ValueError: no such tile)" in compiled.error
 
 
 def test_a_kernel_without_its_module_is_an_error_not_a_zero():

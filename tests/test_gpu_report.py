@@ -9,25 +9,58 @@ from pathlib import Path
 import gpu_fakes as fake
 import pytest
 
-from harness.baseline import render_baseline
-from harness.gpu_check import compare_with_baseline
-from harness.gpu_report import PLOT, REPORT, SUMMARY, annotations, render_summary, report_data, write_reports
-from harness.gpu_results import DOES_NOT_FIT, FAIL, PASS
+from harness.family import Sweep, Variant, Work
+from harness.gpu.baseline import baseline_key, baseline_path, compare, render_baseline
+from harness.gpu.check import compare_with_baseline
+from harness.gpu.report import (
+    MARKDOWN_HEADER,
+    REPORT,
+    REPORT_FORMAT,
+    SUMMARY,
+    plot_name,
+    render_markdown,
+    report_data,
+    workflow_commands,
+    write_reports,
+)
+from harness.gpu.results import DOES_NOT_FIT, FAIL, PASS, reference_name
+from harness.gpu.sweep import conclusions
 
-V0 = fake.variant("gemm_relu_schedules", "v0_baseline", "matmul_relu")
-TOO_BIG = fake.sweep_variant(6, (128, 256, 64))
+V0 = fake.V0
+TOO_BIG = fake.sweep_case(6, (128, 256, 64))
+MATMUL = reference_name(fake.sweep_case(0, (128, 128, 32)))
+MATMUL_RELU = reference_name(V0)
+PLOT = plot_name("gemm_num_stages")
+FAILED_SEED = "seed 22: 7 elements outside atol=0.01, rtol=0.01 (0 allowed; max abs error 3.5)"
 
 
 def sweep_results():
     curve = {0: 4.6, 1: 7.5, 2: 3.9, 3: 3.2, 4: 2.6, 6: 2.6}
-    return [
-        fake.result(fake.sweep_variant(n, (128, 128, 32)), 16384 * max(n, 1), (ms, ms, ms)) for n, ms in curve.items()
-    ]
+    return [fake.result(fake.sweep_case(n, (128, 128, 32)), 16384 * max(n, 1), (ms, ms, ms)) for n, ms in curve.items()]
 
 
-def full_run():
+def full_run(**options):
     results = [fake.result(V0, 49152, reference_ms=1.7), *sweep_results(), fake.result(TOO_BIG, 294912)]
-    return fake.run(results, {"matmul": 1.0, "matmul_relu": 1.7})
+    return fake.run(results, {MATMUL: 1.0, MATMUL_RELU: 1.7}, **options)
+
+
+def block_k_run():
+    """A second family with a sweep (along block_K, a series per block_M), beside seed 01's."""
+    variants = [fake.variant(f"m{m}_k{k}", block_M=m, block_K=k) for m in (64, 128) for k in (32, 64)]
+    family = fake.gemm_family(
+        "gemm_block_k", variants, sweep=Sweep(axis="block_K", series=lambda p: f"BM={p['block_M']}")
+    )
+    timed = [fake.result(fake.case(family, v.name), 512 * v.params["block_K"], (1.5, 1.5, 1.5)) for v in variants]
+    return fake.run([*sweep_results(), *timed])
+
+
+def test_reference_name_is_the_op_and_its_problem():
+    assert MATMUL_RELU == "gemm_relu_schedules: torch.relu(torch.matmul(A, B)) [M=8192 N=8192 K=8192]"
+    assert MATMUL == "gemm_num_stages: torch.matmul(A, B) [M=8192 N=8192 K=8192]"
+    labelled = fake.gemm_family("g", [fake.variant("v", block_M=64)], speed_reference_label="mm(tile={block_M})")
+    assert reference_name(fake.case(labelled, "v")) == "g: mm(tile=64) [M=8192 N=8192 K=8192]"
+    smaller = fake.gemm_family("g", [Variant("half", kernel=lambda **_: None, shape={"K": 4096})])
+    assert reference_name(fake.case(smaller, "half")) == "g: torch.matmul(A, B) [M=8192 N=8192 K=4096]"
 
 
 def test_a_variant_that_does_not_fit_is_listed_not_passed_and_not_failed():
@@ -36,7 +69,7 @@ def test_a_variant_that_does_not_fit_is_listed_not_passed_and_not_failed():
     assert too_big.status == DOES_NOT_FIT and too_big.numerics is None and too_big.timing is None
     assert run.passed, "not fitting does not fail the gate"
     note = "does not fit on this GPU (needs 294912 bytes of shared memory per block, device allows 232448)"
-    assert f"**{TOO_BIG.key} {note}**" in render_summary(run)
+    assert f"**{TOO_BIG.key} {note}**" in render_markdown(run)
     data = report_data(run)
     assert data["does_not_fit"] == {TOO_BIG.key: note}
     assert data["counts"] == {PASS: 7, FAIL: 0, DOES_NOT_FIT: 1}
@@ -44,21 +77,18 @@ def test_a_variant_that_does_not_fit_is_listed_not_passed_and_not_failed():
 
 
 def test_static_shared_memory_counts_towards_fitting():
-    almost = fake.result(fake.variant("f", "edge"), fake.LIMIT)
+    almost = fake.result(fake.single_case("edge"), fake.LIMIT)
     assert almost.fits
     almost.compiled.static_shared_memory_bytes = 1024
     assert not almost.fits and "needs 233472 bytes" in almost.fit_note()
 
 
 def test_a_numeric_failure_fails_the_gate_and_is_reported():
-    run = fake.run([fake.result(V0, 49152), fake.result(fake.variant("f", "bad"), 1024, numerics_ok=False)])
+    run = fake.run([fake.result(V0, 49152), fake.result(fake.single_case("bad"), 1024, numerics_ok=False)])
     assert not run.passed and [v.key for v in run.failures] == ["f/bad"]
-    summary = render_summary(run)
-    assert (
-        "### Failures" in summary
-        and "- f/bad: seed 22: 7 elements outside rtol=atol=0.01 (max abs error 3.5)" in summary
-    )
-    assert report_data(run)["failures"] == {"f/bad": ["seed 22: 7 elements outside rtol=atol=0.01 (max abs error 3.5)"]}
+    summary = render_markdown(run)
+    assert "### Failures" in summary and f"- f/bad: {FAILED_SEED}" in summary
+    assert report_data(run)["failures"] == {"f/bad": [FAILED_SEED]}
 
 
 def test_nothing_checked_never_passes():
@@ -72,15 +102,90 @@ def test_a_fitting_variant_that_was_never_checked_fails():
     assert unchecked.status == FAIL
 
 
+def test_markdown_opens_with_its_header_then_the_verdict():
+    lines = render_markdown(full_run()).splitlines()
+    assert lines[0] == MARKDOWN_HEADER and lines[0].startswith("<!-- Written by ") and lines[0].endswith("-->")
+    assert lines[1] == "## GPU check passed on NVIDIA H200 (sm_90)"
+
+
 def test_summary_tables_and_sweep():
-    summary = render_summary(full_run())
-    assert "| gemm_relu_schedules/v0_baseline | pass | 2.000 | 2.0% | 550 | 0.85 |  | 49152 | 168 |" in summary
-    assert "| torch.relu(torch.matmul(A, B)) | 1.700 | 2.0% | 647 |" in summary
+    summary = render_markdown(full_run(), [PLOT])
+    # 2 x 8192^3 flops and 3 x 8192^2 fp16 elements moved in 2 ms: 549.8 TFLOP/s, 201 GB/s, 56 % of 989 TFLOP/s.
+    v0_row = "| gemm_relu_schedules/v0_baseline | pass | 2.000 | 2.0% | 549.8 | 201 | 56% (compute) | 0.85 |  | 49152 |"
+    assert f"{v0_row} 168 |" in summary
+    # The same work in 1.7 ms.
+    assert f"| {MATMUL_RELU} | 1.700 | 2.0% | 646.8 | 237 | 65% (compute) |" in summary
+    assert "Fraction of peak: of 989 TFLOP/s (dense fp16/bf16) for compute-bound work, of 4.8 TB/s" in summary
+    assert "### gemm_num_stages: latency and shared memory against num_stages" in summary
     assert "| 128x128x32 | 4 | 2.600 | 0.0% | 64 | knee |" in summary
     assert "| 128x256x64 | 6 | — | — | 288 | does not fit |" in summary
-    assert "- 128x128x32: latency stops improving after num_stages=4 (2.600 ms)" in summary
-    assert "- fastest: gemm_relu_schedules/v0_baseline, 0.85x the speed of its reference (matmul_relu)" in summary
-    assert f"]({PLOT})" in summary and f"]({PLOT})" not in render_summary(full_run(), plot_name=None)
+    assert "- gemm_num_stages 128x128x32: latency stops improving after num_stages=4 (2.600 ms)" in summary
+    assert f"- fastest: gemm_relu_schedules/v0_baseline, 0.85x the speed of its reference ({MATMUL_RELU})" in summary
+    assert f"]({PLOT})" in summary
+    assert "### gemm_relu_schedules" not in summary, "a family without a sweep has no sweep section"
+
+
+def test_no_plot_link_without_the_plot():
+    run = full_run()
+    assert f"]({PLOT})" not in render_markdown(run)
+    assert f"]({PLOT})" not in render_markdown(run, [plot_name("another_family")])
+
+
+def test_a_memory_bound_family_is_judged_against_bandwidth():
+    elementwise = fake.single_case(
+        "relu", "elementwise", work=lambda p: Work(flops=p["M"] * p["N"], bytes=4 * p["M"] * p["N"])
+    )
+    summary = render_markdown(fake.run([fake.result(elementwise, 0)]))
+    # 4 x 8192^2 bytes in 2 ms: 134 GB/s, 3 % of 4800 GB/s.
+    assert "| elementwise/relu | pass | 2.000 | 2.0% | 0.0 | 134 | 3% (memory) |" in summary
+
+
+def test_a_gpu_without_known_peaks_gets_rates_without_fractions():
+    run = full_run(gpu=fake.device("Some Future GPU"))
+    summary = render_markdown(run)
+    assert "No datasheet peaks known for Some Future GPU: rates without fractions of peak." in summary
+    assert "| gemm_relu_schedules/v0_baseline | pass | 2.000 | 2.0% | 549.8 | 201 | — | 0.85 |" in summary
+    assert f"| {MATMUL_RELU} | 1.700 | 2.0% | 646.8 | 237 | — |" in summary
+    v0 = report_data(run)["variants"][0]["throughput"]
+    assert v0["bound"] is None and v0["fraction_of_peak"] is None and v0["tflops"] == pytest.approx(549.76, abs=0.01)
+
+
+def test_report_data_holds_throughputs_references_and_the_sweeps_of_every_family():
+    run = block_k_run()
+    data = report_data(run)
+    assert data["format"] == REPORT_FORMAT == 2 and "num_stages_sweep" not in data
+    assert [(c["family"], c["series"]) for c in data["sweeps"]["curves"]] == [
+        ("gemm_num_stages", "128x128x32"),
+        ("gemm_block_k", "BM=64"),
+        ("gemm_block_k", "BM=128"),
+    ]
+    assert data["sweeps"]["conclusions"] == conclusions(run.sweeps)
+    assert "gemm_block_k: same knee for every series: yes (BM=64: 32, BM=128: 32)" in data["sweeps"]["conclusions"]
+    # one timed reference per family: two families' equally labelled ops are not assumed to be one
+    assert sorted(data["references"]) == sorted({v["reference"] for v in data["variants"] if v["timing"]})
+    assert MATMUL in data["references"] and data["references"][MATMUL]["throughput"]["bound"] == "compute"
+    variant = data["variants"][0]
+    assert variant["reference"] == MATMUL and variant["throughput"]["bound"] == "compute"
+    assert data["device"]["peak"] == {"tflops": 989, "gbps": 4800}
+    json.dumps(data)  # what write_reports writes
+
+
+def test_each_family_with_a_sweep_has_its_own_section_and_plot_link():
+    run = block_k_run()
+    plots = [plot_name("gemm_num_stages"), plot_name("gemm_block_k")]
+    assert plots == ["sweep_gemm_num_stages.png", "sweep_gemm_block_k.png"]
+    summary = render_markdown(run, plots)
+    first = summary.index("### gemm_num_stages: latency and shared memory against num_stages")
+    second = summary.index("### gemm_block_k: latency and shared memory against block_K")
+    assert first < second
+    assert summary.index("](sweep_gemm_num_stages.png)") in range(first, second)
+    assert summary.index("](sweep_gemm_block_k.png)") > second
+    assert "| series | block_K | ms | spread | dynamic shared memory (KiB) | |" in summary[second:]
+    assert "| BM=128 | 64 | 1.500 | 0.0% | 32 |  |" in summary[second:]
+    assert "- gemm_block_k: same knee for every series: yes (BM=64: 32, BM=128: 32)" in summary[second:]
+    assert "gemm_block_k" not in summary[first:second], "each family's conclusions stay in its section"
+    only_one = render_markdown(run, plots[1:])
+    assert "](sweep_gemm_num_stages.png)" not in only_one and "](sweep_gemm_block_k.png)" in only_one
 
 
 def test_baseline_verdicts_reach_variants_and_summary(tmp_path):
@@ -88,10 +193,10 @@ def test_baseline_verdicts_reach_variants_and_summary(tmp_path):
     recorded = {v.key: v.ratio for v in run.variants if v.ratio is not None}
     recorded[V0.key] = recorded[V0.key] * 2  # this run is 50 % worse than the baseline for v0
     recorded["gemm_num_stages/ns2_128x128x32"] *= 1.15  # and 13 % worse here
-    from harness.baseline import baseline_key, baseline_path
-
-    key = baseline_key(run.device.name, run.device.versions, run.shape)
-    baseline_path(run.device.name, tmp_path).write_text(render_baseline(key, recorded, run.timer))
+    key = baseline_key(run.device.name, run.device.versions)
+    baseline_path(run.device.name, tmp_path).write_text(
+        render_baseline(key, recorded, {k: "M=8192 N=8192 K=8192" for k in recorded}, run.timer)
+    )
     asked = []
     run.remeasure = lambda keys: asked.append(list(keys)) or {k: recorded[k] * 0.5 for k in keys}
     comparison = compare_with_baseline(run, tmp_path)
@@ -99,24 +204,24 @@ def test_baseline_verdicts_reach_variants_and_summary(tmp_path):
     assert comparison.status == "compared"
     v0, ns2 = run.variants[0], run.variants[3]
     assert v0.status == FAIL and ns2.status == PASS and not run.passed
-    summary = render_summary(run)
+    summary = render_markdown(run)
     assert "| fail (-50%) |" in summary and "| warn (-13%) |" in summary
     assert "### Timing warnings" in summary and "gemm_num_stages/ns2_128x128x32: 13% worse" in summary
 
 
 def test_other_key_in_baseline_is_reported_not_compared(tmp_path):
     run = full_run()
-    from harness.baseline import baseline_key, baseline_path
-
-    key = {**baseline_key(run.device.name, run.device.versions, run.shape), "torch": "2.9.0"}
-    baseline_path(run.device.name, tmp_path).write_text(render_baseline(key, {V0.key: 100.0}, run.timer))
+    key = {**baseline_key(run.device.name, run.device.versions), "torch": "2.9.0"}
+    baseline_path(run.device.name, tmp_path).write_text(
+        render_baseline(key, {V0.key: 100.0}, {V0.key: "M=8192 N=8192 K=8192"}, run.timer)
+    )
     comparison = compare_with_baseline(run, tmp_path)
     assert comparison.status == "key mismatch" and run.passed
     assert all(v.verdict is None for v in run.variants)
-    assert "timings are reported only" in render_summary(run)
+    assert "timings are reported only" in render_markdown(run)
 
 
-def test_write_reports_fills_the_folder_the_step_summary_and_annotations(tmp_path, monkeypatch):
+def test_write_reports_fills_the_folder_the_step_summary_and_workflow_commands(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as in `nox -s tests`, which has no matplotlib
     run = full_run()
     step_summary = tmp_path / "step_summary.md"
@@ -129,42 +234,53 @@ def test_write_reports_fills_the_folder_the_step_summary_and_annotations(tmp_pat
     assert json.loads((tmp_path / "out" / REPORT).read_text())["passed"] is True
     assert f"]({PLOT})" not in (tmp_path / "out" / SUMMARY).read_text(), "no link to a plot that was not drawn"
     appended = step_summary.read_text()
-    assert appended.startswith("earlier step\n## GPU check passed on NVIDIA H200 (sm_90)")
-    assert f"]({PLOT})" not in appended
+    assert appended.startswith(f"earlier step\n{MARKDOWN_HEADER}\n## GPU check passed on NVIDIA H200 (sm_90)")
+    assert f"]({PLOT})" not in appended and "The plots" not in appended
     assert f"::warning title=gpu check::{TOO_BIG.key}: does not fit on this GPU" in "\n".join(logged)
 
 
-def test_the_plot_is_a_png_linked_from_the_summary(tmp_path):
-    pytest.importorskip("matplotlib", reason="the plot needs requirements-gpu.txt")
-    written = write_reports(full_run(), tmp_path, {}, lambda line: None)
-    assert [p.name for p in written] == [REPORT, SUMMARY, PLOT]
-    assert (tmp_path / PLOT).read_bytes().startswith(b"\x89PNG")
-    assert f"]({PLOT})" in (tmp_path / SUMMARY).read_text()
+def test_a_plot_per_family_with_a_sweep_linked_from_the_summary(tmp_path):
+    pytest.importorskip("matplotlib", reason="the plots need requirements-gpu.txt")
+    step_summary = tmp_path / "step_summary.md"
+    written = write_reports(block_k_run(), tmp_path / "out", {"GITHUB_STEP_SUMMARY": str(step_summary)}, lambda _: None)
+    plots = [plot_name("gemm_num_stages"), plot_name("gemm_block_k")]
+    assert [p.name for p in written] == [REPORT, SUMMARY, *plots]
+    summary = (tmp_path / "out" / SUMMARY).read_text()
+    for plot in plots:
+        assert (tmp_path / "out" / plot).read_bytes().startswith(b"\x89PNG")
+        assert f"]({plot})" in summary
+    # The job page cannot show the run's files: it names them instead of linking them.
+    appended = step_summary.read_text()
+    assert f"]({plots[0]})" not in appended
+    assert appended.endswith(f"\nThe plots ({', '.join(plots)}) are in the uploaded report folder.\n")
 
 
-def test_no_annotations_outside_actions(tmp_path):
+def test_no_plot_for_a_run_without_sweeps(tmp_path):
+    pytest.importorskip("matplotlib", reason="the plots need requirements-gpu.txt")
+    written = write_reports(fake.run([fake.result(V0, 49152)]), tmp_path, {}, lambda _: None)
+    assert [p.name for p in written] == [REPORT, SUMMARY]
+    assert "latency and shared memory against" not in (tmp_path / SUMMARY).read_text()
+
+
+def test_no_workflow_commands_outside_actions(tmp_path):
     logged: list[str] = []
     write_reports(full_run(), tmp_path, {}, logged.append)
     assert not any(line.startswith("::") for line in logged)
 
 
-def test_annotations_for_failures_and_missing_baseline():
-    run = fake.run([fake.result(fake.variant("f", "bad"), 1024, numerics_ok=False)])
-    from harness.baseline import compare
-
+def test_workflow_commands_for_failures_and_missing_baseline():
+    run = fake.run([fake.result(fake.single_case("bad"), 1024, numerics_ok=False)])
     run.comparison = compare(None, Path("golden/timing/nvidia-h200.yaml"), {"gpu": "NVIDIA H200"}, {}, lambda k: {})
-    lines = annotations(run)
-    assert lines[0].startswith("::error title=gpu check f/bad::seed 22: 7 elements")
+    lines = workflow_commands(run)
+    assert lines[0] == f"::error title=gpu check f/bad::{FAILED_SEED}"
     assert lines[-1].startswith("::notice title=gpu timing baseline::no timing baseline for NVIDIA H200")
 
 
 def test_a_corrupt_baseline_fails_the_run_naming_the_file(tmp_path):
     run = full_run()
-    from harness.baseline import baseline_path
-
     path = baseline_path(run.device.name, tmp_path)
     path.write_text("format: [")
     comparison = compare_with_baseline(run, tmp_path)
     assert comparison.status == "corrupt" and str(path) in comparison.message
     assert not run.passed
-    assert any(line.startswith("::error title=gpu timing baseline::") for line in annotations(run))
+    assert any(line.startswith("::error title=gpu timing baseline::") for line in workflow_commands(run))

@@ -6,7 +6,9 @@ import copy
 
 import pytest
 
-from harness.invariants import NUM_STAGES_CRITERIA, changed_cuda_lines, num_stages_criteria, source_lines_changed
+from harness.static.variant_effects import changed_cuda_lines, source_lines_changed
+from kernels.gemm_num_stages import CRITERIA as NUM_STAGES_CRITERIA
+from kernels.gemm_num_stages import num_stages_criteria
 
 
 def facts(n: int) -> dict:
@@ -23,7 +25,7 @@ def facts(n: int) -> dict:
 
 
 def verdicts(sweep: dict) -> dict[str, bool]:
-    return {c.name: c.passed for c in num_stages_criteria(sweep)}
+    return {c.name: c.holds for c in num_stages_criteria(sweep)}
 
 
 SWEEP = {n: facts(n) for n in (0, 1, 2, 3, 4, 6)}

@@ -15,12 +15,12 @@ from hidden_tilelang import HOW, SCRIPTS, run_without_tilelang
 from script_runner import run_script
 
 import lower_num_stages as script
-from harness.cases import Case
-from harness.facts import extract_facts
-from harness.invariants import NUM_STAGES_CRITERIA
-from harness.lowering import lower
-from harness.normalize import normalize_cuda
-from kernels.gemm_num_stages import VARIANTS, variant
+from harness.static.cases import Case
+from harness.static.facts import extract_facts
+from harness.static.lowering import lower
+from harness.static.normalize import normalize_cuda
+from kernels.gemm_num_stages import CRITERIA as NUM_STAGES_CRITERIA
+from kernels.gemm_num_stages import FAMILY, variant
 
 # The seed's tile on sm_80; test_facts.py lowers the same cases, so a worker often has them cached.
 NS = ("0", "1", "2", "3")
@@ -60,7 +60,7 @@ def test_annotation_lines_have_the_seed_form(sm80_run):
 
 @pytest.mark.parametrize("n", [int(n) for n in NS])
 def test_each_block_reports_the_extracted_facts(sm80_run, n):
-    facts = extract_facts(lower(Case(variant(n, 128, 128, 32), "sm_80")))
+    facts = extract_facts(lower(Case(FAMILY, variant(n, 128, 128, 32), "sm_80")))
     block = "\n".join(block_of(sm80_run[1], n))
     sync = facts["sync"]
     assert f"dynamic shared memory = {facts['dynamic_shared_memory_bytes']} bytes" in block
@@ -85,7 +85,7 @@ def test_every_criterion_is_reported_with_its_values(sm80_run):
 
 @pytest.fixture(scope="module")
 def sweep_facts() -> dict[int, dict]:
-    return {n: extract_facts(lower(Case(variant(n, 128, 128, 32), "sm_80"))) for n in (1, 2, 3)}
+    return {n: extract_facts(lower(Case(FAMILY, variant(n, 128, 128, 32), "sm_80"))) for n in (1, 2, 3)}
 
 
 def test_altered_facts_make_a_criterion_fail_and_the_exit_status_one(sweep_facts, capsys):
@@ -101,7 +101,7 @@ def test_altered_facts_make_a_criterion_fail_and_the_exit_status_one(sweep_facts
 
 
 def test_criteria_the_given_n_cannot_decide_are_shown_as_skipped(sweep_facts):
-    from harness.invariants import num_stages_criteria
+    from kernels.gemm_num_stages import num_stages_criteria
 
     only_three = {3: sweep_facts[3]}
     lines, passed = script.report_criteria(num_stages_criteria(only_three), [3])
@@ -116,7 +116,7 @@ def test_sm90_prints_what_it_observes_and_fails_the_sm80_criteria():
     status, output, _ = run_main("--arch", "sm_90", "--tile", "64x64x32", "--num-stages", "2")
     assert status == script.EXIT_CRITERION_FAILED
     block = block_of(output, 2)
-    facts = extract_facts(lower(Case(variant(2, 64, 64, 32), "sm_90")))
+    facts = extract_facts(lower(Case(FAMILY, variant(2, 64, 64, 32), "sm_90")))
     assert facts["warp_specialized"] and facts["pipelines"] == []
     assert block[0] == (
         "no loop carries a software pipeline annotation after tl.PipelinePlanning "
@@ -135,7 +135,7 @@ def test_dump_dir_writes_normalized_cuda_per_n(tmp_path):
     for n in (2, 3):
         path = tmp_path / "tl22" / f"gemm_num_stages_{n}.cu"
         texts[n] = path.read_text()
-        assert texts[n] == normalize_cuda(lower(Case(variant(n, 128, 128, 32), "sm_80")).cuda)
+        assert texts[n] == normalize_cuda(lower(Case(FAMILY, variant(n, 128, 128, 32), "sm_80")).cuda)
         assert f"wrote {path}" in output
         assert "#line" not in texts[n] and str(tmp_path) not in texts[n]
     diff = list(difflib.unified_diff(texts[2].splitlines(), texts[3].splitlines(), lineterm=""))
@@ -161,7 +161,7 @@ def test_bad_arguments_are_usage_errors(argv, capsys):
 
 
 def test_unregistered_n_is_lowered_on_the_fly():
-    assert variant(5, 64, 64, 32) not in VARIANTS
+    assert variant(5, 64, 64, 32).name not in {v.name for v in FAMILY.variants}
     status, output, _ = run_main("--tile", "64x64x32", "--num-stages", "5")
     assert status == 0
     assert "software_pipeline_stage = [0, 0, 4]" in block_of(output, 5)
@@ -240,24 +240,26 @@ def test_bench_runs_the_gpu_check_for_the_given_n_and_prints_its_summary(monkeyp
     """The wiring of --bench, on a fake GPU run (the real one needs a GPU)."""
     import gpu_fakes
 
-    from harness import gpu_check, gpu_device
+    from harness.gpu import check as gpu_check
+    from harness.gpu import device as gpu_device
 
     asked = {}
 
-    def check_variants(variants, golden):
-        asked.update(variants=[v.name for v in variants], golden=golden)
+    def check_cases(select, golden):
+        cases = select(gpu_fakes.device())
+        asked.update(cases=[c.id for c in cases], golden=golden)
         tile = (128, 128, 32)
         return gpu_fakes.run(
-            [
-                gpu_fakes.result(gpu_fakes.sweep_variant(n, tile), 16384 * n, (ms, ms, ms))
-                for n, ms in ((1, 4.0), (2, 3.0))
-            ]
+            [gpu_fakes.result(gpu_fakes.sweep_case(n, tile), 16384 * n, (ms, ms, ms)) for n, ms in ((1, 4.0), (2, 3.0))]
         )
 
     monkeypatch.setattr(gpu_device, "require_cuda", gpu_fakes.device)
-    monkeypatch.setattr(gpu_check, "check_variants", check_variants)
+    monkeypatch.setattr(gpu_check, "check_cases", check_cases)
     status, output, _ = run_main("--bench", "--num-stages", "1", "2")
     assert status == 0
-    assert asked == {"variants": ["ns1_128x128x32", "ns2_128x128x32"], "golden": script.REPO / "golden"}
+    assert asked == {
+        "cases": ["gemm_num_stages/ns1_128x128x32/sm_90", "gemm_num_stages/ns2_128x128x32/sm_90"],
+        "golden": script.REPO / "golden",
+    }
     summary = output[output.index("## GPU check") :]
-    assert "| 128x128x32 | 2 | 3.000 |" in summary and "Seed 01: latency and shared memory" in summary
+    assert "| 128x128x32 | 2 | 3.000 |" in summary and "gemm_num_stages: latency and shared memory" in summary

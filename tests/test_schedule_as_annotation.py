@@ -7,15 +7,12 @@ from hidden_tilelang import HOW, run_without_tilelang
 from script_runner import run_script
 
 import schedule_as_annotation as script
-from harness.invariants import (
-    SWIZZLE_CRITERION_BITS,
-    ExplicitLayout,
-    changed_source,
-    explicit_layouts,
-    source_lines_changed,
-)
-from harness.schedule_effects import VariantEffect, schedule_effects
-from kernels import PROBLEM_SHAPE, TARGETS, gemm_relu_schedules
+from harness.static.produce import produce
+from harness.static.variant_effects import VariantEffect, changed_source, source_lines_changed, variant_effects
+from kernels import TARGETS, gemm_relu_schedules
+from kernels.gemm_relu_schedules import FAMILY, SWIZZLE_CRITERION_BITS, ExplicitLayout, explicit_layouts
+
+SHAPE = FAMILY.shape
 
 
 def run_main(*argv: str) -> tuple[int, str, str]:
@@ -114,13 +111,13 @@ def test_static_run_stops_with_status_one_naming_missing_apis(monkeypatch, capsy
 def test_static_run_marks_variants_identical_to_the_baseline(static_run):
     status, output, _ = static_run
     assert status == 0
-    effects = schedule_effects(tuple(TARGETS))
+    effects = variant_effects(FAMILY, lambda case: (produce(case).cuda, produce(case).facts))
     lines = output.splitlines()
     for target in TARGETS:
         start = lines.index(
             f"{target}: CUDA lines changed against v0_baseline (normalized text, lines added + removed)"
         )
-        for offset, effect in enumerate(effects[1:], start=1):
+        for offset, effect in enumerate(effects, start=1):
             line = lines[start + offset]
             changed = effect.cuda_lines_changed[target]
             assert line.split()[:2] == [effect.variant, str(changed)]
@@ -131,10 +128,10 @@ def test_static_run_marks_variants_identical_to_the_baseline(static_run):
 def test_render_effects_marks_no_effect_and_a_different_dataflow():
     def effect(name: str, changed: int, same: bool = True) -> VariantEffect:
         return VariantEffect(
-            name, "layout", 1, 1, same, {"sm_80": changed}, {"sm_80": ["launch.threads"] if changed else []}
+            name, "v0", "1 source line(s)", same, {"sm_80": changed}, {"sm_80": ["launch.threads"] if changed else []}
         )
 
-    lines = script.render_effects([effect("v0", 0), effect("v1", 0), effect("v2", 12, same=False)])
+    lines = script.render_effects([effect("v1", 0), effect("v2", 12, same=False)])
     assert lines[1].split() == [
         "v1",
         "0",
@@ -157,7 +154,7 @@ def test_render_effects_marks_no_effect_and_a_different_dataflow():
 
 
 def test_swizzle_criterion_is_computed_for_the_annotated_tiles():
-    v2 = gemm_relu_schedules.v2_swizzled_layout(**PROBLEM_SHAPE)
+    v2 = gemm_relu_schedules.v2_swizzled_layout(**SHAPE)
     layouts = {layout.buffer: layout for layout in explicit_layouts(v2)}
     assert sorted(layouts) == ["A_s", "B_s"]
     for layout in layouts.values():
@@ -168,7 +165,7 @@ def test_swizzle_criterion_is_computed_for_the_annotated_tiles():
     assert layouts["B_s"].shape == [32, 128] and not layouts["B_s"].meets_swizzle_criterion  # 256-byte rows
     # Observed in TileLang 0.1.15: make_swizzled_layout permutes both tiles, B_s despite the criterion.
     assert all(0 < layout.elements_moved < layout.elements for layout in layouts.values())
-    assert explicit_layouts(gemm_relu_schedules.v0_baseline(**PROBLEM_SHAPE)) == []
+    assert explicit_layouts(gemm_relu_schedules.v0_baseline(**SHAPE)) == []
 
 
 def test_render_swizzle_says_where_the_criterion_mispredicts():
@@ -239,30 +236,32 @@ def fake_gpu(monkeypatch):
     """A GPU where v2 fails to compile and v3 mismatches; returns what check_numerics was given."""
     import gpu_fakes
 
-    from harness import gpu_device, jit, numerics
+    from harness.gpu import compile as jit
+    from harness.gpu import device as gpu_device
+    from harness.gpu import numerics
 
     given = {}
 
-    def compile_variants(variants):
+    def compile_cases(cases):
         return [
-            jit.CompiledVariant(v, None, error="boom")
-            if v.name == "v2_swizzled_layout"
-            else jit.CompiledVariant(v, object())
-            for v in variants
+            jit.CompiledCase(c, None, error="boom")
+            if c.variant.name == "v2_swizzled_layout"
+            else jit.CompiledCase(c, object())
+            for c in cases
         ]
 
-    def check_numerics(runs, seeds, shape):
-        given.update(runs=runs, seeds=list(seeds), shape=dict(shape))
+    def check_numerics(runs, seeds):
+        given.update(runs=runs, seeds=list(seeds))
         results = {}
-        for name, (_kernel, reference) in runs.items():
+        for run in runs:
             checks = [numerics.SeedCheck(s, max_abs_error=0.004) for s in seeds]
-            if name == "v3_manual_pipeline":
+            if run.key == "v3_manual_pipeline":
                 checks[1].mismatches, checks[1].max_abs_error = 7, 3.5
-            results[name] = numerics.NumericsResult(reference, checks)
+            results[run.key] = numerics.NumericsResult(run.family.label(run.params), run.family.tolerance, checks)
         return results
 
     monkeypatch.setattr(gpu_device, "require_cuda", gpu_fakes.device)
-    monkeypatch.setattr(jit, "compile_variants", compile_variants)
+    monkeypatch.setattr(jit, "compile_cases", compile_cases)
     monkeypatch.setattr(numerics, "check_numerics", check_numerics)
     return given
 
@@ -276,8 +275,8 @@ def test_gpu_mode_prints_one_line_per_variant_and_fails_on_a_mismatch(fake_gpu):
     assert lines[2].startswith("PASS  v1_warp_policy ")
     assert lines[3] == "FAIL  v2_swizzled_layout   did not compile: boom"
     assert lines[4].startswith("FAIL  v3_manual_pipeline   max abs error 3.5 against torch.relu(A @ B)")
-    assert "seed 22: 7 elements outside rtol=atol=0.01" in lines[4]
+    assert "seed 22: 7 elements outside atol=0.01, rtol=0.01 (0 allowed" in lines[4]
     assert len(lines) == 5  # no timing, no other numbers
-    assert set(fake_gpu["runs"]) == {"v0_baseline", "v1_warp_policy", "v3_manual_pipeline"}
-    assert {reference for _kernel, reference in fake_gpu["runs"].values()} == {"matmul_relu"}
-    assert fake_gpu["seeds"] == [11, 22, 33] and fake_gpu["shape"] == PROBLEM_SHAPE
+    assert [run.key for run in fake_gpu["runs"]] == ["v0_baseline", "v1_warp_policy", "v3_manual_pipeline"]
+    assert {run.family.name for run in fake_gpu["runs"]} == {"gemm_relu_schedules"}
+    assert fake_gpu["seeds"] == [11, 22, 33]

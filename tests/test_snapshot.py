@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from harness.golden import RegenRefused, check_may_write, regen_files, running_under_ci
-from harness.snapshot import SnapshotStore, atomic_write
+from harness.static.golden import RegenRefused, check_may_write, regen_files, running_under_ci
+from harness.static.snapshot import SnapshotStore, atomic_write
 
 
 def test_atomic_write_interrupted_keeps_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):

@@ -14,6 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness.family import Work
+from harness.gpu.device import Peak
+
 DEFAULT_ROUNDS = 3
 WARMUP_MS = 25
 REPEAT_MS = 100
@@ -63,13 +66,23 @@ def measure_interleaved(
     return {name: Timing(tuple(values)) for name, values in measured.items()}
 
 
-def tflops(shape: Mapping[str, int], milliseconds: float) -> float:
-    """Dense GEMM rate: 2*M*N*K floating-point operations in `milliseconds`."""
-    return 2 * shape["M"] * shape["N"] * shape["K"] / (milliseconds * 1e-3) / 1e12
+@dataclass(frozen=True)
+class Throughput:
+    """What a timed launch achieves, and against which of the device's peaks it is judged."""
+
+    tflops: float
+    gbps: float
+    bound: str | None  # "compute" or "memory": the roofline side the work falls on (None: peaks unknown)
+    fraction_of_peak: float | None  # of that bound's peak; None on a GPU without a known peak
 
 
-def reference_runs(a: Any, b: Any) -> dict[str, Callable[[], Any]]:
-    """The cuBLAS-backed torch op for each Variant.reference, on the same inputs as the kernels."""
-    import torch
-
-    return {"matmul": lambda: torch.matmul(a, b), "matmul_relu": lambda: torch.relu(torch.matmul(a, b))}
+def throughput(work: Work, milliseconds: float, peak: Peak | None) -> Throughput:
+    """Rates of one launch of `work` in `milliseconds`; the bound is the roofline's side for it."""
+    seconds = milliseconds * 1e-3
+    tflops, gbps = work.flops / seconds / 1e12, work.bytes / seconds / 1e9
+    if peak is None:
+        return Throughput(tflops, gbps, None, None)
+    ridge = peak.tflops * 1e12 / (peak.gbps * 1e9)  # flops per byte where both peaks meet
+    if work.flops / max(work.bytes, 1) >= ridge:
+        return Throughput(tflops, gbps, "compute", tflops / peak.tflops)
+    return Throughput(tflops, gbps, "memory", gbps / peak.gbps)

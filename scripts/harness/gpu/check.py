@@ -1,6 +1,6 @@
-"""The GPU check end to end: compile -> agree with the static snapshot -> numerics -> timing -> sweep.
+"""The GPU check end to end: compile -> agree with the static snapshot -> numerics -> timing -> sweeps.
 
-`check_variants` is the reusable part (no baseline, no files written); `run_gpu_check` adds
+`check_cases` is the reusable part (no baseline, no files written); `run_gpu_check` adds
 the baseline comparison or recording and the reports, and returns the exit status.
 """
 
@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.baseline import (
+from harness.family import Family
+from harness.gpu.baseline import (
     CORRUPT,
     BaselineRefused,
     Comparison,
@@ -25,32 +26,35 @@ from harness.baseline import (
     render_baseline,
     write_baseline,
 )
-from harness.gpu_device import Device, NoCudaDevice, UnknownTarget, require_cuda
-from harness.gpu_results import GpuRun, VariantResult
-from harness.jit import CompiledVariant, compile_variants, read_driver_resources
-from harness.normalize import normalize_cuda
-from harness.numerics import check_numerics, fresh_seeds, random_inputs, validate_seeds
-from harness.snapshot import CorruptSnapshot, SnapshotStore, parse_facts
-from harness.sweep import SweepPoint, TileSweep
-from harness.timing import (
+from harness.gpu.compile import CompiledCase, compile_cases, read_driver_resources
+from harness.gpu.device import Device, NoCudaDevice, UnknownTarget, require_cuda
+from harness.gpu.numerics import FamilyCallError, NumericsCase, check_numerics, fresh_seeds, prepare, validate_seeds
+from harness.gpu.results import GpuRun, VariantResult, problem_name
+from harness.gpu.sweep import SweepCurve, SweepPoint
+from harness.gpu.timing import (
     DEFAULT_ROUNDS,
     REPEAT_MS,
     WARMUP_MS,
     Bench,
     measure_interleaved,
-    reference_runs,
+    throughput,
     triton_bench,
 )
-from kernels import PROBLEM_SHAPE, Variant
+from harness.static.cases import Case
+from harness.static.normalize import normalize_cuda
+from harness.static.snapshot import CorruptSnapshot, SnapshotStore, parse_facts, strip_cuda_header
 
-SWEEP_FAMILY = "gemm_num_stages"  # seed 01: one kernel swept over num_stages and tile shapes
 Log = Callable[[str], None]
 
 
-def check_variants(
-    variants: Sequence[Variant],
+def device_cases(families: Sequence[Family], target: str) -> list[Case]:
+    """Every variant of the given families, as the case of the device's target."""
+    return [Case(family, variant, target) for family in families for variant in family.variants]
+
+
+def check_cases(
+    select: Callable[[Device], Sequence[Case]],
     *,
-    shape: Mapping[str, int] = PROBLEM_SHAPE,
     seeds: Sequence[int] | None = None,
     rounds: int = DEFAULT_ROUNDS,
     golden: Path = Path("golden"),
@@ -59,50 +63,58 @@ def check_variants(
     bench: Bench | None = None,
     log: Log = print,
 ) -> GpuRun:
-    """Compile, check and time `variants` on the current CUDA GPU; raises NoCudaDevice without one."""
+    """Compile, check and time `select(device)` on the current CUDA GPU; raises NoCudaDevice without one."""
     import torch
 
     device = require_cuda()
-    shape = dict(shape)
+    cases = list(select(device))
     seeds = validate_seeds(fresh_seeds() if seeds is None else seeds)
     log(f"device: {device.name} (compute capability {device.capability[0]}.{device.capability[1]} -> {device.target})")
 
     started = time.perf_counter()
-    compiled = compile_variants(variants, shape)
+    compiled = compile_cases(cases)
     compile_seconds = time.perf_counter() - started
-    log(f"compiled {sum(c.kernel is not None for c in compiled)}/{len(compiled)} variants in {compile_seconds:.1f} s")
+    log(f"compiled {sum(c.kernel is not None for c in compiled)}/{len(compiled)} kernels in {compile_seconds:.1f} s")
 
     torch.empty(1, device="cuda")  # make the CUDA context current before asking the driver about kernels
     store = SnapshotStore(golden)
     results = [_with_snapshot(c, device, store) for c in compiled]
     runnable = [r for r in results if r.compiled.kernel is not None and not r.problems and r.fits]
 
-    log(f"numerics: {len(runnable)} variants x seeds {seeds}")
-    checked = check_numerics({r.key: (r.compiled.kernel, r.reference) for r in runnable}, seeds, shape)
+    log(f"numerics: {len(runnable)} kernels x seeds {seeds}")
+    checked = check_numerics([_numerics_case(r) for r in runnable], seeds)
     for result in runnable:
         result.numerics = checked[result.key]
 
     timed = [r for r in runnable if r.numerics is not None and r.numerics.passed]
-    a, b = random_inputs(seeds[0], shape)
-    output = torch.empty(shape["M"], shape["N"], device="cuda", dtype=torch.float16)
-    references = reference_runs(a, b)
     bench = bench or triton_bench(warmup_ms, repeat_ms)
-
-    def kernel_run(result: VariantResult) -> Callable[[], Any]:
-        return lambda: result.compiled.kernel(a, b, output)
+    kernel_runs, reference_runs = {}, {}
+    for result in timed:
+        try:
+            kernel_runs[result.key], reference_runs[result.reference] = _timed_runs(result, seeds[0])
+        except FamilyCallError as error:
+            result.problems.append(str(error))
+    timed = [r for r in timed if r.key in kernel_runs]
 
     def measure(subset: Sequence[VariantResult]) -> tuple[dict[str, Any], dict[str, Any]]:
-        needed = dict.fromkeys(r.reference for r in subset)
-        candidates = {f"reference {name}": references[name] for name in needed}
-        candidates.update({r.key: kernel_run(r) for r in subset})
+        needed = list(dict.fromkeys(r.reference for r in subset))
+        candidates = {f"reference {name}": reference_runs[name] for name in needed}
+        candidates.update({r.key: kernel_runs[r.key] for r in subset})
         timings = measure_interleaved(candidates, rounds, bench)
         return {name: timings[f"reference {name}"] for name in needed}, {r.key: timings[r.key] for r in subset}
 
-    log(f"timing: {len(timed)} variants and their references, {rounds} interleaved rounds")
+    log(f"timing: {len(timed)} kernels and their references, {rounds} interleaved rounds")
     reference_timings, variant_timings = measure(timed) if timed else ({}, {})
+    reference_throughput = {}
     for result in timed:
+        case = result.compiled.case
+        work = case.family.work(case.params)
         result.timing = variant_timings[result.key]
         result.ratio = reference_timings[result.reference].median_ms / result.timing.median_ms
+        result.throughput = throughput(work, result.timing.median_ms, device.peak)
+        reference_throughput[result.reference] = throughput(
+            work, reference_timings[result.reference].median_ms, device.peak
+        )
 
     def remeasure(keys: Sequence[str]) -> dict[str, float]:
         subset = [r for r in timed if r.key in keys]
@@ -112,7 +124,6 @@ def check_variants(
 
     return GpuRun(
         device=device,
-        shape=shape,
         seeds=seeds,
         timer={
             "tool": "triton.testing.do_bench",
@@ -124,6 +135,7 @@ def check_variants(
         },
         variants=results,
         references=reference_timings,
+        reference_throughput=reference_throughput,
         sweeps=build_sweeps(results),
         compile_seconds=compile_seconds,
         wall_seconds=time.perf_counter() - started,
@@ -131,17 +143,38 @@ def check_variants(
     )
 
 
-def _with_snapshot(compiled: CompiledVariant, device: Device, store: SnapshotStore) -> VariantResult:
+def _numerics_case(result: VariantResult) -> NumericsCase:
+    case = result.compiled.case
+    return NumericsCase(result.key, case.family, case.params, result.compiled.kernel, result.compiled.arguments)
+
+
+def _timed_runs(result: VariantResult, seed: int) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    """The kernel and its PyTorch op on one seed's inputs, ready to be timed."""
+    case, compiled = result.compiled.case, result.compiled
+    family, params = case.family, case.params
+    prepared = prepare(family, params, compiled.arguments, seed, "cuda", reference=False)
+
+    def reference() -> Any:
+        return family.speed_reference(params, *prepared.inputs)
+
+    try:
+        reference()  # once before timing: a failing op is this case's failure, not the run's
+    except Exception as error:
+        raise FamilyCallError(f"{family.file}: speed_reference raised {type(error).__name__}: {error}") from error
+    return (lambda: compiled.kernel(*prepared.arguments)), reference
+
+
+def _with_snapshot(compiled: CompiledCase, device: Device, store: SnapshotStore) -> VariantResult:
     """Check the compiled kernel against its static snapshot for this device's target."""
-    key = compiled.variant.key
-    facts_path = f"{key}/{device.target}.yaml"
+    case = compiled.case
+    facts_path = f"{case.id}.yaml"
     shown = (store.root / facts_path).as_posix()
     result = VariantResult(compiled, device.shared_memory_per_block_bytes, shown)
     if compiled.error:
-        result.problems.append(f"{key}: {compiled.error}")
+        result.problems.append(f"{case.id}: {compiled.error}")
         return result
     read_driver_resources(compiled)
-    regen = f'nox -s regen-golden -- -k "{key}/{device.target}"'
+    regen = f'nox -s regen-golden -- -k "{case.id}"'
     text = store.read(facts_path)
     if text is None:
         result.problems.append(f"{shown}: no static snapshot for this variant and target; run `{regen}` and commit it")
@@ -158,45 +191,50 @@ def _with_snapshot(compiled: CompiledVariant, device: Device, store: SnapshotSto
             f"launches with {compiled.dynamic_shared_memory_bytes}; run `nox -s static` to see what changed, "
             f"then `{regen}`"
         )
-    cuda = store.read(f"{key}/{device.target}.cu")
+    cuda = store.read(f"{case.id}.cu")
     if cuda is not None:
-        result.cuda_matches_snapshot = normalize_cuda(compiled.kernel.kernel_source) == cuda
+        result.cuda_matches_snapshot = normalize_cuda(compiled.kernel.kernel_source) == strip_cuda_header(cuda)
     return result
 
 
-def build_sweeps(results: Sequence[VariantResult]) -> list[TileSweep]:
-    """Seed 01's curves: one TileSweep per tile shape of the sweep family, in declaration order."""
-    sweeps: dict[str, TileSweep] = {}
+def build_sweeps(results: Sequence[VariantResult]) -> list[SweepCurve]:
+    """The curves of every family that declares a sweep: one per series, in declaration order."""
+    curves: dict[tuple[str, str], SweepCurve] = {}
     for result in results:
-        variant = result.compiled.variant
-        if variant.family != SWEEP_FAMILY:
+        case = result.compiled.case
+        sweep = case.family.sweep
+        if sweep is None:
             continue
-        p = variant.params
-        tile = f"{p['block_M']}x{p['block_N']}x{p['block_K']}"
+        params = case.params
+        series = sweep.series(params)
         timing = result.timing
-        sweeps.setdefault(tile, TileSweep(tile)).points.append(
+        curves.setdefault((case.family.name, series), SweepCurve(case.family.name, sweep.axis, series)).points.append(
             SweepPoint(
-                num_stages=p["num_stages"],
+                value=params[sweep.axis],
                 shared_memory_bytes=result.shared_memory_bytes,
                 fits=result.fits,
                 median_ms=None if timing is None else timing.median_ms,
                 spread=0.0 if timing is None else timing.spread,
             )
         )
-    return list(sweeps.values())
+    return list(curves.values())
+
+
+def _problems(run: GpuRun) -> dict[str, str]:
+    return {r.key: problem_name(r.compiled.case) for r in run.variants}
 
 
 def compare_with_baseline(run: GpuRun, timing_dir: Path) -> Comparison:
     """Attach the soft gate's verdicts to the run's variants."""
     path = baseline_path(run.device.name, timing_dir)
-    key = baseline_key(run.device.name, run.device.versions, run.shape)
+    key = baseline_key(run.device.name, run.device.versions)
     ratios = {r.key: r.ratio for r in run.variants if r.ratio is not None}
     try:
         baseline = read_baseline(path)
     except CorruptBaseline as error:  # a broken committed file fails the run; it must not read as "no baseline"
         run.comparison = Comparison(CORRUPT, str(path), str(error))
         return run.comparison
-    comparison = compare(baseline, path, key, ratios, run.remeasure or (lambda keys: {}))
+    comparison = compare(baseline, path, key, ratios, run.remeasure or (lambda keys: {}), _problems(run))
     for result in run.variants:
         result.verdict = comparison.verdicts.get(result.key)
     run.comparison = comparison
@@ -211,9 +249,9 @@ def record_baseline(run: GpuRun, timing_dir: Path, force: bool, environ: Mapping
             f"({', '.join(r.key for r in run.failures)}); fix them first"
         )
     path = baseline_path(run.device.name, timing_dir)
-    key = baseline_key(run.device.name, run.device.versions, run.shape)
+    key = baseline_key(run.device.name, run.device.versions)
     ratios = {r.key: r.ratio for r in run.variants if r.ratio is not None}
-    write_baseline(path, render_baseline(key, ratios, run.timer), force, environ)
+    write_baseline(path, render_baseline(key, ratios, _problems(run), run.timer), force, environ)
     run.recorded_baseline = str(path)
     run.comparison = Comparison(
         "recorded",
@@ -224,7 +262,7 @@ def record_baseline(run: GpuRun, timing_dir: Path, force: bool, environ: Mapping
 
 
 def run_gpu_check(
-    variants: Sequence[Variant],
+    select: Callable[[Device], Sequence[Case]],
     *,
     output: Path,
     timing_dir: Path,
@@ -236,7 +274,7 @@ def run_gpu_check(
     **check_options: Any,
 ) -> int:
     """The `nox -s gpu` run: 0 when the gate passes, 1 when it fails, 2 when nothing could be checked."""
-    from harness.gpu_report import write_reports
+    from harness.gpu.report import write_reports
 
     started = time.perf_counter()
     try:
@@ -246,7 +284,7 @@ def run_gpu_check(
                 raise BaselineRefused(
                     "refusing to record a baseline from a selection of variants; run without --select"
                 )
-        run = check_variants(variants, log=log, **check_options)
+        run = check_cases(select, log=log, **check_options)
     except (NoCudaDevice, UnknownTarget, BaselineRefused) as error:
         log(f"gpu check stopped, nothing was checked: {error}")
         return 2

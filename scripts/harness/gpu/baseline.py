@@ -1,7 +1,7 @@
 """Timing baselines: one committed file per GPU model under golden/timing/, and the soft gate.
 
 A baseline holds each variant's ratio to its reference (reference ms / variant ms, so higher
-is faster), keyed by the GPU name, the CUDA, torch and TileLang versions and the problem size.
+is faster), keyed by the GPU name and the CUDA, torch and TileLang versions.
 Ratios, not milliseconds, because cuBLAS in the same process absorbs most of what a shared
 GPU's clocks and neighbours do to both. A ratio more than 10 % worse warns; more than 25 %
 worse fails only if a re-measurement confirms it. Another key, or no file: report only.
@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from harness.golden import running_under_ci
-from harness.snapshot import atomic_write
+from harness.static.golden import running_under_ci
+from harness.static.snapshot import atomic_write
 
 TIMING_DIR = Path("golden") / "timing"
 WARN_WORSE = 0.10
@@ -48,6 +48,7 @@ class BaselineRefused(RuntimeError):
 class Baseline:
     key: dict[str, str]
     ratios: dict[str, float]
+    problems: dict[str, str] = field(default_factory=dict)  # variant -> the problem its ratio was measured at
 
 
 @dataclass
@@ -82,12 +83,10 @@ def baseline_path(gpu_name: str, root: Path = TIMING_DIR) -> Path:
     return root / f"{slug}.yaml"
 
 
-def baseline_key(gpu_name: str, versions: Mapping[str, str], shape: Mapping[str, int]) -> dict[str, str]:
-    return {
-        "gpu": str(gpu_name),
-        **{name: str(versions[name]) for name in ("cuda", "torch", "tilelang")},
-        "problem": f"{shape['M']}x{shape['N']}x{shape['K']}",
-    }
+def baseline_key(gpu_name: str, versions: Mapping[str, str]) -> dict[str, str]:
+    """What a ratio depends on besides the kernel: the GPU and the software. Problem shapes belong to
+    the families and are in the static snapshots, which a GPU run checks its kernels against."""
+    return {"gpu": str(gpu_name), **{name: str(versions[name]) for name in ("cuda", "torch", "tilelang")}}
 
 
 def worse_by(ratio: float, baseline_ratio: float) -> float:
@@ -110,15 +109,25 @@ def read_baseline(path: Path) -> Baseline | None:
     bad = [name for name, value in ratios.items() if not isinstance(value, (int, float)) or value <= 0]
     if bad:
         raise CorruptBaseline(f"{path}: ratios must be positive numbers, not for {bad}; record it again")
-    return Baseline({str(k): str(v) for k, v in key.items()}, {str(k): float(v) for k, v in ratios.items()})
+    problems = data.get("problems") or {}
+    if not isinstance(problems, dict):
+        raise CorruptBaseline(f"{path}: expected a mapping under 'problems'; record it again")
+    return Baseline(
+        {str(k): str(v) for k, v in key.items()},
+        {str(k): float(v) for k, v in ratios.items()},
+        {str(k): str(v) for k, v in problems.items()},
+    )
 
 
-def render_baseline(key: Mapping[str, str], ratios: Mapping[str, float], timer: Mapping[str, Any]) -> str:
+def render_baseline(
+    key: Mapping[str, str], ratios: Mapping[str, float], problems: Mapping[str, str], timer: Mapping[str, Any]
+) -> str:
     data = {
         "format": BASELINE_FORMAT,
         "key": {str(k): str(v) for k, v in key.items()},
         "timer": {str(k): v for k, v in timer.items()},
         "ratios": {str(name): round(float(ratios[name]), 4) for name in sorted(ratios)},
+        "problems": {str(name): str(problems[name]) for name in sorted(ratios)},
     }
     return HEADER + yaml.safe_dump(data, sort_keys=False, width=120)
 
@@ -144,6 +153,7 @@ def compare(
     key: Mapping[str, str],
     ratios: Mapping[str, float],
     remeasure: Remeasure,
+    problems: Mapping[str, str] | None = None,
 ) -> Comparison:
     """The soft gate for every measured ratio; `remeasure` is asked only about suspected failures."""
     if baseline is None:
@@ -170,6 +180,12 @@ def compare(
     for variant, ratio in ratios.items():
         if variant not in baseline.ratios:
             verdicts[variant] = Verdict(variant, "new", ratio, message="no baseline entry yet")
+            continue
+        recorded, now = baseline.problems.get(variant), (problems or {}).get(variant)
+        if recorded is not None and now is not None and recorded != now:
+            verdicts[variant] = Verdict(
+                variant, "new", ratio, message=f"problem changed ({recorded} -> {now}): not compared; record again"
+            )
             continue
         verdict = Verdict(variant, "ok", ratio, baseline.ratios[variant])
         change = worse_by(ratio, verdict.baseline_ratio)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from harness.report import describe_mismatch, regen_command, text_diff
-from harness.snapshot import SnapshotStore
+from harness.static.diff import describe_mismatch, regen_command, text_diff
+from harness.static.snapshot import SnapshotStore
 
 TRUE_WORDS = {"1", "true", "yes", "on"}
 

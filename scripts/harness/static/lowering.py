@@ -6,8 +6,9 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from harness.cases import Case
-from kernels import PROBLEM_SHAPE, TARGETS
+from harness.build import BuildError, build_kernel
+from harness.static.cases import Case
+from kernels import TARGETS
 
 # Passes whose output IR the fact extraction reads (captured through a pass instrument).
 CAPTURED_PASSES = ("tl.PipelinePlanning", "tl.InjectSoftwarePipeline", "tl.MergeSharedMemoryAllocations")
@@ -74,16 +75,21 @@ def _lower_uncached(case: Case) -> Lowering:
                 captured[info.name] = mod
 
     try:
-        func = case.variant.prim_func(**PROBLEM_SHAPE)
+        built = build_kernel(case.family, case.variant)
+    except BuildError as error:
+        raise LoweringError(f"{case.id}: {error}") from error
+    try:
         target = Target(TARGETS[case.target])
         # Our own PassContext keeps the instruments (compile_only's opens its own and drops
-        # them) and leaves #line directives off, so the text carries no machine paths.
-        with tvm.transform.PassContext(opt_level=3, instruments=[CapturePasses()]), target:
-            artifact = tilelang.lower(func, target=target, enable_device_compile=False)
+        # them), carries the kernel's pass configs as tilelang.compile would, and leaves #line
+        # directives off, so the text carries no machine paths.
+        context = tvm.transform.PassContext(opt_level=3, config=built.pass_configs, instruments=[CapturePasses()])
+        with context, target:
+            artifact = tilelang.lower(built.prim_func, target=target, enable_device_compile=False)
     except Exception as error:  # TileLang raises many types; all mean "this case did not lower"
         raise LoweringError(
             f"{case.id}: TileLang could not lower this variant ({type(error).__name__}: {error}). "
-            f"Fix the kernel in kernels/{case.variant.family}.py and rerun."
+            f"Fix the kernel in {case.family.file} and rerun."
         ) from error
     missing = [name for name in CAPTURED_PASSES if name not in captured]
     if missing:

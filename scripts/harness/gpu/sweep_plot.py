@@ -1,57 +1,58 @@
-"""The seed 01 picture: latency (left) and shared memory (right) against num_stages, one line per tile shape."""
+"""A family's sweep as a picture: latency (left) and shared memory (right) along its axis, a line per series."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.sweep import TileSweep
+from harness.gpu.sweep import SweepCurve
 
 
-def plot_sweeps(sweeps: Sequence[TileSweep], limit_bytes: int, gpu_name: str, path: Path) -> None:
+def plot_sweeps(sweeps: Sequence[SweepCurve], limit_bytes: int, gpu_name: str, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")  # no display on runners
     import matplotlib.pyplot as plt
 
+    family, axis = sweeps[0].family, sweeps[0].axis
     figure, (latency, memory) = plt.subplots(1, 2, figsize=(11, 4.2))
-    stages = sorted({p.num_stages for s in sweeps for p in s.points})
+    values = sorted({p.value for s in sweeps for p in s.points})
     for index, sweep in enumerate(sweeps):
         color = f"C{index}"
         timed = sweep.timed
-        latency.plot([p.num_stages for p in timed], [p.median_ms for p in timed], "o-", color=color, label=sweep.tile)
-        knee = next((p for p in timed if p.num_stages == sweep.knee), None)
+        latency.plot([p.value for p in timed], [p.median_ms for p in timed], "o-", color=color, label=sweep.series)
+        knee = next((p for p in timed if p.value == sweep.knee), None)
         if knee is not None and sweep.plateau:
-            latency.plot([knee.num_stages], [knee.median_ms], "o", markersize=14, fillstyle="none", color=color)
-        points = sorted((p for p in sweep.points if p.shared_memory_bytes is not None), key=lambda p: p.num_stages)
+            latency.plot([knee.value], [knee.median_ms], "o", markersize=14, fillstyle="none", color=color)
+        points = sorted((p for p in sweep.points if p.shared_memory_bytes is not None), key=lambda p: p.value)
         memory.plot(
-            [p.num_stages for p in points],
+            [p.value for p in points],
             [p.shared_memory_bytes / 1024 for p in points],
             "-",
             color=color,
-            label=sweep.tile,
+            label=sweep.series,
         )
         for fits, marker in ((True, "o"), (False, "x")):
             chosen = [p for p in points if p.fits == fits]
             memory.plot(
-                [p.num_stages for p in chosen],
+                [p.value for p in chosen],
                 [p.shared_memory_bytes / 1024 for p in chosen],
                 marker,
                 color=color,
                 linestyle="none",
             )
     memory.axhline(limit_bytes / 1024, color="gray", linestyle="--", label=f"device limit {limit_bytes / 1024:g} KiB")
-    latency.set(xlabel="num_stages", ylabel="latency (ms, median)", title="latency (circled: knee)", xticks=stages)
+    latency.set(xlabel=axis, ylabel="latency (ms, median)", title="latency (circled: knee)", xticks=values)
     memory.set(
-        xlabel="num_stages",
+        xlabel=axis,
         ylabel="dynamic shared memory per block (KiB)",
         title="shared memory (x: does not fit)",
-        xticks=stages,
+        xticks=values,
     )
     for axes in (latency, memory):
         axes.grid(alpha=0.3)
         axes.legend(fontsize=8)
-    figure.suptitle(f"Seed 01 on {gpu_name}: num_stages sweep")
+    figure.suptitle(f"{family} on {gpu_name}: {axis} sweep")
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=120)

@@ -7,12 +7,11 @@ snapshot file, so what a reviewer reads on GitHub is what the session printed.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import sys
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -139,7 +138,7 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def annotations(report: StaticReport, limit: int = MAX_ERROR_ANNOTATIONS) -> list[str]:
+def error_annotations(report: StaticReport, limit: int = MAX_ERROR_ANNOTATIONS) -> list[str]:
     """`::error` lines: one per failing snapshot file, one per failing check that names no file."""
     errors = []
     for check in report.failed:
@@ -168,7 +167,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def render_summary(report: StaticReport, title: str, artifact: str | None = None) -> str:
+def render_job_summary(report: StaticReport, title: str, artifact: str | None = None) -> str:
     """Markdown for $GITHUB_STEP_SUMMARY: an overview table, then each failure's full report."""
     passed = report.checks - len(report.failed) - report.skipped
     head = f"## {title}: {len(report.failed)} of {report.checks} checks failed"
@@ -205,24 +204,18 @@ def render_summary(report: StaticReport, title: str, artifact: str | None = None
     return "\n".join(parts)
 
 
-def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout) -> int:
-    """Print the annotations, append the summary to $GITHUB_STEP_SUMMARY (stdout when unset)."""
-    parser = argparse.ArgumentParser(
-        prog="scripts/ci_summary.py",
-        description="Turn the static session's JUnit XML (--junitxml) into a GitHub job summary and annotations.",
-    )
-    parser.add_argument("junit", type=Path, help="JUnit XML written by `nox -s static -- --junitxml=FILE`")
-    parser.add_argument("--title", default="Golden snapshots", help="heading of the summary")
-    parser.add_argument("--artifact", default=None, help="name of the artifact that holds build/golden-pending/")
-    args = parser.parse_args(argv)
+def publish(
+    junit: Path, title: str, artifact: str | None, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout
+) -> int:
+    """Print the annotations, append the summary to $GITHUB_STEP_SUMMARY (stdout when unset); 1 without a report."""
     try:
-        report = read_junit(args.junit)
+        report = read_junit(junit)
     except JUnitReportError as error:
-        print(f"::error title={escape_property(args.title)}::{escape_data(str(error))}", file=out)
+        print(f"::error title={escape_property(title)}::{escape_data(str(error))}", file=out)
         return 1
-    for line in annotations(report):
+    for line in error_annotations(report):
         print(line, file=out)
-    summary = render_summary(report, args.title, args.artifact)
+    summary = render_job_summary(report, title, artifact)
     summary_path = environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:
         with open(summary_path, "a", encoding="utf-8") as step_summary:

@@ -14,6 +14,23 @@ from typing import Any
 from kernels import TARGETS
 
 
+@dataclass(frozen=True)
+class Peak:
+    """Datasheet peaks: dense fp16/bf16 tensor-core TFLOP/s (no sparsity) and HBM GB/s."""
+
+    tflops: float
+    gbps: float
+
+
+# By the name CUDA reports. The report shows each kernel's fraction of the peak its work is
+# bound by; a GPU not listed gets rates without fractions.
+PEAKS: dict[str, Peak] = {
+    "NVIDIA H200": Peak(tflops=989, gbps=4800),
+    "NVIDIA H100 80GB HBM3": Peak(tflops=989, gbps=3350),
+    "NVIDIA A100-SXM4-80GB": Peak(tflops=312, gbps=2039),
+}
+
+
 class NoCudaDevice(RuntimeError):
     """No CUDA device is usable here; the GPU checks cannot run (and must not pass)."""
 
@@ -31,6 +48,10 @@ class Device:
     multiprocessors: int
     versions: dict[str, str]  # cuda, torch, tilelang: part of the timing baseline's key
 
+    @property
+    def peak(self) -> Peak | None:
+        return PEAKS.get(self.name)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -39,6 +60,7 @@ class Device:
             "shared_memory_per_block_bytes": self.shared_memory_per_block_bytes,
             "multiprocessors": self.multiprocessors,
             "versions": dict(self.versions),
+            "peak": None if self.peak is None else {"tflops": self.peak.tflops, "gbps": self.peak.gbps},
         }
 
 

@@ -1,20 +1,22 @@
-"""JIT-compile variants for the GPU at hand, and read what each compiled kernel asks of the device.
+"""JIT-compile cases for the GPU at hand, and read what each compiled kernel asks of the device.
 
-Compilation uses TileLang's own parallel compiler (`tilelang.par_compile`) on the same
-`Variant.prim_func(**shape)` the static snapshots lower. Dynamic shared memory is the size the
-compiled kernel is launched with; registers per thread and static shared memory come from the
-CUDA driver, which loads the kernel's binary.
+Compilation uses TileLang's own parallel compiler (`tilelang.par_compile`) on the same PrimFunc
+and pass configs the static snapshots lower (`harness.build`). Dynamic shared memory is the size
+the compiled kernel is launched with; registers per thread and static shared memory come from
+the CUDA driver, which loads the kernel's binary.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from kernels import PROBLEM_SHAPE, Variant
+from harness.build import BuildError, build_kernel
+from harness.static.cases import Case
 
 DYNAMIC_SHARED_LAUNCH_PARAM = "tirx.use_dyn_shared_memory"
 DYNAMIC_SHARED_ATTR = "dyn_shared_memory_buf"
@@ -25,11 +27,20 @@ CU_FUNC_ATTRIBUTE_NUM_REGS = 4
 COMPILE_HOOK = "tilelang_callback_cuda_compile"
 
 
+@dataclass(frozen=True)
+class Argument:
+    """One kernel argument as the PrimFunc declares it: what the GPU check allocates for outputs."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+
 @dataclass
-class CompiledVariant:
-    variant: Variant
-    kernel: Any | None  # tilelang JITKernel, called as kernel(A, B, C)
+class CompiledCase:
+    case: Case
+    kernel: Any | None  # tilelang JITKernel, called with every argument, outputs included
     error: str | None = None
+    arguments: list[Argument] = field(default_factory=list)
     dynamic_shared_memory_bytes: int | None = None
     static_shared_memory_bytes: int | None = None
     registers_per_thread: int | None = None
@@ -38,32 +49,48 @@ class CompiledVariant:
     binary: bytes | None = None  # the cubin nvcc produced, as TileLang's compile hook returned it
 
 
-def compile_variants(variants: Sequence[Variant], shape: Mapping[str, int] = PROBLEM_SHAPE) -> list[CompiledVariant]:
-    """Compile every variant in parallel; a variant that fails carries its error instead of a kernel."""
+def compile_cases(cases: Sequence[Case]) -> list[CompiledCase]:
+    """Compile every case in parallel; a case that fails carries its error instead of a kernel.
+
+    Kernels are compiled without `out_idx`: the check allocates every output itself (poisoned
+    with NaN) and passes all arguments, whatever the jit decorator returns; the CUDA is the same.
+    """
     import tilelang
 
     # A check compiles what the installed TileLang emits now, never a kernel cached on disk.
     tilelang.disable_cache()
-    results: list[CompiledVariant] = []
-    funcs: list[Any] = []
-    for variant in variants:
+    results: list[CompiledCase] = []
+    # par_compile takes one set of pass configs: compile the cases that share theirs together.
+    batches: dict[str, list[tuple[CompiledCase, Any]]] = {}
+    for case in cases:
+        result = CompiledCase(case, None)
+        results.append(result)
         try:
-            funcs.append(variant.prim_func(**shape))
-            results.append(CompiledVariant(variant, None))
-        except Exception as error:  # the kernel's Python body raised while building its PrimFunc
-            results.append(CompiledVariant(variant, None, error=f"building the PrimFunc failed: {error}"))
-    buildable = [r for r in results if r.error is None]
+            built = build_kernel(case.family, case.variant)
+        except BuildError as error:
+            result.error = str(error)
+            continue
+        try:
+            result.arguments = _arguments(built.prim_func)
+        except BuildError as error:
+            result.error = f"{case.family.file}: variant {case.variant.name!r}: {error}"
+            continue
+        key = json.dumps(built.pass_configs, sort_keys=True, default=str)
+        batches.setdefault(key, []).append((result, built.prim_func))
     with capturing_binaries() as binaries:
-        kernels = tilelang.par_compile(funcs, target="auto", ignore_error=True) if funcs else []
-        for result, func, kernel in zip(buildable, funcs, kernels, strict=True):
-            if kernel is None:  # par_compile only logs the error: compile this one alone to keep it
-                try:
-                    kernel = tilelang.compile(func, target="auto")
-                except Exception as error:
-                    result.error = f"TileLang could not compile it: {type(error).__name__}: {error}"
-                    continue
-            result.kernel = kernel
-    for result in buildable:
+        for key, batch in batches.items():
+            configs = json.loads(key) or None
+            funcs = [func for _, func in batch]
+            kernels = tilelang.par_compile(funcs, target="auto", ignore_error=True, pass_configs=configs)
+            for (result, func), kernel in zip(batch, kernels, strict=True):
+                if kernel is None:  # par_compile only logs the error: compile this one alone to keep it
+                    try:
+                        kernel = tilelang.compile(func, target="auto", pass_configs=configs)
+                    except Exception as error:
+                        result.error = f"TileLang could not compile it: {type(error).__name__}: {error}"
+                        continue
+                result.kernel = kernel
+    for result in results:
         kernel = result.kernel
         if kernel is None:
             continue
@@ -74,6 +101,25 @@ def compile_variants(variants: Sequence[Variant], shape: Mapping[str, int] = PRO
         except LookupError as error:
             result.error = str(error)
     return results
+
+
+def _arguments(prim_func: Any) -> list[Argument]:
+    """(shape, dtype) of every argument; a scalar argument has shape ()."""
+    arguments = []
+    for param in prim_func.params:
+        buffer = prim_func.buffer_map.get(param)
+        if buffer is None:
+            arguments.append(Argument((), str(param.dtype)))
+            continue
+        try:
+            shape = tuple(int(d) for d in buffer.shape)
+        except TypeError:
+            raise BuildError(
+                f"argument {buffer.name} has a symbolic shape {list(buffer.shape)}; the GPU check allocates "
+                "outputs from the signature, so give the kernel the family's concrete dimensions"
+            ) from None
+        arguments.append(Argument(shape, str(buffer.dtype)))
+    return arguments
 
 
 @contextlib.contextmanager
@@ -130,7 +176,7 @@ def device_kernel(device_mod: Any) -> Any:
     return kernels[0]
 
 
-def read_driver_resources(compiled: CompiledVariant) -> None:
+def read_driver_resources(compiled: CompiledCase) -> None:
     """Fill registers per thread and static shared memory from the CUDA driver (needs a CUDA context)."""
     if compiled.binary is None:
         compiled.resources_note = "registers not available: the kernel's binary was not seen at compilation"

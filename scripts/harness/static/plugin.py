@@ -1,6 +1,6 @@
 """pytest plugin for the golden sessions: options, sharding, write policy, regen counts.
 
-`nox -s static` and `nox -s regen-golden` run `pytest -p harness.plugin scripts/golden_test.py`;
+`nox -s static` and `nox -s regen-golden` run `pytest -p harness.static.plugin scripts/golden_test.py`;
 pytest provides parametrization, `-k`, xdist and JUnit XML, this plugin the rest.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases import parse_shard, select_shard
-from harness.golden import RegenRefused, check_may_write
-from harness.snapshot import SnapshotStore
+from harness.static.cases import parse_shard, select_shard
+from harness.static.golden import RegenRefused, check_may_write
+from harness.static.snapshot import SnapshotStore
 
 OUTCOMES = ("created", "updated", "deleted", "unchanged")
 
@@ -36,7 +36,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "golden_group(name): cases that share lowerings; sharded together")
     if os.environ.get("TL_LOWER_TRACE"):
         # In html mode TileLang compiles a kept codegen.cpp instead of what it generated, so a
         # traced lowering can differ from the real one: never compare or write snapshots with it.
@@ -72,7 +71,7 @@ def is_filtered(config: pytest.Config) -> bool:
 
 
 def _group(item: pytest.Item) -> str:
-    marker = item.get_closest_marker("golden_group")
+    marker = item.get_closest_marker("xdist_group")  # also what `--dist loadgroup` keeps on one worker
     return marker.args[0] if marker else "session"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from harness.snapshot import CorruptSnapshot, parse_facts
+from harness.static.snapshot import CorruptSnapshot, parse_facts
 
 MAX_DIFF_LINES = 120
 

@@ -14,19 +14,34 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.baseline import CORRUPT, Comparison, Remeasure, Verdict
-from harness.gpu_device import Device
-from harness.jit import CompiledVariant
-from harness.numerics import NumericsResult
-from harness.sweep import TileSweep
-from harness.timing import Timing
+from harness.gpu.baseline import CORRUPT, Comparison, Remeasure, Verdict
+from harness.gpu.compile import CompiledCase
+from harness.gpu.device import Device
+from harness.gpu.numerics import NumericsResult
+from harness.gpu.sweep import SweepCurve
+from harness.gpu.timing import Throughput, Timing
+from harness.static.cases import Case
 
 PASS, FAIL, DOES_NOT_FIT = "pass", "fail", "does not fit"
 
 
+def problem_name(case: Case) -> str:
+    """`M=8192 N=8192 K=8192`: the variant's problem dimensions."""
+    return " ".join(f"{k}={v}" for k, v in case.family.problem(case.variant).items())
+
+
+def reference_name(case: Case) -> str:
+    """`gemm_num_stages: torch.matmul(A, B) [M=8192 N=8192 K=8192]`: the family, its op and the problem.
+
+    One timing per distinct name: the family is part of it, since two families may label different
+    ops (or inputs) alike.
+    """
+    return f"{case.family.name}: {case.family.label(case.params)} [{problem_name(case)}]"
+
+
 @dataclass
 class VariantResult:
-    compiled: CompiledVariant
+    compiled: CompiledCase
     device_limit_bytes: int
     snapshot_path: str
     snapshot_shared_memory_bytes: int | None = None
@@ -34,16 +49,18 @@ class VariantResult:
     problems: list[str] = field(default_factory=list)
     numerics: NumericsResult | None = None
     timing: Timing | None = None
-    ratio: float | None = None  # reference ms / variant ms: higher is faster, 1.0 = as fast as cuBLAS
+    ratio: float | None = None  # reference ms / variant ms: higher is faster, 1.0 = as fast as the PyTorch op
+    throughput: Throughput | None = None
     verdict: Verdict | None = None
 
     @property
     def key(self) -> str:
-        return self.compiled.variant.key
+        return self.compiled.case.key
 
     @property
     def reference(self) -> str:
-        return self.compiled.variant.reference
+        """The PyTorch op this variant is timed against, with its problem: one timing per distinct one."""
+        return reference_name(self.compiled.case)
 
     @property
     def shared_memory_bytes(self) -> int | None:
@@ -106,6 +123,7 @@ class VariantResult:
             "numerics": None if self.numerics is None else self.numerics.as_dict(),
             "timing": None if self.timing is None else self.timing.as_dict(),
             "ratio_to_reference": self.ratio,
+            "throughput": None if self.throughput is None else vars(self.throughput),
             "baseline": None
             if self.verdict is None
             else {
@@ -121,12 +139,12 @@ class VariantResult:
 @dataclass
 class GpuRun:
     device: Device
-    shape: dict[str, int]
     seeds: list[int]
     timer: dict[str, Any]
     variants: list[VariantResult]
-    references: dict[str, Timing]
-    sweeps: list[TileSweep]
+    references: dict[str, Timing]  # reference name -> its timing
+    reference_throughput: dict[str, Throughput]
+    sweeps: list[SweepCurve]
     compile_seconds: float
     wall_seconds: float = 0.0
     comparison: Comparison | None = None

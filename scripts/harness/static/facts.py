@@ -1,6 +1,6 @@
 """Pipeline, memory and synchronization facts of one lowering, read from the compiler's IR.
 
-Every fact comes from an IRModule captured by `harness.lowering`: the loop annotations as
+Every fact comes from an IRModule captured by `harness.static.lowering`: the loop annotations as
 `tl.PipelinePlanning` leaves them, the shared buffers right after `tl.InjectSoftwarePipeline`
 (with their version dimension), the merged dynamic shared memory after
 `tl.MergeSharedMemoryAllocations`, and launch shape, barriers, copies and MMA instructions from
@@ -17,10 +17,8 @@ import tilelang  # noqa: F401  (imported first: it puts its bundled TVM on sys.p
 from tvm import DataType, tirx
 from tvm.tirx.stmt_functor import pre_order_visit
 
-from harness.lowering import Lowering
-from kernels import PROBLEM_SHAPE
-
-FORMAT_VERSION = 1
+from harness.static.lowering import Lowering
+from harness.static.snapshot import FORMAT_VERSION
 
 PIPELINE_ANNOTATIONS = (
     "software_pipeline_stage",
@@ -52,8 +50,8 @@ def extract_facts(lowering: Lowering) -> dict[str, Any]:
     main_loop_vars = _main_loop_vars(planned)
     return {
         "format": FORMAT_VERSION,
-        "case": {"family": case.variant.family, "variant": case.variant.name, "target": case.target},
-        "params": {**PROBLEM_SHAPE, **case.variant.params},
+        "case": {"family": case.family.name, "variant": case.variant.name, "target": case.target},
+        "params": case.params,
         "pipelines": _pipeline_loops(planned),
         "warp_specialized": bool(_attr(planned, "tl_tiled_ws_applied", False)),
         "shared_buffers": _shared_buffers(injected),
@@ -120,7 +118,7 @@ def _plain(value: Any) -> Any:
             return plain_type(value)
     if hasattr(value, "__iter__"):
         return [_plain(v) for v in value]
-    return str(value)
+    return "".join(str(value))  # an expression (e.g. a loop bound that depends on blockIdx) as text: an exact str
 
 
 # -- facts ---------------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""CI output: a static session's JUnit XML -> GitHub job summary and annotations."""

@@ -1,0 +1,238 @@
+"""What a kernel family declares, and how the harness finds every family under kernels/.
+
+A family is one module, `kernels/<name>.py`, holding `FAMILY = Family(...)`: its variants, its
+problem shape, how to make inputs, which kernel arguments are outputs, the PyTorch reference and
+its tolerance, the PyTorch op it is timed against and the work it does, and optionally checks
+that run on fresh facts. The harness reads only these declarations and knows no family by name.
+Nothing here imports TileLang or torch: a family's callables do that when they are called.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# A variant's full parameter set: its problem dimensions, then its own parameters.
+Params = Mapping[str, Any]
+
+
+class FamilyError(ValueError):
+    """A family declaration that cannot be used; the message names the file, variant and fix."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One kernel of a family: a name unique in it, how to build it, and its parameters.
+
+    `kernel` is a PrimFunc factory (called with the problem dimensions and `params` as keywords),
+    a `@tilelang.jit` factory (its `pass_configs` apply), or a ready `@T.prim_func`.
+    """
+
+    name: str
+    kernel: Any = field(repr=False)
+    params: Mapping[str, Any] = field(default_factory=dict)
+    shape: Mapping[str, int] = field(default_factory=dict)  # overrides of the family's dimensions
+    # The variant this one differs from only in schedule annotations: the static summary says
+    # whether those annotations change the CUDA on each target ("annotation without effect").
+    compare_with: str | None = None
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How close a kernel's output must be to the reference: `isclose(atol, rtol)` per element."""
+
+    atol: float
+    rtol: float
+    mismatches: int = 0  # elements allowed outside the tolerance
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one kernel launch does: floating-point operations and bytes moved to and from memory."""
+
+    flops: float
+    bytes: float
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One checked statement about fresh facts; `expected=False` records a known deviation."""
+
+    name: str
+    holds: bool
+    observed: str
+    expected: bool = True
+    why: str = ""  # the reason for a recorded deviation
+
+
+@dataclass(frozen=True)
+class CaseFacts:
+    """What a family check sees of one lowered case."""
+
+    variant: Variant
+    target: str
+    params: Params
+    facts: Mapping[str, Any]
+    cuda: str  # normalized, as snapshotted
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A latency curve the GPU report draws: variants grouped into series, along one parameter."""
+
+    axis: str  # a variant parameter, e.g. "num_stages"
+    series: Callable[[Params], str]  # which curve a variant belongs to, e.g. its tile shape
+
+
+@dataclass(frozen=True)
+class Family:
+    """Everything about one kernel family; see README, "Adding a kernel family"."""
+
+    name: str
+    shape: Mapping[str, int]  # named problem dimensions, e.g. {"rows": 16384, "hidden": 4096}
+    variants: Sequence[Variant]
+    # (params, torch.Generator, device) -> the kernel's non-output arguments, in order.
+    inputs: Callable[[Params, Any, str], Sequence[Any]]
+    outputs: Sequence[int]  # positions of the kernel arguments it writes
+    # (params, *inputs) -> the expected output (a tensor, or one per output, in order).
+    reference: Callable[..., Any]
+    tolerance: Tolerance
+    # (params, *inputs) -> runs the PyTorch op the kernel's speed is compared with, once.
+    speed_reference: Callable[..., Any]
+    speed_reference_label: str  # how the report names it; `{param}` fields are filled in
+    work: Callable[[Params], Work]
+    # Optional: checks on fresh facts, run once per group of cases by `nox -s static`.
+    checks: Callable[[Sequence[CaseFacts]], list[Claim]] | None = None
+    # Optional: (params, target) -> group; cases of one group are lowered by one worker and
+    # checked together. Default: the whole family.
+    group: Callable[[Params, str], str] | None = None
+    sweep: Sweep | None = None
+    file: str = field(default="", compare=False)  # kernels/<name>.py, set by discovery
+
+    def __post_init__(self) -> None:
+        where = self.file or f"kernels/{self.name}.py"
+        names = [v.name for v in self.variants]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if not self.variants:
+            raise FamilyError(f"{where}: family {self.name!r} declares no variant; add at least one Variant")
+        if repeated:
+            raise FamilyError(f"{where}: variant names must be unique in a family, these repeat: {repeated}")
+        for variant in self.variants:
+            unknown = sorted(set(variant.shape) - set(self.shape))
+            if unknown:
+                raise FamilyError(
+                    f"{where}: variant {variant.name!r} overrides dimensions {unknown} that the family does "
+                    f"not declare (its shape has {sorted(self.shape)}); add them to the family's shape or fix the name"
+                )
+            clash = sorted(set(variant.params) & set(self.shape))
+            if clash:
+                raise FamilyError(
+                    f"{where}: variant {variant.name!r} passes {clash} as parameters, but they are problem "
+                    "dimensions; set them through Variant(shape=...)"
+                )
+            if variant.compare_with is not None and variant.compare_with not in names:
+                raise FamilyError(
+                    f"{where}: variant {variant.name!r} compares with {variant.compare_with!r}, which is not a "
+                    f"variant of this family ({names})"
+                )
+        if self.sweep is not None:
+            lacking = [v.name for v in self.variants if self.sweep.axis not in self.params(v)]
+            if lacking:
+                raise FamilyError(
+                    f"{where}: the sweep's axis {self.sweep.axis!r} is not a parameter of variants {lacking}; "
+                    "give every variant that parameter or sweep another one"
+                )
+        if len(set(self.outputs)) != len(self.outputs) or not self.outputs:
+            raise FamilyError(f"{where}: outputs must list each written argument's position once, got {self.outputs}")
+
+    def problem(self, variant: Variant) -> dict[str, int]:
+        """The variant's problem dimensions: the family's, with the variant's overrides."""
+        return {**self.shape, **variant.shape}
+
+    def params(self, variant: Variant) -> dict[str, Any]:
+        """Dimensions then parameters: what the kernel is built with and the snapshot records."""
+        return {**self.problem(variant), **variant.params}
+
+    def variant(self, name: str) -> Variant:
+        for variant in self.variants:
+            if variant.name == name:
+                return variant
+        raise KeyError(f"{self.file}: no variant {name!r} in family {self.name!r}")
+
+    def group_of(self, variant: Variant, target: str) -> str:
+        return self.group(self.params(variant), target) if self.group else self.name
+
+    def label(self, params: Params) -> str:
+        """The speed reference's name for a variant's parameters, e.g. `sdpa(is_causal=True)`."""
+        return self.speed_reference_label.format(**params)
+
+
+@dataclass(frozen=True)
+class BrokenFamily:
+    """A module under kernels/ that does not yield a usable family; its cases are not run."""
+
+    name: str
+    file: str
+    error: str
+
+
+@dataclass(frozen=True)
+class Registry:
+    families: tuple[Family, ...]
+    broken: tuple[BrokenFamily, ...]
+
+
+def family_modules(package: Any) -> list[str]:
+    """Module names of a package's family files: every module not starting with `_`."""
+    return sorted(info.name for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_"))
+
+
+def load_families(package_name: str = "kernels") -> Registry:
+    """Import every family module; a module that fails is reported, the others still load."""
+    package = importlib.import_module(package_name)
+    families: list[Family] = []
+    broken: list[BrokenFamily] = []
+    for name in family_modules(package):
+        file = f"{package_name}/{name}.py"
+        try:
+            module = importlib.import_module(f"{package_name}.{name}")
+            family = getattr(module, "FAMILY", None)
+            if not isinstance(family, Family):
+                raise FamilyError(
+                    f"{file}: a family module must define FAMILY = Family(...) (found {type(family).__name__}); "
+                    "start the file name with `_` if it is not a family"
+                )
+            if family.name != name:
+                raise FamilyError(
+                    f"{file}: FAMILY.name is {family.name!r}; it must be the module's name, {name!r}, "
+                    "because snapshots live under golden/<name>/"
+                )
+        except FamilyError as error:
+            broken.append(BrokenFamily(name, file, str(error)))
+            continue
+        except Exception as error:  # a family file that does not import must not stop the others
+            where = traceback.extract_tb(error.__traceback__)[-1]
+            broken.append(
+                BrokenFamily(
+                    name,
+                    file,
+                    f"{file}: importing it raised {type(error).__name__}: {error} "
+                    f"(at {Path(where.filename).name}:{where.lineno}); fix the file and rerun",
+                )
+            )
+            continue
+        object.__setattr__(family, "file", file)
+        families.append(family)
+    return Registry(tuple(families), tuple(broken))
+
+
+@functools.cache
+def registry() -> Registry:
+    """The families under kernels/, loaded once per process."""
+    return load_families()

@@ -1,0 +1,1 @@
+"""The GPU path: device -> compile -> numerics -> timing -> baseline -> results -> report."""

@@ -1,0 +1,230 @@
+"""What a GPU run tells people and machines: JSON report, Markdown summary, sweep plots, Actions annotations.
+
+Everything goes into one output folder a workflow can upload; the Markdown is also appended
+to $GITHUB_STEP_SUMMARY and the warnings and failures become workflow commands when
+$GITHUB_ACTIONS is set.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.gpu.baseline import CORRUPT
+from harness.gpu.results import DOES_NOT_FIT, FAIL, PASS, GpuRun, VariantResult
+from harness.gpu.sweep import SweepCurve, conclusions
+from harness.gpu.timing import Throughput
+from harness.static.snapshot import atomic_write
+
+REPORT_FORMAT = 2
+REPORT = "report.json"
+SUMMARY = "summary.md"
+MARKDOWN_HEADER = "<!-- Written by `nox -s gpu` (scripts/gpu_check.py) from one run; report.json holds the data. -->"
+
+
+def plot_name(family: str) -> str:
+    return f"sweep_{family}.png"
+
+
+def _families_with_sweeps(run: GpuRun) -> dict[str, list[SweepCurve]]:
+    found: dict[str, list[SweepCurve]] = {}
+    for curve in run.sweeps:
+        found.setdefault(curve.family, []).append(curve)
+    return found
+
+
+def report_data(run: GpuRun) -> dict[str, Any]:
+    fastest = run.fastest()
+    return {
+        "format": REPORT_FORMAT,
+        "written_by": "nox -s gpu (scripts/gpu_check.py)",
+        "passed": run.passed,
+        "device": run.device.as_dict(),
+        "seeds": run.seeds,
+        "timer": run.timer,
+        "compile_seconds": round(run.compile_seconds, 2),
+        "wall_seconds": round(run.wall_seconds, 2),
+        "counts": _counts(run),
+        "failures": {v.key: v.hard_problems() for v in run.failures},
+        "does_not_fit": {v.key: v.fit_note() for v in run.not_fitting},
+        "warnings": run.warnings(),
+        "fastest": None if fastest is None else {"variant": fastest.key, "ratio_to_reference": fastest.ratio},
+        "references": {
+            name: {**timing.as_dict(), "throughput": _as_dict(run.reference_throughput.get(name))}
+            for name, timing in run.references.items()
+        },
+        "baseline": None
+        if run.comparison is None
+        else {
+            "status": run.comparison.status,
+            "path": run.comparison.path,
+            "message": run.comparison.message,
+            "not_checked": run.comparison.not_checked,
+        },
+        "variants": [v.as_dict() for v in run.variants],
+        "sweeps": {"curves": [s.as_dict() for s in run.sweeps], "conclusions": conclusions(run.sweeps)},
+    }
+
+
+def _counts(run: GpuRun) -> dict[str, int]:
+    return {status: sum(v.status == status for v in run.variants) for status in (PASS, FAIL, DOES_NOT_FIT)}
+
+
+def _as_dict(value: Throughput | None) -> dict[str, Any] | None:
+    return None if value is None else vars(value)
+
+
+def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
+    d = run.device
+    counts = _counts(run)
+    lines = [
+        MARKDOWN_HEADER,
+        f"## GPU check {'passed' if run.passed else 'FAILED'} on {d.name} ({d.target})",
+        "",
+        f"CUDA {d.versions['cuda']}, torch {d.versions['torch']}, TileLang {d.versions['tilelang']}; "
+        f"seeds {', '.join(map(str, run.seeds))}; {run.timer['tool']} median, {run.timer['rounds']} interleaved "
+        f"rounds; wall time {run.wall_seconds:.0f} s (compilation {run.compile_seconds:.0f} s).",
+        "",
+        f"- {counts[PASS]} passed, {counts[FAIL]} failed, {counts[DOES_NOT_FIT]} do not fit on this GPU",
+    ]
+    lines += [f"- **{v.key} {v.fit_note()}**: not run, not counted as a pass" for v in run.not_fitting]
+    if run.comparison is not None:
+        lines.append(f"- timing baseline: {run.comparison.message}")
+    fastest = run.fastest()
+    if fastest is not None:
+        lines.append(f"- fastest: {fastest.key}, {fastest.ratio:.2f}x the speed of its reference ({fastest.reference})")
+    if run.failures:
+        lines += ["", "### Failures", ""]
+        lines += [f"- {v.key}: {problem}" for v in run.failures for problem in v.hard_problems()]
+    warnings = [w for w in run.warnings() if "does not fit" not in w]
+    if warnings:
+        lines += ["", "### Timing warnings", ""] + [f"- {w}" for w in warnings]
+    peak = d.peak
+    peak_note = (
+        f"Fraction of peak: of {peak.tflops:g} TFLOP/s (dense fp16/bf16) for compute-bound work, of "
+        f"{peak.gbps / 1000:g} TB/s for memory-bound work, whichever the work's arithmetic intensity falls on."
+        if peak
+        else f"No datasheet peaks known for {d.name}: rates without fractions of peak."
+    )
+    lines += ["", "### Variants", "", peak_note, "", _variant_table(run), "", _reference_table(run), ""]
+    for family, curves in _families_with_sweeps(run).items():
+        axis = curves[0].axis
+        lines += [f"### {family}: latency and shared memory against {axis}", "", _sweep_table(curves), ""]
+        lines += [f"- {line}" for line in conclusions(curves)]
+        if plots and plot_name(family) in plots:
+            lines += ["", f"![latency and shared memory against {axis}]({plot_name(family)})"]
+        lines.append("")
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _rates(value: Throughput | None) -> list[str]:
+    if value is None:
+        return ["—", "—", "—"]
+    fraction = "—" if value.fraction_of_peak is None else f"{value.fraction_of_peak:.0%} ({value.bound})"
+    return [f"{value.tflops:.1f}", f"{value.gbps:.0f}", fraction]
+
+
+def _variant_table(run: GpuRun) -> str:
+    rows = [
+        "| variant | status | ms | spread | TFLOP/s | GB/s | of peak | vs reference | baseline "
+        "| dynamic shared memory (B) | registers |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for v in run.variants:
+        timing = v.timing
+        cells = [
+            v.key,
+            v.status,
+            _num(timing and timing.median_ms, ".3f"),
+            _pct(timing and timing.spread),
+            *_rates(v.throughput),
+            _num(v.ratio, ".2f"),
+            _baseline_cell(v),
+            _num(v.shared_memory_bytes, "d"),
+            _num(v.compiled.registers_per_thread, "d"),
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def _reference_table(run: GpuRun) -> str:
+    rows = ["| reference (PyTorch) | ms | spread | TFLOP/s | GB/s | of peak |", "|---|---|---|---|---|---|"]
+    for name, timing in run.references.items():
+        rates = " | ".join(_rates(run.reference_throughput.get(name)))
+        rows.append(f"| {name} | {timing.median_ms:.3f} | {_pct(timing.spread)} | {rates} |")
+    return "\n".join(rows)
+
+
+def _sweep_table(curves: list[SweepCurve]) -> str:
+    axis = curves[0].axis
+    rows = [f"| series | {axis} | ms | spread | dynamic shared memory (KiB) | |", "|---|---|---|---|---|---|"]
+    for curve in curves:
+        knee = curve.knee
+        for p in sorted(curve.points, key=lambda p: p.value):
+            note = "does not fit" if not p.fits else ("knee" if p.value == knee and curve.plateau else "")
+            smem = "?" if p.shared_memory_bytes is None else f"{p.shared_memory_bytes / 1024:g}"
+            spread = _pct(None if p.median_ms is None else p.spread)
+            rows.append(f"| {curve.series} | {p.value} | {_num(p.median_ms, '.3f')} | {spread} | {smem} | {note} |")
+    return "\n".join(rows)
+
+
+def _baseline_cell(v: VariantResult) -> str:
+    verdict = v.verdict
+    if verdict is None:
+        return ""
+    if verdict.level == "new":
+        return "new"
+    change = -verdict.worse_by
+    return f"{verdict.level} ({change:+.0%})"
+
+
+def _num(value: float | int | None, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1%}"
+
+
+def workflow_commands(run: GpuRun) -> list[str]:
+    """GitHub Actions workflow commands for what a maintainer must see without opening the log."""
+    lines = [f"::error title=gpu check {v.key}::{p}" for v in run.failures for p in v.hard_problems()]
+    lines += [f"::warning title=gpu check::{w}" for w in run.warnings()]
+    if run.comparison is not None and run.comparison.status == CORRUPT:
+        lines.append(f"::error title=gpu timing baseline::{run.comparison.message}")
+    if run.comparison is not None and run.comparison.status in ("missing", "key mismatch"):
+        lines.append(f"::notice title=gpu timing baseline::{run.comparison.message}")
+    return [line.replace("\n", " ") for line in lines]
+
+
+def write_reports(
+    run: GpuRun, folder: Path, environ: Mapping[str, str], log: Callable[[str], None] = print
+) -> list[Path]:
+    """report.json, summary.md and a sweep plot per family in `folder`; step summary and commands on Actions."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = [folder / REPORT, folder / SUMMARY]
+    atomic_write(folder / REPORT, json.dumps(report_data(run), indent=2) + "\n")
+    plots: list[str] = []
+    try:
+        from harness.gpu.sweep_plot import plot_sweeps
+
+        for family, curves in _families_with_sweeps(run).items():
+            plot_sweeps(curves, run.device.shared_memory_per_block_bytes, run.device.name, folder / plot_name(family))
+            plots.append(plot_name(family))
+            written.append(folder / plot_name(family))
+    except ImportError as error:
+        log(f"no plot: {error} (install requirements-gpu.txt)")
+    summary = render_markdown(run, plots)
+    atomic_write(folder / SUMMARY, summary)
+    step_summary = environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:  # the job page cannot show a file of the run: point at the uploaded folder instead
+        note = f"\nThe plots ({', '.join(plots)}) are in the uploaded report folder.\n" if plots else ""
+        with open(step_summary, "a", encoding="utf-8") as stream:
+            stream.write(render_markdown(run) + note)
+    if environ.get("GITHUB_ACTIONS") == "true":
+        for line in workflow_commands(run):
+            log(line)
+    log(summary)
+    return written

@@ -1,0 +1,68 @@
+"""The unit of work: one variant lowered for one target, and how a run selects cases."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import harness.family
+from harness.family import Family, Variant
+from kernels import TARGETS
+
+
+@dataclass(frozen=True)
+class Case:
+    """One snapshot: a variant of a family lowered for a target."""
+
+    family: Family = field(compare=False, repr=False)
+    variant: Variant = field(compare=False, repr=False)
+    target: str = field(compare=False)
+    id: str = field(init=False)  # `family/variant/target`: the snapshot's path under golden/, no suffix
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "id", f"{self.family.name}/{self.variant.name}/{self.target}")
+
+    @property
+    def key(self) -> str:
+        """`family/variant`: the variant across targets (the GPU report's and baseline's name)."""
+        return f"{self.family.name}/{self.variant.name}"
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.family.params(self.variant)
+
+    @property
+    def group(self) -> str:
+        return self.family.group_of(self.variant, self.target)
+
+
+def family_cases(family: Family, targets: Sequence[str] | None = None) -> tuple[Case, ...]:
+    """Every variant of one family for the given targets (default: every target)."""
+    return tuple(Case(family, v, t) for v in family.variants for t in (TARGETS if targets is None else targets))
+
+
+def all_cases() -> tuple[Case, ...]:
+    """Every variant of every loadable family for every target, family by family."""
+    return tuple(case for family in harness.family.registry().families for case in family_cases(family))
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """`"2/4"` -> (2, 4); shards are numbered from 1."""
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard {text!r}: expected I/N with integers, e.g. --shard 1/4") from None
+    if not 1 <= index <= count:
+        raise ValueError(f"--shard {text!r}: need 1 <= I <= N")
+    return index, count
+
+
+def in_shard(position: int, shard: tuple[int, int]) -> bool:
+    """Round-robin assignment: every position belongs to exactly one of the N shards."""
+    index, count = shard
+    return position % count == index - 1
+
+
+def select_shard(items: Sequence, shard: tuple[int, int]) -> list:
+    return [item for position, item in enumerate(items) if in_shard(position, shard)]

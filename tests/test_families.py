@@ -1,0 +1,201 @@
+"""Adding a family is writing one file: a family defined in a temporary module runs through the
+real static session and the GPU numerics; bad declarations fail alone, with a clear message."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from conftest import SMALL_CASE
+
+import harness.family
+import kernels
+from harness.family import FamilyError, Variant
+
+# A complete family file, as the README's recipe writes one: an elementwise kernel.
+TINY_FAMILY = '''
+"""Y = 2 X in fp16: the smallest kernel family."""
+
+import tilelang.language as T
+
+from harness.family import Family, Tolerance, Variant, Work
+
+
+def scale(rows, cols, block_rows, threads):
+    @T.prim_func
+    def double(X: T.Tensor((rows, cols), "float16"), Y: T.Tensor((rows, cols), "float16")):
+        with T.Kernel(T.ceildiv(rows, block_rows), threads=threads) as bx:
+            tile = T.alloc_fragment((block_rows, cols), "float16")
+            T.copy(X[bx * block_rows, 0], tile)
+            for i, j in T.Parallel(block_rows, cols):
+                tile[i, j] = tile[i, j] * T.float16(2)
+            T.copy(tile, Y[bx * block_rows, 0])
+
+    return double
+
+
+def inputs(p, generator, device):
+    import torch
+
+    return [torch.randn(p["rows"], p["cols"], generator=generator, device=device, dtype=torch.float16)]
+
+
+FAMILY = Family(
+    name="{name}",
+    shape={{"rows": 256, "cols": 128}},
+    variants=[
+        Variant("threads128", scale, {{"block_rows": 8, "threads": 128}}),
+        Variant("threads64", scale, {{"block_rows": 8, "threads": 64}}, compare_with="threads128"){extra},
+    ],
+    inputs=inputs,
+    outputs=[1],
+    reference=lambda p, x: 2 * x.float(),
+    tolerance=Tolerance(atol=0, rtol=0),  # doubling is exact in fp16
+    speed_reference=lambda p, x: 2 * x,
+    speed_reference_label="2 * x",
+    work=lambda p: Work(flops=p["rows"] * p["cols"], bytes=4 * p["rows"] * p["cols"]),
+)
+'''
+
+
+@pytest.fixture
+def kernels_dir(tmp_path, monkeypatch):
+    """A second folder of family files, searched like kernels/ itself (the same package)."""
+    folder = tmp_path / "more_kernels"
+    folder.mkdir()
+    monkeypatch.setattr(kernels, "__path__", [*kernels.__path__, str(folder)])
+    harness.family.registry.cache_clear()
+    yield folder
+    harness.family.registry.cache_clear()
+
+
+def write_family(folder, name: str, extra: str = "", text: str | None = None) -> None:
+    source = text if text is not None else TINY_FAMILY.format(name=name, extra=extra)
+    (folder / f"{name}.py").write_text(textwrap.dedent(source))
+
+
+def test_a_family_in_one_new_file_is_lowered_snapshotted_and_compared(kernels_dir, golden_session):
+    write_family(kernels_dir, "tiny_scale")
+    regen = golden_session("--regen", "-k", "tiny_scale")
+    # 4 cases (2 variants x 2 targets) and the summary of the annotation pair
+    regen.assert_outcomes(passed=5)
+    regen.stdout.fnmatch_lines(["*golden files: 9 created, 0 updated, 0 deleted, 0 unchanged*"])
+    facts = (golden_session.golden / "tiny_scale/threads64/sm_90.yaml").read_text()
+    assert "params: {rows: 256, cols: 128, block_rows: 8, threads: 64}" in facts
+    assert "threads: [64, 1, 1]" in facts
+    summary = (golden_session.golden / "tiny_scale/SUMMARY.md").read_text()
+    assert "| threads64 | threads128 | threads: 128 -> 64 | yes |" in summary
+    golden_session("-k", "tiny_scale").assert_outcomes(passed=5)
+
+
+def test_the_new_familys_numerics_run_through_the_gpu_check(kernels_dir):
+    """The GPU gate on CPU tensors with Python stand-ins for the compiled kernel (CI has no GPU)."""
+    from harness.gpu.compile import Argument
+    from harness.gpu.numerics import NumericsCase, check_numerics
+
+    write_family(kernels_dir, "tiny_scale")
+    (family,) = [f for f in harness.family.registry().families if f.name == "tiny_scale"]
+    arguments = [Argument((256, 128), "float16"), Argument((256, 128), "float16")]
+
+    def right(x, y):
+        y.copy_(2 * x)
+
+    def wrong(x, y):
+        y.copy_(2 * x)
+        y[3, 5] += 1
+
+    cases = [
+        NumericsCase(name, family, family.params(family.variants[0]), run, arguments)
+        for name, run in (("right", right), ("wrong", wrong))
+    ]
+    results = check_numerics(cases, [1, 2, 3], device="cpu")
+    assert results["right"].passed
+    assert not results["wrong"].passed and "1 elements outside atol=0, rtol=0" in results["wrong"].problems()[0]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (',\n        Variant("threads64", scale, {"block_rows": 8, "threads": 32})', "these repeat: ['threads64']"),
+        (
+            ',\n        Variant("wide", scale, {"block_rows": 8, "threads": 64}, shape={"colums": 256})',
+            "variant 'wide' overrides dimensions ['colums'] that the family does not declare",
+        ),
+        (
+            ',\n        Variant("odd", scale, {"block_rows": 8, "threads": 64}, compare_with="nope")',
+            "variant 'odd' compares with 'nope', which is not a variant",
+        ),
+    ],
+)
+def test_a_bad_declaration_fails_alone_naming_file_and_fix(kernels_dir, golden_session, extra, message):
+    write_family(kernels_dir, "tiny_bad", extra)
+    result = golden_session("-k", f"tiny_bad or {SMALL_CASE}", "--regen")
+    result.assert_outcomes(passed=1, failed=1)  # the other family's case still runs
+    pattern = message.replace("[", "?").replace("]", "?")  # fnmatch reads brackets as a character class
+    result.stdout.fnmatch_lines([f"*kernels/tiny_bad.py: *{pattern}*", "*nothing under golden/ was written for it*"])
+    assert not (golden_session.golden / "tiny_bad").exists()
+
+
+def test_a_family_file_that_does_not_import_fails_alone(kernels_dir, golden_session):
+    write_family(kernels_dir, "tiny_typo", text="import tilelang.language as T\n\nFAMILY = Famly(name='tiny_typo')\n")
+    result = golden_session("-k", f"tiny_typo or {SMALL_CASE}")
+    result.assert_outcomes(passed=0, failed=2)  # the case has no snapshot in the temporary golden/
+    result.stdout.fnmatch_lines(["*kernels/tiny_typo.py: importing it raised NameError: name 'Famly' is not defined*"])
+
+
+def test_a_module_without_a_family_or_with_another_name_is_refused(kernels_dir):
+    write_family(kernels_dir, "tiny_plain", text="VALUE = 1\n")
+    write_family(kernels_dir, "tiny_named", text=TINY_FAMILY.format(name="other_name", extra=""))
+    broken = {b.name: b.error for b in harness.family.registry().broken}
+    assert "must define FAMILY = Family(...)" in broken["tiny_plain"]
+    assert "FAMILY.name is 'other_name'; it must be the module's name, 'tiny_named'" in broken["tiny_named"]
+
+
+def test_a_kernel_that_does_not_build_fails_its_cases_only(kernels_dir, golden_session):
+    write_family(
+        kernels_dir,
+        "tiny_raise",
+        text=TINY_FAMILY.format(name="tiny_raise", extra="").replace(
+            "    @T.prim_func", "    assert threads != 64, 'threads=64 is not supported'\n\n    @T.prim_func", 1
+        ),
+    )
+    result = golden_session("--regen", "-k", "tiny_raise and test_case")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*tiny_raise/threads64/sm_80: kernels/tiny_raise.py: variant 'threads64' did not build with*"
+            "AssertionError: threads=64 is not supported*"
+        ]
+    )
+    assert not (golden_session.golden / "tiny_raise/threads64").exists()
+    assert (golden_session.golden / "tiny_raise/threads128/sm_80.cu").exists()
+
+
+def test_variant_names_are_checked_when_the_family_is_declared():
+    from kernels.gemm_num_stages import FAMILY
+
+    with pytest.raises(FamilyError, match="these repeat"):
+        harness.family.Family(**{**vars(FAMILY), "variants": [FAMILY.variants[0], FAMILY.variants[0]]})
+    with pytest.raises(FamilyError, match="declares no variant"):
+        harness.family.Family(**{**vars(FAMILY), "variants": []})
+    with pytest.raises(FamilyError, match="are problem dimensions"):
+        harness.family.Family(**{**vars(FAMILY), "variants": [Variant("x", None, {"M": 1})]})
+
+
+def readme_example() -> str:
+    """The family file the README's recipe shows in full."""
+    from conftest import REPO
+
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### A complete example") :]
+    return section[section.index("```python\n") + len("```python\n") : section.index("\n```\n")] + "\n"
+
+
+def test_the_readme_example_is_a_working_family(kernels_dir, golden_session):
+    write_family(kernels_dir, "scale_fp16", text=readme_example())
+    golden_session("--regen", "-k", "scale_fp16").assert_outcomes(passed=5)
+    golden_session("-k", "scale_fp16").assert_outcomes(passed=5)
+    assert (
+        "params: {rows: 8192, cols: 4096, block_rows: 8, threads: 256}"
+        in (golden_session.golden / "scale_fp16/threads256/sm_80.yaml").read_text()
+    )

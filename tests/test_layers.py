@@ -1,0 +1,82 @@
+"""The harness's layers: only modules that lower or compile import TileLang, and imports go downward."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO
+
+HARNESS = REPO / "scripts" / "harness"
+# Modules that walk TVM IR, and the one that lowers and extracts: only ever used to lower.
+READS_IR = {"harness.static.facts", "harness.static.produce"}
+# Which layers each layer may import from (besides itself and the standard library).
+ALLOWED = {
+    "harness": set(),
+    "harness.family": set(),
+    "harness.build": {"harness.family"},
+    "harness.static": {"harness.family", "harness.build", "kernels"},
+    "harness.gpu": {"harness.family", "harness.build", "harness.static", "kernels"},
+    "harness.ci": set(),
+}
+
+
+def modules() -> list[str]:
+    found = []
+    for path in sorted(HARNESS.rglob("*.py")):
+        parts = path.relative_to(HARNESS.parent).with_suffix("").parts
+        found.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return found
+
+
+def layer(module: str) -> str:
+    return next(name for name in sorted(ALLOWED, key=len, reverse=True) if module.startswith(name))
+
+
+def imported(module: str) -> set[str]:
+    path = HARNESS.parent / Path(*module.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return {n for n in names if n.split(".")[0] in ("harness", "kernels")}
+
+
+def test_every_layer_imports_only_downward():
+    wrong = []
+    for module in modules():
+        own = layer(module)
+        for name in imported(module):
+            if not name.startswith(own) and not any(name.startswith(allowed) for allowed in ALLOWED[own]):
+                wrong.append(f"{module} imports {name}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_imports_tilelang_or_tvm_unless_it_lowers_or_compiles():
+    """Import every harness module with TileLang and TVM made unimportable; only IR readers may fail."""
+    check = f"""
+import importlib, sys
+sys.path[:0] = [{str(REPO / "scripts")!r}, {str(REPO)!r}]
+
+class Hide:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("tilelang", "tvm", "tvm_ffi"):
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+
+sys.meta_path.insert(0, Hide())
+failed = []
+for module in {sorted(set(modules()) - READS_IR)!r}:
+    try:
+        importlib.import_module(module)
+    except ImportError as error:
+        failed.append(f"{{module}}: {{error}}")
+print("\\n".join(failed))
+"""
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "", "these import TileLang or TVM at import time:\n" + result.stdout

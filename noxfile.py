@@ -11,7 +11,7 @@ nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["static", "tests"]
 
-GOLDEN = ["-p", "harness.plugin", "scripts/golden_test.py"]
+GOLDEN = ["-p", "harness.static.plugin", "scripts/golden_test.py"]
 
 
 def install(session: nox.Session) -> None:

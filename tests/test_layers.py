@@ -80,3 +80,17 @@ print("\\n".join(failed))
     result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "", "these import TileLang or TVM at import time:\n" + result.stdout
+
+
+def test_the_harness_names_no_family():
+    """The harness knows no family: no registered family's name, and none of the seeds' own words."""
+    from harness.family import registry
+
+    words = {f.name for f in registry().families} | {"block_M", "A_s", "matmul_relu"}
+    mentions = [
+        f"{path.relative_to(REPO)}: {word}"
+        for path in sorted(HARNESS.rglob("*.py"))
+        for word in sorted(words)
+        if word in path.read_text()
+    ]
+    assert not mentions, "\n".join(mentions)

@@ -46,7 +46,7 @@ class SnapshotProblem:
 class FailedCheck:
     """One failing pytest item of the static session."""
 
-    name: str  # the pytest item name, e.g. test_case[gemm_num_stages/ns2_128x128x32/sm_80]
+    name: str  # the pytest item name, e.g. test_case[<family>/<variant>/<target>]
     message: str  # the full failure text (with the traceback, when pytest printed one)
     short_message: str  # pytest's one-paragraph form: the exception text, without traceback
     problems: tuple[SnapshotProblem, ...]

@@ -31,7 +31,7 @@ def problem_name(case: Case) -> str:
 
 
 def reference_name(case: Case) -> str:
-    """`gemm_num_stages: torch.matmul(A, B) [M=8192 N=8192 K=8192]`: the family, its op and the problem.
+    """`my_gemm: torch.matmul(A, B) [M=8192 N=8192 K=8192]`: the family, its op and the problem.
 
     One timing per distinct name: the family is part of it, since two families may label different
     ops (or inputs) alike.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from harness.static.golden import RegenRefused, check_may_write
 from harness.static.snapshot import SnapshotStore
 
 OUTCOMES = ("created", "updated", "deleted", "unchanged")
+# xdist worker -> items it collected after -k/-m/--shard (controller side only).
+_COLLECTED_BY_WORKER: dict[str, int] = {}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -36,6 +39,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _COLLECTED_BY_WORKER.clear()
     if os.environ.get("TL_LOWER_TRACE"):
         # In html mode TileLang compiles a kept codegen.cpp instead of what it generated, so a
         # traced lowering can differ from the real one: never compare or write snapshots with it.
@@ -87,12 +91,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if dropped:
             config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-    if not items:
-        raise pytest.UsageError(
-            "no golden case matches this selection "
-            f"(-k {config.getoption('keyword')!r}, --shard {shard!r}); "
-            "list the cases with `nox -s static -- --collect-only -q`"
-        )
+    if not items and not hasattr(config, "workerinput"):
+        raise pytest.UsageError(empty_selection(config))
+    # An xdist worker must not raise here: the controller would only say "no tests ran". It
+    # reports what it collected, and the controller refuses an empty selection (below).
+
+
+def empty_selection(config: pytest.Config) -> str:
+    return (
+        "no golden case matches this selection "
+        f"(-k {config.getoption('keyword')!r}, --shard {config.getoption('--shard')!r}); "
+        "list the cases with `nox -s static -- --collect-only -q`"
+    )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
+    _COLLECTED_BY_WORKER[str(getattr(node, "gateway", node))] = len(ids)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under xdist, the same refusal and exit status as without it: ERROR on stderr, usage error."""
+    if _COLLECTED_BY_WORKER and not any(_COLLECTED_BY_WORKER.values()):
+        sys.stderr.write(f"ERROR: {empty_selection(session.config)}\n")
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 
 # Items report through user_properties because those travel from xdist workers to the controller.

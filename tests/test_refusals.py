@@ -1,0 +1,58 @@
+"""Every refusal of the golden sessions reaches the user the same way with and without xdist
+workers: the same message and the same exit status, through the real session in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import GOLDEN_TEST, REPO, SMALL_CASE
+
+WORKERS = ("0", "2")  # -n 0: no xdist; -n 2: what `nox -s static` runs (-n auto on 2 cores)
+
+
+def session(tmp_path, workers: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k not in ("CI", "TL_LOWER_TRACE")}
+    environ.update(env)
+    command = [
+        sys.executable, "-m", "pytest", "-p", "harness.static.plugin", str(GOLDEN_TEST), "-p", "no:cacheprovider",
+        f"--golden-dir={tmp_path / 'golden'}", f"--pending-dir={tmp_path / 'pending'}",
+        "-n", workers, "--dist", "loadgroup", *args,
+    ]  # fmt: skip
+    return subprocess.run(command, cwd=REPO, env=environ, capture_output=True, text=True, timeout=300)
+
+
+REFUSALS = {
+    "empty -k": (("-k", "no_such_variant"), {}, "no golden case matches this selection (-k 'no_such_variant'"),
+    "empty shard": (("-k", SMALL_CASE, "--shard", "2/2"), {}, "no golden case matches this selection"),
+    "bad shard": (("--shard", "4/3"), {}, "--shard '4/3': need 1 <= I <= N"),
+    "regen under CI": (("--regen", "-k", SMALL_CASE), {"CI": "true"}, "refusing to rewrite golden/ while CI='true'"),
+    "TL_LOWER_TRACE": (("-k", SMALL_CASE), {"TL_LOWER_TRACE": "html"}, "TL_LOWER_TRACE='html' is set"),
+}
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+@pytest.mark.parametrize("refusal", REFUSALS)
+def test_a_refusal_says_why_with_a_usage_error_status(tmp_path, refusal, workers):
+    args, env, message = REFUSALS[refusal]
+    result = session(tmp_path, workers, *args, **env)
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR, result.stdout + result.stderr
+    assert f"ERROR: {message}" in result.stderr
+    assert not (tmp_path / "golden").exists()
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_a_family_file_that_does_not_import_fails_with_its_message(tmp_path, workers):
+    """Not a refusal: the other families still run, and the broken file fails with its own item."""
+    kernels = tmp_path / "more_kernels"
+    kernels.mkdir()
+    (kernels / "tiny_typo.py").write_text("FAMILY = Famly()\n")
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "more_kernels.py").write_text(f"import kernels\n\nkernels.__path__.append({str(kernels)!r})\n")
+    pythonpath = os.pathsep.join([str(plugins), os.environ.get("PYTHONPATH", "")])
+    result = session(tmp_path, workers, "-p", "more_kernels", "-k", "tiny_typo", PYTHONPATH=pythonpath)
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout + result.stderr
+    assert "kernels/tiny_typo.py: importing it raised NameError: name 'Famly' is not defined" in result.stdout

@@ -15,7 +15,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1])]  # the repository root
 
 from harness.gpu.device import NoCudaDevice, require_cuda  # noqa: E402
 from harness.gpu.numerics import MIN_SEEDS  # noqa: E402
-from harness.gpu.timing import DEFAULT_ROUNDS, REPEAT_MS, WARMUP_MS  # noqa: E402
+from harness.gpu.timing import DEFAULT_ROUNDS, REPEAT_MS, TIMERS, WARMUP_MS  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -33,8 +33,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--rounds",
         type=int,
         default=DEFAULT_ROUNDS,
-        help="interleaved timing rounds, at least 2 (default: %(default)s)",
+        help="timing rounds, each variant next to its reference in random order; at least 2 (default: %(default)s)",
     )
+    parser.add_argument(
+        "--timer", choices=TIMERS, default="events", help="do_bench (events) or do_bench_cudagraph (default: events)"
+    )
+    parser.add_argument("--timing-seed", type=int, help="seed of the random order (default: fresh, recorded)")
     parser.add_argument(
         "--warmup-ms", type=float, default=WARMUP_MS, help="do_bench warm-up per measurement (default: %(default)s)"
     )
@@ -98,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         golden=options.golden_dir,
         warmup_ms=options.warmup_ms,
         repeat_ms=options.repeat_ms,
+        timer=options.timer,
+        timing_seed=options.timing_seed,
     )
     return 1 if registry().broken and status == 0 else status
 

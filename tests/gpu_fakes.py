@@ -10,7 +10,7 @@ from harness.gpu.compile import Argument, CompiledCase
 from harness.gpu.device import Device
 from harness.gpu.numerics import NumericsResult, SeedCheck
 from harness.gpu.results import GpuRun, VariantResult
-from harness.gpu.timing import Timing, throughput
+from harness.gpu.timing import PairedTiming, Timing, throughput
 from harness.static.cases import Case
 from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul, torch_matmul_relu
 
@@ -143,8 +143,9 @@ def result(
         r.numerics.seeds[1].max_abs_error = 3.5
         return r
     if rounds_ms is not None:
-        r.timing = Timing(rounds_ms)
-        r.ratio = reference_ms / r.timing.median_ms
+        # the reference measured beside the variant in every round, steady at reference_ms
+        paired = PairedTiming(Timing(rounds_ms), Timing(tuple(reference_ms for _ in rounds_ms)))
+        r.timing, r.paired, r.ratio = paired.variant, paired, paired.ratio
     return r
 
 

@@ -8,6 +8,8 @@ import pytest
 import yaml
 
 from harness.gpu.baseline import (
+    FAIL_SLOWER,
+    WARN_SLOWER,
     Baseline,
     BaselineRefused,
     CorruptBaseline,
@@ -16,6 +18,7 @@ from harness.gpu.baseline import (
     compare,
     read_baseline,
     render_baseline,
+    slower_by,
     write_baseline,
 )
 
@@ -65,34 +68,49 @@ def test_key_mismatch_reports_only_and_names_the_field(field):
     assert remeasure.asked == []
 
 
-def test_within_ten_percent_is_ok_and_better_is_ok():
-    result = compare(Baseline(KEY, {"f/a": 0.5, "f/b": 0.5}), PATH, KEY, {"f/a": 0.46, "f/b": 0.7}, Remeasure())
+def at(slower: float, baseline_ratio: float = 0.5) -> float:
+    """The ratio of a variant `slower` (0.05 = 5 %) slower per unit of its reference than the baseline."""
+    return baseline_ratio / (1 + slower)
+
+
+def test_within_the_warning_threshold_is_ok_and_faster_is_ok():
+    just_under = at(WARN_SLOWER * 0.9)
+    result = compare(Baseline(KEY, {"f/a": 0.5, "f/b": 0.5}), PATH, KEY, {"f/a": just_under, "f/b": 0.7}, Remeasure())
     assert {v.level for v in result.verdicts.values()} == {"ok"}
-    assert result.verdicts["f/a"].worse_by == pytest.approx(0.08)
+    assert result.verdicts["f/a"].slower_by == pytest.approx(WARN_SLOWER * 0.9)
+    assert result.verdicts["f/b"].slower_by < 0
 
 
-def test_more_than_ten_percent_worse_warns_without_remeasuring():
+def test_slower_by_is_time_per_unit_of_the_reference():
+    assert slower_by(ratio=0.5, baseline_ratio=0.525) == pytest.approx(0.05)  # 5 % more time per reference ms
+    assert slower_by(ratio=0.55, baseline_ratio=0.5) == pytest.approx(-1 / 11)
+
+
+def test_between_the_thresholds_warns_without_remeasuring():
     remeasure = Remeasure()
-    result = compare(Baseline(KEY, {"f/a": 0.5}), PATH, KEY, {"f/a": 0.42}, remeasure)
+    middle = (WARN_SLOWER + FAIL_SLOWER) / 2
+    result = compare(Baseline(KEY, {"f/a": 0.5}), PATH, KEY, {"f/a": at(middle)}, remeasure)
     verdict = result.verdicts["f/a"]
-    assert verdict.level == "warn" and "16% worse" in verdict.message
+    assert verdict.level == "warn" and f"{middle:.1%} slower" in verdict.message
     assert remeasure.asked == []
 
 
-def test_more_than_25_percent_worse_fails_when_the_remeasurement_confirms():
-    remeasure = Remeasure({"f/a": 0.30})
-    result = compare(Baseline(KEY, {"f/a": 0.5, "f/b": 0.5}), PATH, KEY, {"f/a": 0.3, "f/b": 0.5}, remeasure)
+def test_beyond_the_fail_threshold_fails_when_the_remeasurement_confirms():
+    remeasure = Remeasure({"f/a": at(FAIL_SLOWER * 1.5)})
+    ratios = {"f/a": at(FAIL_SLOWER * 2), "f/b": 0.5}
+    result = compare(Baseline(KEY, {"f/a": 0.5, "f/b": 0.5}), PATH, KEY, ratios, remeasure)
     assert remeasure.asked == [["f/a"]], "only the suspect is re-measured"
     verdict = result.verdicts["f/a"]
-    assert verdict.level == "fail" and verdict.remeasured_ratio == 0.30
+    assert verdict.level == "fail" and verdict.remeasured_ratio == at(FAIL_SLOWER * 1.5)
     assert "confirmed by a re-measurement" in verdict.message
     assert [v.variant for v in result.of_level("fail")] == ["f/a"]
 
 
-def test_more_than_25_percent_worse_only_warns_when_not_confirmed():
-    result = compare(Baseline(KEY, {"f/a": 0.5}), PATH, KEY, {"f/a": 0.3}, Remeasure({"f/a": 0.48}))
+def test_beyond_the_fail_threshold_only_warns_when_not_confirmed():
+    result = compare(Baseline(KEY, {"f/a": 0.5}), PATH, KEY, {"f/a": at(0.5)}, Remeasure({"f/a": at(0.01)}))
     verdict = result.verdicts["f/a"]
-    assert verdict.level == "warn" and "not confirmed" in verdict.message and "4% on re-measurement" in verdict.message
+    assert verdict.level == "warn" and "not confirmed" in verdict.message
+    assert "1.0% on re-measurement" in verdict.message
 
 
 def test_new_variants_and_variants_not_checked_are_listed():
@@ -125,7 +143,7 @@ def test_a_ratio_measured_at_another_problem_is_not_compared(tmp_path):
         comparison.verdicts["f/a"].level == "new"
         and "problem changed (n=1 -> n=2)" in comparison.verdicts["f/a"].message
     )
-    assert comparison.verdicts["f/b"].level == "warn"  # same problem: compared (80 % worse, unconfirmed)
+    assert comparison.verdicts["f/b"].level == "warn"  # same problem: compared (5 times slower, unconfirmed)
 
 
 def test_version_strings_of_str_subclasses_are_written_as_plain_strings():

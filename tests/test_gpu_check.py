@@ -16,7 +16,7 @@ from harness.family import Work
 from harness.gpu.check import _with_snapshot, device_cases, run_gpu_check
 from harness.gpu.compile import CompiledCase
 from harness.gpu.device import PEAKS, Peak, UnknownTarget, target_for_capability
-from harness.gpu.timing import Throughput, Timing, measure_interleaved, throughput
+from harness.gpu.timing import Pair, PairedTiming, Throughput, Timing, measure_pairs, throughput
 from harness.static.snapshot import FORMAT_VERSION, SnapshotStore, cuda_header
 from kernels._gemm import gemm_work
 
@@ -171,24 +171,45 @@ def test_a_compile_error_is_the_variants_failure(tmp_path):
 # -- timing rounds -----------------------------------------------------------------------------
 
 
-def test_rounds_interleave_candidates_and_take_the_median():
+def test_every_variant_is_timed_next_to_its_reference_in_a_seeded_random_order():
     calls: list[str] = []
-    times = {"a": iter([3.0, 1.0, 2.0]), "b": iter([5.0, 5.0, 5.5])}
 
     def bench(fn):
         name = fn()
         calls.append(name)
-        return next(times[name])
+        return {"a": 2.0, "b": 4.0, "ref": 1.0}[name]
 
-    timings = measure_interleaved({"a": lambda: "a", "b": lambda: "b"}, rounds=3, bench=bench)
-    assert calls == ["a", "b", "a", "b", "a", "b"]
-    assert timings["a"].median_ms == 2.0 and timings["a"].spread == pytest.approx(1.0)
-    assert timings["b"] == Timing((5.0, 5.0, 5.5)) and timings["b"].spread == pytest.approx(0.1)
+    pairs = [Pair("a", lambda: "a", "ref", lambda: "ref"), Pair("b", lambda: "b", "ref", lambda: "ref")]
+    timings = measure_pairs(pairs, rounds=6, bench=bench, seed=7)
+    assert len(calls) == 2 * 2 * 6
+    measured_pairs = [sorted(calls[i : i + 2]) for i in range(0, len(calls), 2)]
+    assert all(pair in (["a", "ref"], ["b", "ref"]) for pair in measured_pairs), "a variant and its reference adjoin"
+    firsts = [calls[i] for i in range(0, len(calls), 4)]
+    assert len(set(firsts)) > 1, "the order changes between rounds"
+    assert "ref" in calls[::2] and {"a", "b"} & set(calls[::2]), "either side of a pair may go first"
+    assert timings["a"].ratio == 0.5 and timings["b"].ratio == 0.25 and timings["a"].ratio_spread == 0
+    again: list[str] = []
+    measure_pairs(pairs, rounds=6, bench=lambda fn: again.append(fn()) or 1.0, seed=7)
+    assert again == calls, "the same seed gives the same order"
+
+
+def test_the_ratio_is_the_median_of_the_rounds_ratios():
+    paired = PairedTiming(Timing((2.0, 4.0, 2.0)), Timing((1.0, 1.0, 1.2)))
+    assert paired.ratios == (0.5, 0.25, 0.6)
+    assert paired.ratio == 0.5 and paired.ratio_spread == pytest.approx(0.7)
 
 
 def test_one_round_cannot_measure_noise():
     with pytest.raises(ValueError, match="at least 2 rounds"):
-        measure_interleaved({"a": lambda: None}, rounds=1, bench=lambda fn: 1.0)
+        measure_pairs([Pair("a", lambda: None, "r", lambda: None)], rounds=1, bench=lambda fn: 1.0)
+
+
+def test_every_measured_pair_records_the_gpu_state():
+    states = iter(range(100))
+    timed = measure_pairs(
+        [Pair("a", lambda: None, "r", lambda: None)], rounds=3, bench=lambda fn: 1.0, sample=lambda: {"n": next(states)}
+    )
+    assert timed["a"].states == ({"n": 0}, {"n": 1}, {"n": 2})
 
 
 # -- throughput against the device's peaks -----------------------------------------------------

@@ -10,7 +10,7 @@ import gpu_fakes as fake
 import pytest
 
 from harness.family import Sweep, Variant, Work
-from harness.gpu.baseline import baseline_key, baseline_path, compare, render_baseline
+from harness.gpu.baseline import FAIL_SLOWER, WARN_SLOWER, baseline_key, baseline_path, compare, render_baseline
 from harness.gpu.check import compare_with_baseline
 from harness.gpu.report import (
     MARKDOWN_HEADER,
@@ -191,8 +191,9 @@ def test_each_family_with_a_sweep_has_its_own_section_and_plot_link():
 def test_baseline_verdicts_reach_variants_and_summary(tmp_path):
     run = full_run()
     recorded = {v.key: v.ratio for v in run.variants if v.ratio is not None}
-    recorded[V0.key] = recorded[V0.key] * 2  # this run is 50 % worse than the baseline for v0
-    recorded["gemm_num_stages/ns2_128x128x32"] *= 1.15  # and 13 % worse here
+    recorded[V0.key] = recorded[V0.key] * 2  # this run takes twice the baseline's time per reference ms for v0
+    between = (WARN_SLOWER + FAIL_SLOWER) / 2
+    recorded["gemm_num_stages/ns2_128x128x32"] *= 1 + between  # and a warning's worth here
     key = baseline_key(run.device.name, run.device.versions)
     baseline_path(run.device.name, tmp_path).write_text(
         render_baseline(key, recorded, {k: "M=8192 N=8192 K=8192" for k in recorded}, run.timer)
@@ -205,8 +206,8 @@ def test_baseline_verdicts_reach_variants_and_summary(tmp_path):
     v0, ns2 = run.variants[0], run.variants[3]
     assert v0.status == FAIL and ns2.status == PASS and not run.passed
     summary = render_markdown(run)
-    assert "| fail (-50%) |" in summary and "| warn (-13%) |" in summary
-    assert "### Timing warnings" in summary and "gemm_num_stages/ns2_128x128x32: 13% worse" in summary
+    assert "| fail (+100.0% time) |" in summary and f"| warn (+{between:.1%} time) |" in summary
+    assert "### Timing warnings" in summary and f"gemm_num_stages/ns2_128x128x32: {between:.1%} slower" in summary
 
 
 def test_other_key_in_baseline_is_reported_not_compared(tmp_path):

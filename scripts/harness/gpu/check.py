@@ -28,6 +28,7 @@ from harness.gpu.baseline import (
 )
 from harness.gpu.compile import CompiledCase, compile_cases, read_driver_resources
 from harness.gpu.device import Device, NoCudaDevice, UnknownTarget, require_cuda
+from harness.gpu.gpu_state import GpuState, summarize
 from harness.gpu.numerics import FamilyCallError, NumericsCase, check_numerics, fresh_seeds, prepare, validate_seeds
 from harness.gpu.results import GpuRun, VariantResult, problem_name
 from harness.gpu.sweep import SweepCurve, SweepPoint
@@ -36,9 +37,12 @@ from harness.gpu.timing import (
     REPEAT_MS,
     WARMUP_MS,
     Bench,
-    measure_interleaved,
+    Pair,
+    PairedTiming,
+    Timing,
+    make_bench,
+    measure_pairs,
     throughput,
-    triton_bench,
 )
 from harness.static.cases import Case
 from harness.static.normalize import normalize_cuda
@@ -60,6 +64,8 @@ def check_cases(
     golden: Path = Path("golden"),
     warmup_ms: float = WARMUP_MS,
     repeat_ms: float = REPEAT_MS,
+    timer: str = "events",
+    timing_seed: int | None = None,
     bench: Bench | None = None,
     log: Log = print,
 ) -> GpuRun:
@@ -87,52 +93,54 @@ def check_cases(
         result.numerics = checked[result.key]
 
     timed = [r for r in runnable if r.numerics is not None and r.numerics.passed]
-    bench = bench or triton_bench(warmup_ms, repeat_ms)
-    kernel_runs, reference_runs = {}, {}
+    bench = bench or make_bench(timer, warmup_ms, repeat_ms)
+    timing_seed = fresh_seeds(1)[0] if timing_seed is None else timing_seed
+    state = GpuState(torch.cuda.current_device())
+    others = state.other_processes()
+    if others:
+        log(f"warning: other processes use this GPU while it is timed (pids {others}); timings may be off")
+    pairs: dict[str, Pair] = {}
     for result in timed:
         try:
-            kernel_runs[result.key], reference_runs[result.reference] = _timed_runs(result, seeds[0])
+            pairs[result.key] = timed_pair(result, seeds[0])
         except FamilyCallError as error:
             result.problems.append(str(error))
-    timed = [r for r in timed if r.key in kernel_runs]
+    timed = [r for r in timed if r.key in pairs]
 
-    def measure(subset: Sequence[VariantResult]) -> tuple[dict[str, Any], dict[str, Any]]:
-        needed = list(dict.fromkeys(r.reference for r in subset))
-        candidates = {f"reference {name}": reference_runs[name] for name in needed}
-        candidates.update({r.key: kernel_runs[r.key] for r in subset})
-        timings = measure_interleaved(candidates, rounds, bench)
-        return {name: timings[f"reference {name}"] for name in needed}, {r.key: timings[r.key] for r in subset}
-
-    log(f"timing: {len(timed)} kernels and their references, {rounds} interleaved rounds")
-    reference_timings, variant_timings = measure(timed) if timed else ({}, {})
-    reference_throughput = {}
+    log(f"timing: {len(timed)} kernels next to their references, {rounds} rounds in random order (seed {timing_seed})")
+    measured = measure_pairs([pairs[r.key] for r in timed], rounds, bench, timing_seed, state.sample)
+    reference_rounds: dict[str, list[float]] = {}
     for result in timed:
-        case = result.compiled.case
-        work = case.family.work(case.params)
-        result.timing = variant_timings[result.key]
-        result.ratio = reference_timings[result.reference].median_ms / result.timing.median_ms
-        result.throughput = throughput(work, result.timing.median_ms, device.peak)
-        reference_throughput[result.reference] = throughput(
-            work, reference_timings[result.reference].median_ms, device.peak
-        )
+        attach_timing(result, measured[result.key], device)
+        reference_rounds.setdefault(result.reference, []).extend(measured[result.key].reference.rounds_ms)
+    reference_timings = {name: Timing(tuple(values)) for name, values in reference_rounds.items()}
+    reference_throughput = {
+        r.reference: throughput(r.compiled.case.family.work(r.compiled.case.params),
+                                reference_timings[r.reference].median_ms, device.peak)
+        for r in timed
+    }  # fmt: skip
 
     def remeasure(keys: Sequence[str]) -> dict[str, float]:
-        subset = [r for r in timed if r.key in keys]
-        log(f"re-measuring {[r.key for r in subset]} to confirm a suspected regression")
-        again_references, again = measure(subset)
-        return {r.key: again_references[r.reference].median_ms / again[r.key].median_ms for r in subset}
+        log(f"re-measuring {list(keys)} to confirm a suspected regression")
+        again = measure_pairs([pairs[k] for k in keys], rounds, bench, timing_seed + 1, state.sample)
+        return {k: again[k].ratio for k in keys}
 
     return GpuRun(
         device=device,
         seeds=seeds,
         timer={
-            "tool": "triton.testing.do_bench",
-            "statistic": "median",
+            "tool": "triton.testing.do_bench" if timer == "events" else "triton.testing.do_bench_cudagraph",
+            "statistic": "median of per-round ratios to the reference",
             "warmup_ms": warmup_ms,
             "repeat_ms": repeat_ms,
             "rounds": rounds,
-            "interleaved": True,
+            "paired": True,
+            "order_seed": timing_seed,
         },
+        gpu_state=summarize([s for r in timed for s in measured[r.key].states]),
+        gpu_state_note=state.note,
+        other_processes=others,
+        pairs=pairs,
         variants=results,
         references=reference_timings,
         reference_throughput=reference_throughput,
@@ -148,8 +156,21 @@ def _numerics_case(result: VariantResult) -> NumericsCase:
     return NumericsCase(result.key, case.family, case.params, result.compiled.kernel, result.compiled.arguments)
 
 
-def _timed_runs(result: VariantResult, seed: int) -> tuple[Callable[[], Any], Callable[[], Any]]:
+def attach_timing(result: VariantResult, paired: PairedTiming, device: Device) -> None:
+    case = result.compiled.case
+    result.timing = paired.variant
+    result.paired = paired
+    result.ratio = paired.ratio
+    result.throughput = throughput(case.family.work(case.params), paired.variant.median_ms, device.peak)
+
+
+def timed_pair(result: VariantResult, seed: int, key: str | None = None) -> Pair:
     """The kernel and its PyTorch op on one seed's inputs, ready to be timed."""
+    kernel, reference = _timed_runs(result, seed)
+    return Pair(key or result.key, kernel, result.reference, reference)
+
+
+def _timed_runs(result: VariantResult, seed: int) -> tuple[Callable[[], Any], Callable[[], Any]]:
     case, compiled = result.compiled.case, result.compiled
     family, params = case.family, case.params
     prepared = prepare(family, params, compiled.arguments, seed, "cuda", reference=False)

@@ -50,6 +50,9 @@ def report_data(run: GpuRun) -> dict[str, Any]:
         "failures": {v.key: v.hard_problems() for v in run.failures},
         "does_not_fit": {v.key: v.fit_note() for v in run.not_fitting},
         "warnings": run.warnings(),
+        "gpu_state": run.gpu_state,
+        "gpu_state_note": run.gpu_state_note,
+        "other_processes": run.other_processes,
         "fastest": None if fastest is None else {"variant": fastest.key, "ratio_to_reference": fastest.ratio},
         "references": {
             name: {**timing.as_dict(), "throughput": _as_dict(run.reference_throughput.get(name))}
@@ -84,14 +87,18 @@ def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
         f"## GPU check {'passed' if run.passed else 'FAILED'} on {d.name} ({d.target})",
         "",
         f"CUDA {d.versions['cuda']}, torch {d.versions['torch']}, TileLang {d.versions['tilelang']}; "
-        f"seeds {', '.join(map(str, run.seeds))}; {run.timer['tool']} median, {run.timer['rounds']} interleaved "
-        f"rounds; wall time {run.wall_seconds:.0f} s (compilation {run.compile_seconds:.0f} s).",
+        f"seeds {', '.join(map(str, run.seeds))}; {run.timer['tool']}, each variant next to its reference, "
+        f"{run.timer['rounds']} rounds in random order (seed {run.timer.get('order_seed')}), ratio = median of the "
+        f"rounds' ratios; wall time {run.wall_seconds:.0f} s (compilation {run.compile_seconds:.0f} s).",
         "",
         f"- {counts[PASS]} passed, {counts[FAIL]} failed, {counts[DOES_NOT_FIT]} do not fit on this GPU",
     ]
     lines += [f"- **{v.key} {v.fit_note()}**: not run, not counted as a pass" for v in run.not_fitting]
     if run.comparison is not None:
         lines.append(f"- timing baseline: {run.comparison.message}")
+    lines.append(f"- {gpu_state_line(run)}")
+    if run.other_processes:
+        lines.append(f"- **other processes used this GPU while it was timed** (pids {run.other_processes})")
     fastest = run.fastest()
     if fastest is not None:
         lines.append(f"- fastest: {fastest.key}, {fastest.ratio:.2f}x the speed of its reference ({fastest.reference})")
@@ -119,6 +126,23 @@ def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def gpu_state_line(run: GpuRun) -> str:
+    state = run.gpu_state
+    if state is None:
+        return run.gpu_state_note or "no GPU state recorded"
+    low, high = state["sm_clock_mhz"]
+    caps = ", ".join(state["caps"])
+    capped = (
+        f"a power or thermal cap was active in {state['capped_fraction']:.0%} of the samples ({caps})"
+        if state["caps"]
+        else "no power or thermal cap was active"
+    )
+    return (
+        f"GPU while timed: SM clock {low}-{high} MHz, up to {state['max_power_w']:.0f} W of "
+        f"{state['power_limit_w']:.0f} W; {capped} ({state['samples']} samples, one after every measured pair)"
+    )
+
+
 def _rates(value: Throughput | None) -> list[str]:
     if value is None:
         return ["—", "—", "—"]
@@ -128,7 +152,7 @@ def _rates(value: Throughput | None) -> list[str]:
 
 def _variant_table(run: GpuRun) -> str:
     rows = [
-        "| variant | status | ms | spread | TFLOP/s | GB/s | of peak | vs reference | baseline "
+        "| variant | status | ms | ratio spread | TFLOP/s | GB/s | of peak | vs reference | baseline "
         "| dynamic shared memory (B) | registers |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -138,7 +162,7 @@ def _variant_table(run: GpuRun) -> str:
             v.key,
             v.status,
             _num(timing and timing.median_ms, ".3f"),
-            _pct(timing and timing.spread),
+            _pct(v.paired and v.paired.ratio_spread),
             *_rates(v.throughput),
             _num(v.ratio, ".2f"),
             _baseline_cell(v),
@@ -176,8 +200,7 @@ def _baseline_cell(v: VariantResult) -> str:
         return ""
     if verdict.level == "new":
         return "new"
-    change = -verdict.worse_by
-    return f"{verdict.level} ({change:+.0%})"
+    return f"{verdict.level} ({verdict.slower_by:+.1%} time)"
 
 
 def _num(value: float | int | None, spec: str) -> str:

@@ -19,7 +19,7 @@ from harness.gpu.compile import CompiledCase
 from harness.gpu.device import Device
 from harness.gpu.numerics import NumericsResult
 from harness.gpu.sweep import SweepCurve
-from harness.gpu.timing import Throughput, Timing
+from harness.gpu.timing import Pair, PairedTiming, Throughput, Timing
 from harness.static.cases import Case
 
 PASS, FAIL, DOES_NOT_FIT = "pass", "fail", "does not fit"
@@ -51,6 +51,7 @@ class VariantResult:
     timing: Timing | None = None
     ratio: float | None = None  # reference ms / variant ms: higher is faster, 1.0 = as fast as the PyTorch op
     throughput: Throughput | None = None
+    paired: PairedTiming | None = None  # the timing's rounds, with the reference's beside them
     verdict: Verdict | None = None
 
     @property
@@ -121,7 +122,7 @@ class VariantResult:
             "fits": self.fits,
             "needs_shared_memory_bytes": self.needs_bytes,
             "numerics": None if self.numerics is None else self.numerics.as_dict(),
-            "timing": None if self.timing is None else self.timing.as_dict(),
+            "timing": None if self.paired is None else self.paired.as_dict(),
             "ratio_to_reference": self.ratio,
             "throughput": None if self.throughput is None else vars(self.throughput),
             "baseline": None
@@ -129,7 +130,7 @@ class VariantResult:
             else {
                 "level": self.verdict.level,
                 "baseline_ratio": self.verdict.baseline_ratio,
-                "worse_by": self.verdict.worse_by,
+                "slower_by": self.verdict.slower_by,
                 "remeasured_ratio": self.verdict.remeasured_ratio,
                 "message": self.verdict.message,
             },
@@ -147,6 +148,10 @@ class GpuRun:
     sweeps: list[SweepCurve]
     compile_seconds: float
     wall_seconds: float = 0.0
+    gpu_state: dict[str, Any] | None = None  # harness.gpu.gpu_state.summarize over the timing
+    gpu_state_note: str | None = None
+    other_processes: list[int] = field(default_factory=list)
+    pairs: dict[str, Pair] = field(default_factory=dict, repr=False)  # what was timed, to time it again
     comparison: Comparison | None = None
     recorded_baseline: str | None = None
     remeasure: Remeasure | None = field(default=None, repr=False)  # for the baseline's confirmation

@@ -1,0 +1,64 @@
+"""How sharp the GPU timing gate is, measured: the session's timing method repeated on the GPU at hand.
+
+    python3 scripts/bench_timing.py [--repetitions 5] [--rounds 7] [--timer events|cudagraph]
+
+Compiles every registered variant once, plus twins that do about 5 % more work (one dimension
+scaled, see TWINS), then runs the session's timing (`measure_pairs`) `--repetitions` times back
+to back and prints a table per criterion of the timing issue:
+1. identical kernels: variants whose snapshotted CUDA is byte-identical, max/min - 1 of their
+   ratios within each repetition;
+2. repeatability: each variant's ratio, max/min - 1 over the repetitions;
+3. detection: each twin's slowdown per unit of its original's reference, and the gate's verdict
+   comparing it with the original's entry in golden/timing/<gpu>.yaml; and the verdicts of every
+   unchanged variant (none may warn or fail).
+Needs a CUDA GPU and a baseline recorded with the same method (`nox -s gpu -- --record-baseline`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "scripts")]
+
+# (family/variant, dimension, new value): about 5 % more work at the same tiles.
+TWINS = (
+    ("gemm_relu_schedules/v0_baseline", "K", 8608),  # 8192 -> 8608: +5.1 % (a whole number of 32-wide K tiles)
+    ("linear_bf16/swizzle", "N", 15104),  # 14336 -> 15104: +5.4 % (whole 256-wide N tiles)
+    ("rms_norm/threads256", "rows", 34408),  # 32768 -> 34408: +5.0 % (whole 4-row blocks)
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repetitions", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--timer", choices=("events", "cudagraph"), default="events")
+    parser.add_argument("--repeat-ms", type=float, default=100)
+    parser.add_argument("--timing-dir", type=Path, default=REPO / "golden" / "timing")
+    options = parser.parse_args(argv)
+
+    from harness.gpu.device import NoCudaDevice, require_cuda
+
+    try:
+        require_cuda()
+    except NoCudaDevice as error:
+        print(f"bench_timing: {error}", file=sys.stderr)
+        return 2
+    from harness.gpu.timing_bench import run_benchmark
+
+    started = time.perf_counter()
+    lines, passed = run_benchmark(
+        TWINS, options.repetitions, options.rounds, options.timer, options.repeat_ms, options.timing_dir,
+        REPO / "golden",
+    )  # fmt: skip
+    print("\n".join(lines))
+    print(f"\nbenchmark wall time {time.perf_counter() - started:.0f} s")
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""The timing benchmark's statistics and the GPU-state summary, on fakes (CI has no GPU)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.gpu.baseline import FAIL_SLOWER, WARN_SLOWER, Baseline, compare
+from harness.gpu.gpu_state import summarize
+from harness.gpu.timing_bench import Repetition, criteria, identical_groups, spread
+
+KEY = {"gpu": "NVIDIA H200", "cuda": "13.0", "torch": "2.11", "tilelang": "0.1.15"}
+
+
+def repetition(ratios: dict[str, float], baseline: dict[str, float]) -> Repetition:
+    base = Baseline(KEY, baseline)
+    twins = {k: k.removesuffix("_twin") for k in ratios if k.endswith("_twin")}
+    unchanged = compare(base, "b.yaml", KEY, {k: v for k, v in ratios.items() if k not in twins}, lambda ks: {})
+    twin_verdicts = {
+        t: compare(base, "b.yaml", KEY, {o: ratios[t]}, lambda ks, t=t: {ks[0]: ratios[t]}) for t, o in twins.items()
+    }
+    return Repetition(ratios, unchanged, twin_verdicts, None)
+
+
+def test_spread_and_identical_groups():
+    assert spread([1.0, 1.02, 0.99]) == pytest.approx(1.02 / 0.99 - 1)
+    cuda = {"f/a": "x", "f/b": "x", "f/c": "y", "f/d": None}
+    assert identical_groups(list(cuda), cuda.get) == [["f/a", "f/b"]]
+
+
+def test_criteria_hold_for_a_quiet_gpu_and_a_detected_twin():
+    baseline = {"f/a": 0.5, "f/b": 0.5, "f/v": 0.8}
+    twin = 0.8 / (1 + FAIL_SLOWER * 1.5)  # slower than the fail threshold
+    reps = [repetition({"f/a": 0.5, "f/b": 0.5 * 1.005, "f/v": 0.8, "f/v_twin": twin}, baseline) for _ in range(5)]
+    results = criteria(reps, [["f/a", "f/b"]], {"f/v_twin": "f/v"})
+    assert all(holds for _, holds, _ in results), results
+
+
+def test_each_criterion_can_fail():
+    baseline = {"f/a": 0.5, "f/b": 0.5, "f/v": 0.8}
+    noisy = [
+        repetition({"f/a": 0.5, "f/b": 0.5 * 1.02, "f/v": 0.8 / (1 + WARN_SLOWER * 1.2), "f/v_twin": 0.78}, baseline),
+        repetition({"f/a": 0.5, "f/b": 0.5, "f/v": 0.8, "f/v_twin": 0.79}, baseline),
+    ]
+    verdicts = {name.split(".")[0]: holds for name, holds, _ in criteria(noisy, [["f/a", "f/b"]], {"f/v_twin": "f/v"})}
+    assert verdicts == {"1": False, "2": False, "3a": False, "3b": False, "3c": False}
+
+
+def test_gpu_state_summary_counts_capped_samples():
+    samples = [
+        {"sm_clock_mhz": 1980, "power_w": 500.0, "power_limit_w": 700.0, "throttle": []},
+        {"sm_clock_mhz": 1410, "power_w": 702.0, "power_limit_w": 700.0, "throttle": ["software power cap"]},
+        {},
+    ]
+    assert summarize(samples) == {
+        "samples": 2,
+        "sm_clock_mhz": [1410, 1980],
+        "capped_fraction": 0.5,
+        "caps": ["software power cap"],
+        "max_power_w": 702.0,
+        "power_limit_w": 700.0,
+    }
+    assert summarize([{}]) is None

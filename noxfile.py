@@ -68,5 +68,6 @@ def lint(session: nox.Session) -> None:
     if not workflows:
         session.error("no workflow under .github/workflows/: nothing to lint")
     session.run("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *workflows)
+    session.run("check-jsonschema", "--builtin-schema", "vendor.dependabot", ".github/dependabot.yml")
     # Medium severity and above fail; --strict-collection makes an unparsable workflow fail too.
     session.run("zizmor", "--offline", "--strict-collection", "--min-severity", "medium", *workflows)

@@ -25,8 +25,11 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.envi
     parser.add_argument("junit", type=Path, help="JUnit XML written by `nox -s static -- --junitxml=FILE`")
     parser.add_argument("--title", default="Golden snapshots", help="heading of the summary")
     parser.add_argument("--artifact", default=None, help="name of the artifact that holds build/golden-pending/")
+    parser.add_argument(
+        "--no-produced-files", action="store_true", help="the checks produce no snapshot (the orphan check)"
+    )
     args = parser.parse_args(argv)
-    return publish(args.junit, args.title, args.artifact, environ, out)
+    return publish(args.junit, args.title, args.artifact, environ, out, produced=not args.no_produced_files)
 
 
 if __name__ == "__main__":

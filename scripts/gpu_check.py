@@ -1,7 +1,7 @@
 """Numeric and timing checks of every registered variant on the CUDA GPU at hand (`nox -s gpu`).
 
-Exit status: 0 the gate passed, 1 it failed, 2 nothing could be checked (no CUDA device, a
-refused baseline recording, bad options). See docs/gpu.md.
+Exit status: 0 the gate passed, 1 it failed, 2 nothing could be checked (no CUDA device, no
+nvcc, a refused baseline recording, bad options). See docs/gpu.md.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]  # the repository root: `kernels`
 
-from harness.gpu.device import NoCudaDevice, require_cuda  # noqa: E402
+from harness.gpu.device import NoCudaCompiler, NoCudaDevice, require_cuda, require_nvcc  # noqa: E402
 from harness.gpu.numerics import MIN_SEEDS  # noqa: E402
 from harness.gpu.timing import DEFAULT_ROUNDS, REPEAT_MS, TIMERS, WARMUP_MS  # noqa: E402
 
@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
     try:
         require_cuda()  # before TileLang's slow import: without a GPU, stop at once
-    except NoCudaDevice as error:
+        require_nvcc()  # and without a compiler, before compiling anything
+    except (NoCudaDevice, NoCudaCompiler) as error:
         print(f"gpu check stopped, nothing was checked: {error}", file=sys.stderr)
         return 2
 

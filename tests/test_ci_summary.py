@@ -100,7 +100,10 @@ def test_escaping_follows_the_workflow_command_rules():
     assert escape_property("a: b, c%") == "a%3A b%2C c%25"
     check = parse_failure("test_case[f/v/sm_80]", "golden/f/v/sm_80.yaml: not valid YAML (line 2, column 1)\n  50%")
     (line,) = error_annotations(ci_summary.StaticReport(1, 0, (check,)))
-    assert line == "::error file=golden/f/v/sm_80.yaml,title=f/v/sm_80%3A not valid YAML (line 2%2C column 1)::50%25"
+    assert (
+        line
+        == "::error file=golden/f/v/sm_80.yaml,line=1,title=f/v/sm_80%3A not valid YAML (line 2%2C column 1)::50%25"
+    )
 
 
 def test_annotations_stop_at_githubs_limit_and_count_the_rest():
@@ -132,7 +135,8 @@ def test_main_appends_summary_and_prints_error_annotations(tmp_path):
         main([str(junit), "--artifact", "golden-pending-shard-2"], {"GITHUB_STEP_SUMMARY": str(step_summary)}, out) == 0
     )
     assert (
-        out.getvalue() == "::error file=golden/f/v/sm_80.cu,title=f/v/sm_80%3A missing::golden/f/v/sm_80.cu: missing\n"
+        out.getvalue()
+        == "::error file=golden/f/v/sm_80.cu,line=1,title=f/v/sm_80%3A missing::golden/f/v/sm_80.cu: missing\n"
     )
     text = step_summary.read_text()
     assert text.startswith("earlier step\n## Golden snapshots: 1 of 2 checks failed")
@@ -160,3 +164,14 @@ def test_missing_broken_or_empty_report_fails(tmp_path, content, problem):
     out = io.StringIO()
     assert main([str(junit)], {}, out) == 1
     assert out.getvalue().startswith("::error title=Golden snapshots::") and problem in out.getvalue()
+
+
+def test_a_summary_without_produced_files_does_not_promise_them():
+    check = parse_failure(
+        "test_no_orphans", "golden/f/gone/sm_80.cu\nto delete them: an unfiltered `nox -s regen-golden`"
+    )
+    report = ci_summary.StaticReport(1, 0, (check,))
+    assert "What this run produced" in render_job_summary(report, "Golden snapshots")
+    orphans = render_job_summary(report, "Orphan snapshots", produced=False)
+    assert "produced" not in orphans.split("|")[0].replace("produce no snapshot", "")
+    assert "they produce no snapshot" in orphans

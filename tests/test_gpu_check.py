@@ -253,3 +253,30 @@ def test_a_device_knows_its_peak_by_name():
     assert fake.device("NVIDIA H200").as_dict()["peak"] == {"tflops": 989, "gbps": 4800}
     unknown = fake.device("Some Future GPU")
     assert unknown.peak is None and unknown.as_dict()["peak"] is None
+
+
+# -- the CUDA compiler ---------------------------------------------------------------------------
+
+
+def test_nvcc_is_found_where_tilelang_looks(tmp_path):
+    from harness.gpu.device import find_nvcc
+
+    toolkit = tmp_path / "cuda"
+    (toolkit / "bin").mkdir(parents=True)
+    (toolkit / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    (toolkit / "bin" / "nvcc").chmod(0o755)
+    assert find_nvcc({"CUDA_HOME": str(toolkit)}) == str(toolkit / "bin" / "nvcc")
+    assert find_nvcc({"CUDA_PATH": str(toolkit)}) == str(toolkit / "bin" / "nvcc")
+    assert find_nvcc({"CUDA_HOME": str(tmp_path / "empty")}) is None, "a CUDA_HOME without nvcc is not rescued"
+    assert find_nvcc({"PATH": str(toolkit / "bin")}) == str(toolkit / "bin" / "nvcc")
+
+
+def test_without_nvcc_the_entry_stops_before_compiling_with_status_2(monkeypatch, capsys, tmp_path):
+    import gpu_check as entry
+
+    monkeypatch.setattr(entry, "require_cuda", fake.device)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-toolkit"))
+    assert entry.main([]) == 2
+    err = capsys.readouterr().err
+    assert "gpu check stopped, nothing was checked: no CUDA compiler: looked for $CUDA_HOME/bin/nvcc" in err
+    assert "install a CUDA toolkit matching the driver and point CUDA_HOME at it" in err

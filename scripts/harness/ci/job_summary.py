@@ -146,7 +146,8 @@ def error_annotations(report: StaticReport, limit: int = MAX_ERROR_ANNOTATIONS) 
         for problem in check.problems:
             title = escape_property(f"{check.label}: {problem.headline}")
             body = escape_data("\n".join([*problem.details, *accept]) or check.short_message)
-            errors.append(f"::error file={escape_property(problem.path)},title={title}::{body}")
+            # GitHub shows an annotation in "Files changed" only with a line; the file's first is the honest one.
+            errors.append(f"::error file={escape_property(problem.path)},line=1,title={title}::{body}")
         if not check.problems:
             errors.append(f"::error title={escape_property(check.label)}::{escape_data(check.short_message)}")
     if len(errors) > limit:
@@ -167,8 +168,11 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def render_job_summary(report: StaticReport, title: str, artifact: str | None = None) -> str:
-    """Markdown for $GITHUB_STEP_SUMMARY: an overview table, then each failure's full report."""
+def render_job_summary(report: StaticReport, title: str, artifact: str | None = None, produced: bool = True) -> str:
+    """Markdown for $GITHUB_STEP_SUMMARY: an overview table, then each failure's full report.
+
+    `produced=False` for a job whose checks produce no snapshot files (the orphan check): its
+    summary then points at the committed files only."""
     passed = report.checks - len(report.failed) - report.skipped
     head = f"## {title}: {len(report.failed)} of {report.checks} checks failed"
     if not report.failed:
@@ -180,6 +184,9 @@ def render_job_summary(report: StaticReport, title: str, artifact: str | None = 
         f"What this run produced is in {where} (`build/golden-pending/`, laid out like `golden/`). "
         "Compare it with the committed snapshots; if every change is intended, run the command under each "
         "failure locally and commit the result."
+        if produced
+        else "These checks compare the committed files with the registered variants; they produce no snapshot. "
+        "Run the command under each failure locally and commit the result."
     )
     parts += ["", "| check | snapshot | change |", "| --- | --- | --- |"]
     for check in report.failed:
@@ -205,7 +212,12 @@ def render_job_summary(report: StaticReport, title: str, artifact: str | None = 
 
 
 def publish(
-    junit: Path, title: str, artifact: str | None, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout
+    junit: Path,
+    title: str,
+    artifact: str | None,
+    environ: Mapping[str, str] = os.environ,
+    out: TextIO = sys.stdout,
+    produced: bool = True,
 ) -> int:
     """Print the annotations, append the summary to $GITHUB_STEP_SUMMARY (stdout when unset); 1 without a report."""
     try:
@@ -215,7 +227,7 @@ def publish(
         return 1
     for line in error_annotations(report):
         print(line, file=out)
-    summary = render_job_summary(report, title, artifact)
+    summary = render_job_summary(report, title, artifact, produced)
     summary_path = environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:
         with open(summary_path, "a", encoding="utf-8") as step_summary:

@@ -7,8 +7,11 @@ same code runs on any CUDA GPU whose compute capability has a target in `kernels
 from __future__ import annotations
 
 import os
+import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 from kernels import TARGETS
@@ -33,6 +36,37 @@ PEAKS: dict[str, Peak] = {
 
 class NoCudaDevice(RuntimeError):
     """No CUDA device is usable here; the GPU checks cannot run (and must not pass)."""
+
+
+class NoCudaCompiler(RuntimeError):
+    """No nvcc where TileLang looks for it: every kernel compilation would fail."""
+
+
+def find_nvcc(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The nvcc TileLang would use, searched in TileLang's order: $CUDA_HOME or $CUDA_PATH, then
+    `nvcc` on PATH, then /usr/local/cuda. PyPI's CUDA torch brings no nvcc."""
+    home = environ.get("CUDA_HOME") or environ.get("CUDA_PATH")
+    if home:
+        candidate = Path(home) / "bin" / "nvcc"
+        return str(candidate) if candidate.is_file() else None
+    on_path = shutil.which("nvcc", path=environ.get("PATH"))
+    if on_path:
+        return on_path
+    default = Path("/usr/local/cuda/bin/nvcc")
+    return str(default) if default.is_file() else None
+
+
+def require_nvcc(environ: Mapping[str, str] = os.environ) -> str:
+    nvcc = find_nvcc(environ)
+    if nvcc is None:
+        where = environ.get("CUDA_HOME") or environ.get("CUDA_PATH")
+        looked = f"$CUDA_HOME/bin/nvcc ({where}/bin/nvcc)" if where else "nvcc on PATH, /usr/local/cuda/bin/nvcc"
+        raise NoCudaCompiler(
+            f"no CUDA compiler: looked for {looked}. TileLang compiles every kernel with nvcc and PyPI's CUDA "
+            "torch does not bring one: install a CUDA toolkit matching the driver and point CUDA_HOME at it "
+            "(docs/ci.md, 'Registering a runner')"
+        )
+    return nvcc
 
 
 class UnknownTarget(RuntimeError):

@@ -61,7 +61,8 @@ def test_real_static_failure_becomes_annotations_and_summary(golden_session, tmp
     assert set(by_path) == {f"golden/{SMALL_CASE}.cu", f"golden/{SMALL_CASE}.yaml"}
     assert by_path[f"golden/{SMALL_CASE}.yaml"].headline == "1 field(s) changed"
     assert by_path[f"golden/{SMALL_CASE}.yaml"].details == ("dynamic_shared_memory_bytes: 1234 -> 8192",)
-    assert by_path[f"golden/{SMALL_CASE}.cu"].headline == "text differs"
+    headline = by_path[f"golden/{SMALL_CASE}.cu"].headline
+    assert headline == "CUDA changed (first with local names canonicalized, then as is)"
     assert any(line.startswith("-") and "__syncwarp();" in line for line in by_path[f"golden/{SMALL_CASE}.cu"].details)
     assert [problem.path for problem in orphans.problems] == ["golden/gemm_num_stages/retired/sm_80.yaml"]
     assert orphans.problems[0].headline.startswith("snapshots that no registered variant produces")
@@ -175,3 +176,14 @@ def test_a_summary_without_produced_files_does_not_promise_them():
     orphans = render_job_summary(report, "Orphan snapshots", produced=False)
     assert "produced" not in orphans.split("|")[0].replace("produce no snapshot", "")
     assert "they produce no snapshot" in orphans
+
+
+def test_the_summary_counts_snapshot_files_per_class():
+    renamed = parse_failure("test_case[f/a/sm_80]", "golden/f/a/sm_80.cu: identifiers renamed only (1: i_1 -> i)")
+    changed = parse_failure(
+        "test_case[f/b/sm_80]",
+        "golden/f/b/sm_80.yaml: 1 field(s) changed\n  sync.tma_loads: 2 -> 1\n"
+        "golden/f/b/sm_80.cu: CUDA changed (first with local names canonicalized, then as is)\n  @@ -1 +1 @@",
+    )
+    summary = render_job_summary(ci_summary.StaticReport(2, 0, (renamed, changed)), "Golden snapshots")
+    assert "Snapshot files by class: 1 CUDA changed, 1 facts changed, 1 identifiers renamed only." in summary

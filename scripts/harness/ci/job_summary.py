@@ -168,6 +168,30 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+# What a snapshot problem's headline says, as the class the job summary counts.
+CLASSES = (
+    ("identifiers renamed only", "identifiers renamed only"),
+    ("CUDA changed", "CUDA changed"),
+    ("text differs", "CUDA changed"),
+    ("field(s) changed", "facts changed"),
+    ("missing", "missing"),
+)
+
+
+def problem_class(headline: str) -> str:
+    return next((name for marker, name in CLASSES if marker in headline), "other")
+
+
+def class_counts(report: StaticReport) -> dict[str, int]:
+    """Snapshot files per class across the failed checks, most frequent first."""
+    counts: dict[str, int] = {}
+    for check in report.failed:
+        for problem in check.problems:
+            name = problem_class(problem.headline)
+            counts[name] = counts.get(name, 0) + 1
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
 def render_job_summary(report: StaticReport, title: str, artifact: str | None = None, produced: bool = True) -> str:
     """Markdown for $GITHUB_STEP_SUMMARY: an overview table, then each failure's full report.
 
@@ -188,6 +212,9 @@ def render_job_summary(report: StaticReport, title: str, artifact: str | None = 
         else "These checks compare the committed files with the registered variants; they produce no snapshot. "
         "Run the command under each failure locally and commit the result."
     )
+    counts = class_counts(report)
+    if counts:
+        parts += ["", "Snapshot files by class: " + ", ".join(f"{n} {name}" for name, n in counts.items()) + "."]
     parts += ["", "| check | snapshot | change |", "| --- | --- | --- |"]
     for check in report.failed:
         for problem in check.problems or (SnapshotProblem("", "see below", ()),):

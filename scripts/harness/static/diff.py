@@ -5,7 +5,8 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from harness.static.snapshot import CorruptSnapshot, parse_facts
+from harness.static.renaming import classify
+from harness.static.snapshot import CorruptSnapshot, parse_facts, strip_cuda_header
 
 MAX_DIFF_LINES = 120
 
@@ -37,11 +38,16 @@ def _short(value: Any) -> str:
 
 def text_diff(old: str, new: str, path: str, context: int = 3) -> list[str]:
     """Unified diff (limited context, capped length) of golden against produced text."""
-    lines = list(
-        difflib.unified_diff(
-            old.splitlines(), new.splitlines(), f"golden/{path}", f"produced/{path}", n=context, lineterm=""
+    return _capped(
+        list(
+            difflib.unified_diff(
+                old.splitlines(), new.splitlines(), f"golden/{path}", f"produced/{path}", n=context, lineterm=""
+            )
         )
     )
+
+
+def _capped(lines: list[str]) -> list[str]:
     if len(lines) > MAX_DIFF_LINES:
         hidden = len(lines) - MAX_DIFF_LINES
         lines = lines[:MAX_DIFF_LINES] + [f"... {hidden} more diff lines; the full file is in the pending folder"]
@@ -64,4 +70,13 @@ def describe_mismatch(path: str, golden: str | None, produced: str) -> list[str]
         changes = field_changes(old, yaml.safe_load(produced))
         if changes:
             return [f"golden/{path}: {len(changes)} field(s) changed"] + [f"  {line}" for line in changes]
-    return [f"golden/{path}: text differs"] + [f"  {line}" for line in text_diff(golden, produced, path)]
+    raw = [f"  {line}" for line in text_diff(golden, produced, path)]
+    if path.endswith(".cu"):
+        found = classify(strip_cuda_header(golden), strip_cuda_header(produced), path)
+        if found.renamed_only:
+            renaming = ", ".join(f"{old} -> {new}" for old, new in found.renaming.items())
+            return [f"golden/{path}: identifiers renamed only ({len(found.renaming)}: {renaming})"] + raw
+        if found.canonical_diff:
+            canonical = [f"  {line}" for line in _capped(found.canonical_diff)]
+            return [f"golden/{path}: CUDA changed (first with local names canonicalized, then as is)", *canonical, *raw]
+    return [f"golden/{path}: text differs"] + raw

@@ -1,0 +1,80 @@
+"""Renaming-aware comparison of CUDA texts, on pairs that two TileLang versions really emitted."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from harness.static.diff import describe_mismatch
+from harness.static.renaming import all_tokens, classify
+
+DATA = Path(__file__).parent / "data" / "renaming"
+
+
+def pair(name: str) -> tuple[str, str]:
+    return (DATA / f"{name}.tilelang-0.1.13.cu").read_text(), (DATA / f"{name}.tilelang-0.1.15.cu").read_text()
+
+
+def changed_lines(diff: list[str]) -> list[str]:
+    return [line for line in diff if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+
+
+@pytest.mark.parametrize("name", ["ns2_128x128x32_sm_90", "ns0_64x64x32_sm_80"])
+def test_tokens_keep_every_character(name):
+    for text in pair(name):
+        assert "".join(token.text for token in all_tokens(text)) == text
+
+
+def test_a_real_upgrade_diff_keeps_the_real_change_and_drops_the_renaming():
+    """0.1.13 -> 0.1.15 on sm_90: the B tile's two TMA loads became a loop, and loop variables were
+    renumbered all through the kernel (i -> i_1, i_1 -> i_2, ...)."""
+    old, new = pair("ns2_128x128x32_sm_90")
+    found = classify(old, new)
+    assert not found.renamed_only
+    changed = changed_lines(found.canonical_diff)
+    removed = [line for line in changed if line.startswith("-")]
+    added = [line[1:].strip() for line in changed if line.startswith("+")]
+    assert len(removed) == 2 and all("tma_load(B_desc" in line for line in removed), changed
+    assert added[0] == "#pragma unroll" and added[1].startswith("for (int i = 0; i < 2; ++i)"), changed
+    assert "tma_load(B_desc" in added[2] and added[3] == "}" and len(added) == 4, changed
+    raw_changes = sum(1 for a, b in zip(old.splitlines(), new.splitlines(), strict=False) if a != b)
+    assert raw_changes > 10, "the raw texts differ on many more lines: the renaming"
+
+
+def test_a_look_alike_that_differs_in_one_index_expression_is_a_cuda_change():
+    old, new = pair("ns0_64x64x32_sm_80")
+    found = classify(old, new)
+    assert not found.renamed_only
+    (removed, added) = changed_lines(found.canonical_diff)
+    assert removed.startswith("-") and added.startswith("+")
+    assert "ptx_ldmatrix_x4_trans" in removed and "ptx_ldmatrix_x4_trans" in added
+
+
+def test_the_same_kernel_with_only_the_renaming_is_identifiers_renamed_only():
+    """The 0.1.13 text with its one real change (the TMA loop) taken over from 0.1.15: what is
+    left between the two is the real renaming, which must be recognized as such."""
+    old, new = pair("ns2_128x128x32_sm_90")
+    old_lines, new_lines = old.splitlines(), new.splitlines()
+    start = next(i for i, line in enumerate(old_lines) if "tma_load(B_desc" in line)
+    loop = next(i for i, line in enumerate(new_lines) if "tma_load(B_desc" in line) - 2
+    spliced = "\n".join(old_lines[:start] + new_lines[loop : loop + 4] + old_lines[start + 2 :]) + "\n"
+    found = classify(spliced, new)
+    assert found.renamed_only, "\n".join(found.canonical_diff)
+    assert found.renaming["i"] == "i_1" and len(found.renaming) >= 3
+
+
+def test_swapping_two_locals_is_not_a_renaming():
+    old = "__global__ void k(float* A) {\n  int x = 1;\n  int y = 2;\n  A[x] = y;\n}\n"
+    new = "__global__ void k(float* A) {\n  int x = 1;\n  int y = 2;\n  A[y] = x;\n}\n"
+    assert not classify(old, new).renamed_only
+
+
+def test_a_failing_cu_says_which_class_it_is():
+    old, new = pair("ns0_64x64x32_sm_80")
+    lines = describe_mismatch("f/v/sm_80.cu", old, new)
+    assert lines[0] == "golden/f/v/sm_80.cu: CUDA changed (first with local names canonicalized, then as is)"
+    renamed = re.sub(r"\bC_l\b", "accumulator", new)
+    lines = describe_mismatch("f/v/sm_80.cu", new, renamed)
+    assert lines[0] == "golden/f/v/sm_80.cu: identifiers renamed only (1: C_l -> accumulator)"

@@ -32,6 +32,20 @@ def regen_golden(session: nox.Session) -> None:
     session.run("pytest", *GOLDEN, "--regen", "-n", "auto", "--dist", "loadgroup", *session.posargs)
 
 
+@nox.session(name="upgrade-preview")
+def upgrade_preview(session: nox.Session) -> None:
+    """What TileLang VERSION would change: `nox -s upgrade-preview -- VERSION` (a report, never writes golden/)."""
+    if len(session.posargs) != 1:
+        session.error("name the TileLang version to preview: nox -s upgrade-preview -- 0.1.14")
+    version = session.posargs[0]
+    install(session)
+    try:  # only TileLang (and what it strictly requires) replaced
+        session.install(f"tilelang=={version}")
+    except nox.command.CommandFailed:
+        session.error(f"TileLang {version} could not be installed here (no such version, or no wheel for this Python)")
+    session.run("python", "scripts/upgrade_preview.py", "--output", f"build/upgrade-preview/{version}")
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """The harness's own tests."""

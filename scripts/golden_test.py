@@ -13,7 +13,7 @@ import pytest
 
 import harness.family
 from harness.family import CaseFacts, Family
-from harness.static.cases import Case, all_cases, family_cases
+from harness.static.cases import Case, all_cases, check_groups, family_cases
 from harness.static.golden import check_files, regen_files
 from harness.static.lowering import LoweringError
 from harness.static.plugin import is_filtered, record_findings, record_outcomes
@@ -71,19 +71,10 @@ def test_family_loads(broken) -> None:
     pytest.fail(f"{broken.error}\nits cases were not run and nothing under golden/ was written for it", pytrace=False)
 
 
-def _check_groups() -> dict[str, tuple[Family, list[Case]]]:
-    groups: dict[str, tuple[Family, list[Case]]] = {}
-    for family in harness.family.registry().families:
-        if family.checks is not None:
-            for case in family_cases(family):
-                groups.setdefault(case.group, (family, []))[1].append(case)
-    return groups
-
-
-@pytest.mark.parametrize("group", _grouped(_check_groups(), lambda group: group))
+@pytest.mark.parametrize("group", _grouped(check_groups(), lambda group: group))
 def test_family_checks(request, group: str) -> None:
     """The family's own checks on fresh facts (the seeds' claims); only recorded deviations may fail."""
-    family, cases = _check_groups()[group]
+    family, cases = check_groups()[group]
     try:
         seen = [CaseFacts(c.variant, c.target, c.params, produce(c).facts, produce(c).cuda) for c in cases]
     except LoweringError as error:

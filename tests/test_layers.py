@@ -10,8 +10,8 @@ from pathlib import Path
 from conftest import REPO
 
 HARNESS = REPO / "scripts" / "harness"
-# Modules that walk TVM IR, and the one that lowers and extracts: only ever used to lower.
-READS_IR = {"harness.static.facts", "harness.static.produce"}
+# Modules that walk TVM IR, and those that lower and extract: only ever used to lower.
+READS_IR = {"harness.static.facts", "harness.static.produce", "harness.static.upgrade_preview"}
 # Which layers each layer may import from (besides itself and the standard library).
 ALLOWED = {
     "harness": set(),

@@ -66,3 +66,13 @@ def in_shard(position: int, shard: tuple[int, int]) -> bool:
 
 def select_shard(items: Sequence, shard: tuple[int, int]) -> list:
     return [item for position, item in enumerate(items) if in_shard(position, shard)]
+
+
+def check_groups() -> dict[str, tuple[Family, list[Case]]]:
+    """group -> (family, its cases), for every family that declares checks: what each check run sees."""
+    groups: dict[str, tuple[Family, list[Case]]] = {}
+    for family in harness.family.registry().families:
+        if family.checks is not None:
+            for case in family_cases(family):
+                groups.setdefault(case.group, (family, []))[1].append(case)
+    return groups

@@ -31,6 +31,14 @@ def field_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return lines
 
 
+def changed_fields(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Fact fields that differ, list indices dropped (`sync.cp_async_wait`, not `...wait.0`), sorted;
+    the case's own name and parameters left out (they differ between any two variants)."""
+    paths = [line.split(":")[0] for line in field_changes(old, new)]
+    fields = {".".join(p for p in path.split(".") if not p.isdigit()) for path in paths}
+    return sorted(f for f in fields if not f.startswith(("case.", "params.")))
+
+
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 100 else text[:97] + "..."

@@ -38,8 +38,10 @@ def tilelang_unavailable() -> str | None:
     except Exception as error:  # ImportError when absent; a broken install raises others
         detail = str(error) if isinstance(error, ImportError) else f"{type(error).__name__}: {error}"
         return f"cannot import TileLang ({detail})"
-    from tilelang.tools.compile_only import cuda_codegen_available
-
+    try:
+        from tilelang.tools.compile_only import cuda_codegen_available
+    except ImportError:  # older TileLang (0.1.13) has no such check; its wheels all carry the CUDA codegen
+        return None
     if not cuda_codegen_available():
         return (
             f"TileLang {tilelang.__version__} lacks the CUDA codegen FFI "

@@ -17,7 +17,7 @@ from typing import Any
 from harness.build import build_kernel
 from harness.family import Family, Variant
 from harness.static.cases import Case
-from harness.static.diff import field_changes
+from harness.static.diff import changed_fields
 from kernels import TARGETS
 
 SUMMARY_NAME = "SUMMARY.md"
@@ -128,13 +128,6 @@ def declared_change(family: Family, base: Variant, variant: Variant) -> str:
     return "; ".join(params) or "nothing"
 
 
-def _changed_fields(baseline: dict[str, Any], variant: dict[str, Any]) -> list[str]:
-    """Fact fields that differ, list indices dropped (`sync.cp_async_wait`, not `...wait.0`), sorted."""
-    paths = [line.split(":")[0] for line in field_changes(baseline, variant)]
-    fields = {".".join(p for p in path.split(".") if not p.isdigit()) for path in paths}
-    return sorted(f for f in fields if not f.startswith(("case.", "params.")))
-
-
 def variant_effects(
     family: Family,
     produced: Callable[[Case], tuple[str, dict[str, Any]]],
@@ -156,7 +149,7 @@ def variant_effects(
                 same_dataflow=dataflow(build_kernel(family, variant).prim_func)
                 == dataflow(build_kernel(family, base).prim_func),
                 cuda_lines_changed={t: changed_cuda_lines(theirs[t][0], mine[t][0]) for t in targets},
-                facts_changed={t: _changed_fields(theirs[t][1], mine[t][1]) for t in targets},
+                facts_changed={t: changed_fields(theirs[t][1], mine[t][1]) for t in targets},
             )
         )
     return effects

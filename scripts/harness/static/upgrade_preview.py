@@ -1,0 +1,161 @@
+"""What another TileLang would change: every case lowered with it, compared with golden/, never written there.
+
+Run inside an environment where only TileLang differs from the pins (`nox -s upgrade-preview --
+<version>`). Each case is classified (identical, identifiers renamed only, CUDA changed, facts
+changed and which fields, failed to lower), the family checks run on the new facts, and the
+produced snapshots go to `<output>/golden/`, so `diff -ru golden <output>/golden` shows them all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.family import CaseFacts
+from harness.static.cases import Case, check_groups
+from harness.static.diff import changed_fields
+from harness.static.lowering import LoweringError
+from harness.static.produce import case_files, produce
+from harness.static.renaming import classify
+from harness.static.snapshot import CorruptSnapshot, SnapshotStore, parse_facts, strip_cuda_header
+
+IDENTICAL, RENAMED, CHANGED, FACTS, FAILED, NEW = (
+    "identical",
+    "identifiers renamed only",
+    "CUDA changed",
+    "facts changed",
+    "failed to lower",
+    "no snapshot yet",
+)
+HEADER = "<!-- Written by `nox -s upgrade-preview -- {version}` from the pinned snapshots; never edit by hand. -->"
+
+
+@dataclass
+class CaseRow:
+    case: str
+    family: str
+    target: str
+    status: str  # one of the classes above; facts changed wins over the CUDA's class
+    cuda: str = ""  # the .cu's own class
+    fields: list[str] = field(default_factory=list)  # changed fact fields
+    renamed: int = 0  # identifiers renamed
+    error: str = ""
+
+
+@dataclass
+class Preview:
+    version: str
+    pinned: str
+    rows: list[CaseRow]
+    checks: list[str]  # family checks whose outcome differs from what the family records
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """family/target -> status -> cases."""
+        table: dict[str, Counter[str]] = {}
+        for row in self.rows:
+            table.setdefault(f"{row.family}/{row.target}", Counter())[row.status] += 1
+        return {key: dict(value) for key, value in table.items()}
+
+    def field_frequency(self) -> dict[str, int]:
+        return dict(Counter(f for row in self.rows for f in row.fields).most_common())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "written_by": f"nox -s upgrade-preview -- {self.version}",
+            "tilelang": self.version,
+            "pinned_tilelang": self.pinned,
+            "totals": dict(Counter(row.status for row in self.rows)),
+            "counts": self.counts(),
+            "fields": self.field_frequency(),
+            "family_checks_changed": self.checks,
+            "cases": [asdict(row) for row in self.rows],
+        }
+
+
+def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore) -> CaseRow:
+    family, target = case.family.name, case.target
+    try:
+        files = case_files(case)
+    except LoweringError as error:
+        return CaseRow(case.id, family, target, FAILED, error=str(error).splitlines()[0])
+    for path, text in files.items():
+        pending.write(path, text)
+    old_cuda, old_facts = golden.read(f"{case.id}.cu"), golden.read(f"{case.id}.yaml")
+    if old_cuda is None or old_facts is None:
+        return CaseRow(case.id, family, target, NEW)
+    new_cuda = strip_cuda_header(files[f"{case.id}.cu"])
+    if strip_cuda_header(old_cuda) == new_cuda:
+        cuda, renamed = IDENTICAL, 0
+    else:
+        found = classify(strip_cuda_header(old_cuda), new_cuda)
+        cuda, renamed = (RENAMED, len(found.renaming)) if found.renamed_only else (CHANGED, 0)
+    try:
+        fields = changed_fields(parse_facts(old_facts, case.id), yaml.safe_load(files[f"{case.id}.yaml"]))
+    except CorruptSnapshot as error:
+        return CaseRow(case.id, family, target, FAILED, cuda, error=str(error))
+    return CaseRow(case.id, family, target, FACTS if fields else cuda, cuda, fields, renamed)
+
+
+def changed_checks() -> list[str]:
+    """Every family claim whose outcome on the new facts differs from what its family records."""
+    changed = []
+    for group, (family, cases) in check_groups().items():
+        try:
+            seen = [CaseFacts(c.variant, c.target, c.params, produce(c).facts, produce(c).cuda) for c in cases]
+        except LoweringError:
+            changed.append(f"{group}: not run, a case did not lower")
+            continue
+        for claim in family.checks(seen):
+            if claim.holds != claim.expected:
+                recorded = "holds" if claim.expected else f"is false ({claim.why})"
+                now = "holds" if claim.holds else "fails"
+                changed.append(f"{group}: {claim.name}: recorded {recorded}, now {now} ({claim.observed})")
+    return changed
+
+
+def run_preview(
+    cases: Sequence[Case], version: str, pinned: str, golden: Path, output: Path, log: Callable[[str], None] = print
+) -> Preview:
+    pending = SnapshotStore(output / "golden")
+    rows = []
+    for case in cases:
+        rows.append(classify_case(case, SnapshotStore(golden), pending))
+        log(f"{rows[-1].case}: {rows[-1].status}")
+    preview = Preview(version, pinned, rows, changed_checks())
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "report.json").write_text(json.dumps(preview.as_dict(), indent=2) + "\n", encoding="utf-8")
+    (output / "report.md").write_text(render_markdown(preview), encoding="utf-8")
+    return preview
+
+
+def render_markdown(preview: Preview) -> str:
+    totals = Counter(row.status for row in preview.rows)
+    lines = [
+        HEADER.format(version=preview.version),
+        f"# TileLang {preview.version} against the snapshots of {preview.pinned}",
+        "",
+        f"{len(preview.rows)} cases: " + ", ".join(f"{n} {status}" for status, n in totals.most_common()) + ".",
+        "",
+        "| family / target | " + " | ".join(STATUSES) + " |",
+        "|---" * (len(STATUSES) + 1) + "|",
+    ]
+    for key, counts in preview.counts().items():
+        lines.append(f"| {key} | " + " | ".join(str(counts.get(status, 0)) for status in STATUSES) + " |")
+    lines += ["", "## Fact fields that changed", ""]
+    lines += [f"- `{name}` in {n} case(s)" for name, n in preview.field_frequency().items()] or ["- none"]
+    lines += ["", "## Family checks whose outcome changed", ""]
+    lines += [f"- {line}" for line in preview.checks] or ["- none"]
+    lines += ["", "## Cases", "", "| case | status | CUDA | fields | note |", "|---|---|---|---|---|"]
+    for row in preview.rows:
+        note = row.error or (f"{row.renamed} identifiers renamed" if row.renamed else "")
+        lines.append(f"| {row.case} | {row.status} | {row.cuda} | {', '.join(row.fields)} | {note} |")
+    return "\n".join(lines) + "\n"
+
+
+STATUSES = (IDENTICAL, RENAMED, CHANGED, FACTS, FAILED, NEW)

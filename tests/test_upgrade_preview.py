@@ -1,0 +1,110 @@
+"""The upgrade preview's classification and report, on a real case against altered snapshots."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+import pytest
+from conftest import REPO, SMALL_CASE
+
+import harness.static.upgrade_preview as preview_module
+from harness.static.cases import all_cases
+from harness.static.lowering import LoweringError
+from harness.static.snapshot import SnapshotStore
+from harness.static.upgrade_preview import (
+    CHANGED,
+    FACTS,
+    FAILED,
+    IDENTICAL,
+    NEW,
+    RENAMED,
+    Preview,
+    classify_case,
+    render_markdown,
+)
+
+CASE = next(c for c in all_cases() if c.id == SMALL_CASE)
+
+
+@pytest.fixture
+def golden(tmp_path):
+    """A golden/ holding the pinned snapshots of one case, to alter."""
+    root = tmp_path / "golden"
+    for suffix in (".cu", ".yaml"):
+        target = root / f"{SMALL_CASE}{suffix}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / "golden" / f"{SMALL_CASE}{suffix}", target)
+    return root
+
+
+def row_for(golden, tmp_path):
+    return classify_case(CASE, SnapshotStore(golden), SnapshotStore(tmp_path / "out" / "golden"))
+
+
+def test_an_unchanged_case_is_identical_and_its_files_are_written_beside_golden(golden, tmp_path):
+    row = row_for(golden, tmp_path)
+    assert (row.status, row.cuda, row.fields) == (IDENTICAL, IDENTICAL, [])
+    assert (tmp_path / "out" / "golden" / f"{SMALL_CASE}.cu").read_text() == (golden / f"{SMALL_CASE}.cu").read_text()
+
+
+def test_a_renamed_local_is_identifiers_renamed_only(golden, tmp_path):
+    cuda = golden / f"{SMALL_CASE}.cu"
+    cuda.write_text(re.sub(r"\bC_l\b", "accumulator", cuda.read_text()))
+    row = row_for(golden, tmp_path)
+    assert (row.status, row.renamed) == (RENAMED, 1)
+
+
+def test_a_changed_statement_is_a_cuda_change_and_a_changed_fact_names_its_field(golden, tmp_path):
+    cuda = golden / f"{SMALL_CASE}.cu"
+    cuda.write_text(cuda.read_text().replace("__syncthreads();", "__syncwarp();", 1))
+    assert row_for(golden, tmp_path).status == CHANGED
+    facts = golden / f"{SMALL_CASE}.yaml"
+    facts.write_text(facts.read_text().replace("dynamic_shared_memory_bytes: 8192", "dynamic_shared_memory_bytes: 1"))
+    row = row_for(golden, tmp_path)
+    assert (row.status, row.cuda, row.fields) == (FACTS, CHANGED, ["dynamic_shared_memory_bytes"])
+
+
+def test_a_case_without_snapshot_is_new_and_one_that_fails_names_its_error(golden, tmp_path, monkeypatch):
+    (golden / f"{SMALL_CASE}.cu").unlink()
+    assert row_for(golden, tmp_path).status == NEW
+
+    def failing(case, fresh=False):
+        raise LoweringError(f"{case.id}: TileLang could not lower this variant (boom)")
+
+    monkeypatch.setattr(preview_module, "case_files", failing)
+    row = row_for(golden, tmp_path)
+    assert row.status == FAILED and "boom" in row.error
+
+
+def test_the_report_counts_per_family_and_target_and_lists_fields_and_checks(golden, tmp_path):
+    facts = golden / f"{SMALL_CASE}.yaml"
+    facts.write_text(facts.read_text().replace("dynamic_shared_memory_bytes: 8192", "dynamic_shared_memory_bytes: 1"))
+    preview = Preview("9.9.9", "0.1.15", [row_for(golden, tmp_path)], ["g: 2. something: recorded holds, now fails"])
+    text = render_markdown(preview)
+    assert text.startswith("<!-- Written by `nox -s upgrade-preview -- 9.9.9`")
+    assert "| gemm_num_stages/sm_90 | 0 | 0 | 0 | 1 | 0 | 0 |" in text
+    assert "- `dynamic_shared_memory_bytes` in 1 case(s)" in text
+    assert "- g: 2. something: recorded holds, now fails" in text
+    data = json.loads(json.dumps(preview.as_dict()))
+    assert data["totals"] == {FACTS: 1} and data["fields"] == {"dynamic_shared_memory_bytes": 1}
+
+
+def test_a_family_check_whose_outcome_changed_is_listed(monkeypatch):
+    import dataclasses
+
+    import harness.family
+    import harness.static.cases
+    import kernels.gemm_num_stages as family_module
+    from harness.family import Claim
+
+    family = dataclasses.replace(family_module.FAMILY, variants=[CASE.variant])
+    monkeypatch.setattr(harness.family, "registry", lambda: harness.family.Registry((family,), ()))
+    monkeypatch.setattr(harness.static.cases, "TARGETS", {"sm_90": {"kind": "cuda", "arch": "sm_90"}})
+    assert preview_module.changed_checks() == [], "the pinned TileLang gives what the family records"
+    forged = [Claim(family_module.CRITERIA[2], False, "N=0: [0, 0, 1]")]
+    monkeypatch.setattr(family_module, "num_stages_criteria", lambda facts: forged)
+    (line,) = preview_module.changed_checks()
+    expected = "3. N = 0: no pipeline annotation: recorded holds, now fails (N=0: [0, 0, 1])"
+    assert line == f"gemm_num_stages/64x64x32/sm_90: {expected}"

@@ -56,3 +56,16 @@ def test_a_family_file_that_does_not_import_fails_with_its_message(tmp_path, wor
     result = session(tmp_path, workers, "-p", "more_kernels", "-k", "tiny_typo", PYTHONPATH=pythonpath)
     assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout + result.stderr
     assert "kernels/tiny_typo.py: importing it raised NameError: name 'Famly' is not defined" in result.stdout
+
+
+def test_the_items_of_one_group_run_on_one_worker(tmp_path):
+    """So each case is lowered once per run: the checks and summaries reuse their group's lowerings."""
+    import re
+
+    result = session(tmp_path, "2", "-v", "--regen", "-k", "rms_norm or linear_bf16")
+    assert result.returncode == 0, result.stdout + result.stderr
+    workers: dict[str, set[str]] = {}
+    for worker, group in re.findall(r"^\[(gw\d)\].*PASSED \S+@(\S+)", result.stdout, re.MULTILINE):
+        workers.setdefault(group, set()).add(worker)
+    assert set(workers) == {"rms_norm", "linear_bf16"}, result.stdout
+    assert all(len(ran_on) == 1 for ran_on in workers.values()), workers

@@ -55,7 +55,7 @@ class FailedCheck:
     @property
     def label(self) -> str:
         """The case id inside the brackets when there is one, else the item name."""
-        match = re.fullmatch(r"[\w]+\[(.*)\]", self.name)
+        match = re.fullmatch(r"[\w]+\[(.*)\](?:@.*)?", self.name)  # xdist's loadgroup appends @<group>
         return match.group(1) if match else self.name
 
 

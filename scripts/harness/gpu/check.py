@@ -164,13 +164,8 @@ def attach_timing(result: VariantResult, paired: PairedTiming, device: Device) -
     result.throughput = throughput(case.family.work(case.params), paired.variant.median_ms, device.peak)
 
 
-def timed_pair(result: VariantResult, seed: int, key: str | None = None) -> Pair:
+def timed_pair(result: VariantResult, seed: int) -> Pair:
     """The kernel and its PyTorch op on one seed's inputs, ready to be timed."""
-    kernel, reference = _timed_runs(result, seed)
-    return Pair(key or result.key, kernel, result.reference, reference)
-
-
-def _timed_runs(result: VariantResult, seed: int) -> tuple[Callable[[], Any], Callable[[], Any]]:
     case, compiled = result.compiled.case, result.compiled
     family, params = case.family, case.params
     prepared = prepare(family, params, compiled.arguments, seed, "cuda", reference=False)
@@ -182,7 +177,7 @@ def _timed_runs(result: VariantResult, seed: int) -> tuple[Callable[[], Any], Ca
         reference()  # once before timing: a failing op is this case's failure, not the run's
     except Exception as error:
         raise FamilyCallError(f"{family.file}: speed_reference raised {type(error).__name__}: {error}") from error
-    return (lambda: compiled.kernel(*prepared.arguments)), reference
+    return Pair(result.key, lambda: compiled.kernel(*prepared.arguments), result.reference, reference)
 
 
 def _with_snapshot(compiled: CompiledCase, device: Device, store: SnapshotStore) -> VariantResult:

@@ -15,7 +15,7 @@ from typing import Any
 import tilelang
 import tilelang.language as T
 
-from harness.family import Family, Params, Tolerance, Variant, Work
+from harness.family import Family, Params, Tolerance, Twin, Variant, Work
 from kernels._gemm import float32_matmul
 
 
@@ -111,4 +111,5 @@ FAMILY = Family(
     speed_reference=torch_linear,
     speed_reference_label="torch.nn.functional.linear(X, W)",
     work=linear_work,
+    twin=Twin("swizzle", "N", 15104),  # 14336 -> 15104: +5.4 % work, whole 256-wide N tiles
 )

@@ -2,9 +2,10 @@
 
     python3 scripts/bench_timing.py [--repetitions 5] [--rounds 7] [--timer events|cudagraph]
 
-Compiles every registered variant once, plus twins that do about 5 % more work (one dimension
-scaled, see TWINS), then runs the session's timing (`measure_pairs`) `--repetitions` times back
-to back and prints a table per criterion of the timing issue:
+Compiles every registered variant once, plus the twin each family may declare (`Family.twin`:
+one variant with one dimension raised so that it does about 5 % more work), then runs the
+session's timing (`measure_pairs`) `--repetitions` times back to back and prints a table per
+criterion of the timing issue:
 1. identical kernels: variants whose snapshotted CUDA is byte-identical, max/min - 1 of their
    ratios within each repetition;
 2. repeatability: each variant's ratio, max/min - 1 over the repetitions;
@@ -23,13 +24,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "scripts")]
-
-# (family/variant, dimension, new value): about 5 % more work at the same tiles.
-TWINS = (
-    ("gemm_relu_schedules/v0_baseline", "K", 8608),  # 8192 -> 8608: +5.1 % (a whole number of 32-wide K tiles)
-    ("linear_bf16/swizzle", "N", 15104),  # 14336 -> 15104: +5.4 % (whole 256-wide N tiles)
-    ("rms_norm/threads256", "rows", 34408),  # 32768 -> 34408: +5.0 % (whole 4-row blocks)
-)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,9 +46,8 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     lines, passed = run_benchmark(
-        TWINS, options.repetitions, options.rounds, options.timer, options.repeat_ms, options.timing_dir,
-        REPO / "golden",
-    )  # fmt: skip
+        options.repetitions, options.rounds, options.timer, options.repeat_ms, options.timing_dir, REPO / "golden"
+    )
     print("\n".join(lines))
     print(f"\nbenchmark wall time {time.perf_counter() - started:.0f} s")
     return 0 if passed else 1

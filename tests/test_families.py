@@ -199,3 +199,19 @@ def test_the_readme_example_is_a_working_family(kernels_dir, golden_session):
         "params: {rows: 8192, cols: 4096, block_rows: 8, threads: 256}"
         in (golden_session.golden / "scale_fp16/threads256/sm_80.yaml").read_text()
     )
+
+
+def test_a_twin_must_name_a_variant_and_a_dimension_of_its_family():
+    from harness.family import Twin
+    from kernels.gemm_num_stages import FAMILY
+
+    declared = {f.name: (f.twin.variant, f.twin.dimension) for f in harness.family.registry().families if f.twin}
+    assert declared == {
+        "gemm_relu_schedules": ("v0_baseline", "K"),
+        "linear_bf16": ("swizzle", "N"),
+        "rms_norm": ("threads256", "rows"),
+    }
+    with pytest.raises(FamilyError, match="the twin names variant 'nope'"):
+        harness.family.Family(**{**vars(FAMILY), "twin": Twin("nope", "K", 8608)})
+    with pytest.raises(FamilyError, match="and dimension 'rows'"):
+        harness.family.Family(**{**vars(FAMILY), "twin": Twin(FAMILY.variants[0].name, "rows", 8608)})

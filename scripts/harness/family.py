@@ -91,6 +91,16 @@ class Sweep:
 
 
 @dataclass(frozen=True)
+class Twin:
+    """A variant again, one dimension changed so that it does about 5 % more work in whole tiles:
+    what the timing benchmark (scripts/bench_timing.py) must measure as slower."""
+
+    variant: str
+    dimension: str
+    value: int
+
+
+@dataclass(frozen=True)
 class Family:
     """Everything about one kernel family; see README, "Adding a kernel family"."""
 
@@ -113,6 +123,7 @@ class Family:
     # checked together. Default: the whole family.
     group: Callable[[Params, str], str] | None = None
     sweep: Sweep | None = None
+    twin: Twin | None = None
     file: str = field(default="", compare=False)  # kernels/<name>.py, set by discovery
 
     def __post_init__(self) -> None:
@@ -148,6 +159,11 @@ class Family:
                     f"{where}: the sweep's axis {self.sweep.axis!r} is not a parameter of variants {lacking}; "
                     "give every variant that parameter or sweep another one"
                 )
+        if self.twin is not None and (self.twin.variant not in names or self.twin.dimension not in self.shape):
+            raise FamilyError(
+                f"{where}: the twin names variant {self.twin.variant!r} and dimension {self.twin.dimension!r}; "
+                f"it needs one of the variants {names} and one of the dimensions {sorted(self.shape)}"
+            )
         if len(set(self.outputs)) != len(self.outputs) or not self.outputs:
             raise FamilyError(f"{where}: outputs must list each written argument's position once, got {self.outputs}")
 

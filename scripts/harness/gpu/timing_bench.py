@@ -83,7 +83,6 @@ def criteria(
 
 
 def run_benchmark(
-    twin_specs: Sequence[tuple[str, str, int]],
     repetitions: int,
     rounds: int,
     timer: str,
@@ -92,7 +91,8 @@ def run_benchmark(
     golden: Path,
     log: Callable[[str], None] = print,
 ) -> tuple[list[str], bool]:
-    """The benchmark on the current GPU: table lines and whether every criterion holds."""
+    """The benchmark on the current GPU, with every family's declared twin: table lines and whether
+    every criterion holds."""
     from harness.family import registry
     from harness.gpu.baseline import baseline_key, baseline_path, read_baseline
     from harness.gpu.check import check_cases, device_cases, timed_pair
@@ -118,7 +118,8 @@ def run_benchmark(
     twins: dict[str, str] = {}
     lines = [f"{device.name}, {timer} timer, {rounds} rounds per repetition, {repetitions} repetitions", ""]
     lines += ["| twin | of | dimension | work |", "|---|---|---|---|"]
-    for original, dimension, value in twin_specs:
+    declared = [(f"{f.name}/{f.twin.variant}", f.twin.dimension, f.twin.value) for f in registry().families if f.twin]
+    for original, dimension, value in declared:
         result = by_key[original]
         case = result.compiled.case
         variant = dataclasses.replace(

@@ -12,12 +12,12 @@ from collections.abc import Callable
 import pytest
 
 import harness.family
-from harness.family import CaseFacts, Family
+from harness.family import Family
 from harness.static.cases import Case, all_cases, check_groups, family_cases
 from harness.static.golden import check_files, regen_files
 from harness.static.lowering import LoweringError
 from harness.static.plugin import is_filtered, record_findings, record_outcomes
-from harness.static.produce import case_files, produce
+from harness.static.produce import case_facts, case_files, produce
 from harness.static.snapshot import (
     FORMAT_VERSION,
     MANIFEST,
@@ -76,7 +76,7 @@ def test_family_checks(request, group: str) -> None:
     """The family's own checks on fresh facts (the seeds' claims); only recorded deviations may fail."""
     family, cases = check_groups()[group]
     try:
-        seen = [CaseFacts(c.variant, c.target, c.params, produce(c).facts, produce(c).cuda) for c in cases]
+        seen = [case_facts(c) for c in cases]
     except LoweringError as error:
         pytest.fail(f"{group}: cannot run the family checks, a case did not lower: {error}", pytrace=False)
     claims = family.checks(seen)
@@ -106,7 +106,7 @@ def _summary_group(family: Family) -> str:
 def test_variant_effects(request, family: Family, golden_store, pending_store, regen) -> None:
     """Which annotations change the CUDA on each target; committed as golden/<family>/SUMMARY.md."""
     try:
-        effects = variant_effects(family, lambda case: (produce(case).cuda, produce(case).facts))
+        effects = variant_effects(family, produce)
     except LoweringError as error:
         pytest.fail(f"{family.name}: cannot compare its variants, a case did not lower: {error}", pytrace=False)
     record_findings(

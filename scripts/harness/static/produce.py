@@ -6,6 +6,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from harness.family import CaseFacts
 from harness.static.cases import Case
 from harness.static.facts import extract_facts
 from harness.static.lowering import lower
@@ -33,6 +34,12 @@ def _produce(case: Case) -> Produced:
 def _produce_cached(case: Case) -> Produced:
     lowering = lower(case)
     return Produced(normalize_cuda(lowering.cuda), extract_facts(lowering))
+
+
+def case_facts(case: Case) -> CaseFacts:
+    """What a family check sees of a case, from its (cached) lowering."""
+    produced = produce(case)
+    return CaseFacts(case.variant, case.target, case.params, produced.facts, produced.cuda)
 
 
 def case_files(case: Case, *, fresh: bool = False) -> dict[str, str]:

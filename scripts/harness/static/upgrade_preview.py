@@ -17,11 +17,10 @@ from typing import Any
 
 import yaml
 
-from harness.family import CaseFacts
 from harness.static.cases import Case, check_groups
 from harness.static.diff import changed_fields
 from harness.static.lowering import LoweringError
-from harness.static.produce import case_files, produce
+from harness.static.produce import case_facts, case_files
 from harness.static.renaming import classify
 from harness.static.snapshot import CorruptSnapshot, SnapshotStore, parse_facts, strip_cuda_header
 
@@ -107,7 +106,7 @@ def changed_checks() -> list[str]:
     changed = []
     for group, (family, cases) in check_groups().items():
         try:
-            seen = [CaseFacts(c.variant, c.target, c.params, produce(c).facts, produce(c).cuda) for c in cases]
+            seen = [case_facts(c) for c in cases]
         except LoweringError:
             changed.append(f"{group}: not run, a case did not lower")
             continue

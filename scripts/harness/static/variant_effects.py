@@ -130,10 +130,11 @@ def declared_change(family: Family, base: Variant, variant: Variant) -> str:
 
 def variant_effects(
     family: Family,
-    produced: Callable[[Case], tuple[str, dict[str, Any]]],
+    produced: Callable[[Case], Any],
     targets: tuple[str, ...] = tuple(TARGETS),
 ) -> list[VariantEffect]:
-    """Every declared pair, compared on each target; `produced(case)` gives (normalized CUDA, facts)."""
+    """Every declared pair, compared on each target; `produced(case)` has the case's normalized `cuda`
+    and `facts` (harness.static.produce.produce, passed in: this module lowers nothing itself)."""
     effects = []
     for variant in family.variants:
         if variant.compare_with is None:
@@ -148,8 +149,8 @@ def variant_effects(
                 changes=declared_change(family, base, variant),
                 same_dataflow=dataflow(build_kernel(family, variant).prim_func)
                 == dataflow(build_kernel(family, base).prim_func),
-                cuda_lines_changed={t: changed_cuda_lines(theirs[t][0], mine[t][0]) for t in targets},
-                facts_changed={t: changed_fields(theirs[t][1], mine[t][1]) for t in targets},
+                cuda_lines_changed={t: changed_cuda_lines(theirs[t].cuda, mine[t].cuda) for t in targets},
+                facts_changed={t: changed_fields(theirs[t].facts, mine[t].facts) for t in targets},
             )
         )
     return effects

@@ -1,6 +1,6 @@
 """How sharp the GPU timing gate is, measured: the session's timing method repeated on the GPU at hand.
 
-    python3 scripts/bench_timing.py [--repetitions 5] [--rounds 7] [--timer events|cudagraph]
+    python3 scripts/bench_timing.py [--repetitions 5] [--rounds 7] [--timer interleaved|events|cudagraph]
 
 Compiles every registered variant once, plus the twin each family may declare (`Family.twin`:
 one variant with one dimension raised so that it does about 5 % more work), then runs the
@@ -25,12 +25,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "scripts")]
 
+from harness.gpu.timing import TIMERS  # noqa: E402
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repetitions", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--timer", choices=("events", "cudagraph"), default="events")
+    parser.add_argument("--timer", choices=TIMERS, default=TIMERS[0])
     parser.add_argument("--repeat-ms", type=float, default=100)
     parser.add_argument("--timing-dir", type=Path, default=REPO / "golden" / "timing")
     options = parser.parse_args(argv)

@@ -36,17 +36,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="timing rounds, each variant next to its reference in random order; at least 2 (default: %(default)s)",
     )
     parser.add_argument(
-        "--timer", choices=TIMERS, default="events", help="do_bench (events) or do_bench_cudagraph (default: events)"
+        "--timer",
+        choices=TIMERS,
+        default=TIMERS[0],
+        help="alternating launches (interleaved), do_bench (events) or do_bench_cudagraph (default: %(default)s)",
     )
     parser.add_argument("--timing-seed", type=int, help="seed of the random order (default: fresh, recorded)")
     parser.add_argument(
-        "--warmup-ms", type=float, default=WARMUP_MS, help="do_bench warm-up per measurement (default: %(default)s)"
+        "--warmup-ms", type=float, default=WARMUP_MS, help="warm-up per measurement (default: %(default)s)"
     )
     parser.add_argument(
         "--repeat-ms",
         type=float,
         default=REPEAT_MS,
-        help="do_bench repetition time per measurement (default: %(default)s)",
+        help="timed launches per measurement and side (default: %(default)s)",
     )
     parser.add_argument(
         "--select", action="append", metavar="GLOB", help="only variants whose family/name matches (repeatable)"

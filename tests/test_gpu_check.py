@@ -10,13 +10,24 @@ from types import SimpleNamespace
 
 import gpu_fakes as fake
 import pytest
+import torch
 from conftest import REPO
 
 from harness.family import Work
 from harness.gpu.check import _with_snapshot, device_cases, run_gpu_check
 from harness.gpu.compile import CompiledCase
 from harness.gpu.device import PEAKS, Peak, UnknownTarget, target_for_capability
-from harness.gpu.timing import Pair, PairedTiming, Throughput, Timing, measure_pairs, throughput
+from harness.gpu.timing import (
+    Pair,
+    PairedTiming,
+    Throughput,
+    Timing,
+    abba,
+    make_bench,
+    measure_pairs,
+    one_after_the_other,
+    throughput,
+)
 from harness.static.snapshot import FORMAT_VERSION, SnapshotStore, cuda_header
 from kernels._gemm import gemm_work
 
@@ -180,7 +191,7 @@ def test_every_variant_is_timed_next_to_its_reference_in_a_seeded_random_order()
         return {"a": 2.0, "b": 4.0, "ref": 1.0}[name]
 
     pairs = [Pair("a", lambda: "a", "ref", lambda: "ref"), Pair("b", lambda: "b", "ref", lambda: "ref")]
-    timings = measure_pairs(pairs, rounds=6, bench=bench, seed=7)
+    timings = measure_pairs(pairs, rounds=6, bench=one_after_the_other(bench), seed=7)
     assert len(calls) == 2 * 2 * 6
     measured_pairs = [sorted(calls[i : i + 2]) for i in range(0, len(calls), 2)]
     assert all(pair in (["a", "ref"], ["b", "ref"]) for pair in measured_pairs), "a variant and its reference adjoin"
@@ -189,8 +200,37 @@ def test_every_variant_is_timed_next_to_its_reference_in_a_seeded_random_order()
     assert "ref" in calls[::2] and {"a", "b"} & set(calls[::2]), "either side of a pair may go first"
     assert timings["a"].ratio == 0.5 and timings["b"].ratio == 0.25 and timings["a"].ratio_spread == 0
     again: list[str] = []
-    measure_pairs(pairs, rounds=6, bench=lambda fn: again.append(fn()) or 1.0, seed=7)
+    measure_pairs(pairs, rounds=6, bench=one_after_the_other(lambda fn: again.append(fn()) or 1.0), seed=7)
     assert again == calls, "the same seed gives the same order"
+
+
+def test_interleaved_launches_take_turns_so_neither_side_always_goes_first():
+    order = abba(4)
+    assert order == [0, 1, 1, 0, 0, 1, 1, 0]
+    firsts = order[::2]
+    assert firsts.count(0) == firsts.count(1), "each side leads half the pairs"
+    follows = list(zip(order, order[1:], strict=False))
+    assert abs(follows.count((0, 0)) - follows.count((1, 1))) <= 1, "each side follows itself about equally often"
+
+
+def test_an_unknown_timer_is_refused_with_the_choices():
+    with pytest.raises(ValueError, match="interleaved"):
+        make_bench("wallclock")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_interleaved_timing_tells_identical_work_from_double_work():
+    a, b = (
+        torch.randn(4096, 4096, device="cuda", dtype=torch.float16),
+        torch.randn(4096, 4096, device="cuda", dtype=torch.float16),
+    )
+    once = lambda: a @ b  # noqa: E731
+    twice = lambda: (a @ b, b @ a)  # noqa: E731
+    bench = make_bench("interleaved", warmup_ms=10, repeat_ms=50)
+    same = bench(once, lambda: a @ b)
+    assert same[0] / same[1] == pytest.approx(1.0, abs=0.03)
+    double = bench(twice, once)
+    assert double[0] / double[1] == pytest.approx(2.0, rel=0.1)
 
 
 def test_the_ratio_is_the_median_of_the_rounds_ratios():
@@ -201,13 +241,16 @@ def test_the_ratio_is_the_median_of_the_rounds_ratios():
 
 def test_one_round_cannot_measure_noise():
     with pytest.raises(ValueError, match="at least 2 rounds"):
-        measure_pairs([Pair("a", lambda: None, "r", lambda: None)], rounds=1, bench=lambda fn: 1.0)
+        measure_pairs([Pair("a", lambda: None, "r", lambda: None)], rounds=1, bench=lambda a, b: (1.0, 1.0))
 
 
 def test_every_measured_pair_records_the_gpu_state():
     states = iter(range(100))
     timed = measure_pairs(
-        [Pair("a", lambda: None, "r", lambda: None)], rounds=3, bench=lambda fn: 1.0, sample=lambda: {"n": next(states)}
+        [Pair("a", lambda: None, "r", lambda: None)],
+        rounds=3,
+        bench=lambda a, b: (1.0, 1.0),
+        sample=lambda: {"n": next(states)},
     )
     assert timed["a"].states == ({"n": 0}, {"n": 1}, {"n": 2})
 

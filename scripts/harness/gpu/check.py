@@ -35,6 +35,8 @@ from harness.gpu.sweep import SweepCurve, SweepPoint
 from harness.gpu.timing import (
     DEFAULT_ROUNDS,
     REPEAT_MS,
+    TIMER_TOOLS,
+    TIMERS,
     WARMUP_MS,
     Bench,
     Pair,
@@ -64,7 +66,7 @@ def check_cases(
     golden: Path = Path("golden"),
     warmup_ms: float = WARMUP_MS,
     repeat_ms: float = REPEAT_MS,
-    timer: str = "events",
+    timer: str = TIMERS[0],
     timing_seed: int | None = None,
     bench: Bench | None = None,
     log: Log = print,
@@ -129,7 +131,7 @@ def check_cases(
         device=device,
         seeds=seeds,
         timer={
-            "tool": "triton.testing.do_bench" if timer == "events" else "triton.testing.do_bench_cudagraph",
+            "tool": TIMER_TOOLS[timer],
             "statistic": "median of per-round ratios to the reference",
             "warmup_ms": warmup_ms,
             "repeat_ms": repeat_ms,

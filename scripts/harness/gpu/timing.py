@@ -1,13 +1,16 @@
 """Timing on a shared, power-capped GPU: each variant measured next to its reference, in random order.
 
-One measurement is `triton.testing.do_bench` (CUDA events, L2 flushed before every repetition,
-median of the repetitions) or, with `timer="cudagraph"`, `do_bench_cudagraph` (the same launches
-replayed from a CUDA graph, so launch gaps drop out). A round measures every variant once,
-together with its reference, back to back in a random order within the pair, and the variants
-in a random order within the round (seeded, the seed recorded): whatever the clock does between
-two measurements (these kernels run into the power cap, so the SM clock moves with what ran just
-before) hits the variant and its reference alike, and a position in the sequence is noise that
-averages out, not a bias. A variant's figure is the median over rounds of its per-round ratio
+These kernels run into the power cap, so the SM clock moves with what ran just before, on a scale
+of milliseconds. One measurement therefore times a variant and its reference together:
+- timer "interleaved" (the default): launches alternate, variant and reference, in an ABBA order,
+  the L2 cache flushed before each launch as `triton.testing.do_bench` does, each launch timed by
+  CUDA events; each side's figure is the median of its launches. Both sides see the same clocks.
+- timer "events": `do_bench` on the variant, then `do_bench` on the reference (100 ms each), so a
+  clock change between the two moves the ratio;
+- timer "cudagraph": the same with `do_bench_cudagraph` (launch gaps replayed from a graph).
+A round measures every variant once with its reference, who goes first and the variants' order
+random (seeded, the seed recorded), so a position in the sequence is noise that averages out,
+not a bias. A variant's figure is the median over rounds of its per-round ratio
 (reference ms / variant ms), its spread the range of those ratios relative to their median.
 """
 
@@ -25,10 +28,16 @@ from harness.gpu.device import Peak
 DEFAULT_ROUNDS = 7
 WARMUP_MS = 25
 REPEAT_MS = 100
-TIMERS = ("events", "cudagraph")
+TIMER_TOOLS = {  # timer -> what it is, as the report and the baseline name it
+    "interleaved": "CUDA events around alternating launches, L2 flushed before each (as triton.testing.do_bench)",
+    "events": "triton.testing.do_bench",
+    "cudagraph": "triton.testing.do_bench_cudagraph",
+}
+TIMERS = tuple(TIMER_TOOLS)  # the first is the default
 
-# bench(fn) -> milliseconds for one launch of fn.
-Bench = Callable[[Callable[[], Any]], float]
+Launch = Callable[[], Any]
+# bench(first, second) -> (first's ms, second's ms) for one launch of each, measured together.
+Bench = Callable[[Launch, Launch], tuple[float, float]]
 # sample() -> the GPU's state right now (clocks, power, throttle reasons), or {} when unknown.
 Sampler = Callable[[], dict[str, Any]]
 
@@ -91,19 +100,62 @@ class PairedTiming:
         }
 
 
-def make_bench(timer: str = "events", warmup_ms: float = WARMUP_MS, repeat_ms: float = REPEAT_MS) -> Bench:
-    """The median of triton's `do_bench` (timer "events") or `do_bench_cudagraph` ("cudagraph")."""
+def one_after_the_other(bench: Callable[[Launch], float]) -> Bench:
+    """A pair bench from a single-launch one: the first measured, then the second."""
+    return lambda first, second: (bench(first), bench(second))
+
+
+def make_bench(timer: str = "interleaved", warmup_ms: float = WARMUP_MS, repeat_ms: float = REPEAT_MS) -> Bench:
+    """The pair bench of `timer`: "interleaved", "events" (`do_bench`) or "cudagraph" (`do_bench_cudagraph`)."""
     if timer not in TIMERS:
         raise ValueError(f"timer {timer!r}: choose one of {TIMERS}")
+    if timer == "interleaved":
+        return _interleaved(warmup_ms, repeat_ms)
     from triton.testing import do_bench, do_bench_cudagraph
 
-    def events(fn: Callable[[], Any]) -> float:
-        return float(do_bench(fn, warmup=warmup_ms, rep=repeat_ms, return_mode="median"))
+    if timer == "events":
+        return one_after_the_other(
+            lambda fn: float(do_bench(fn, warmup=warmup_ms, rep=repeat_ms, return_mode="median"))
+        )
+    return one_after_the_other(lambda fn: float(do_bench_cudagraph(fn, rep=repeat_ms, return_mode="median")))
 
-    def cudagraph(fn: Callable[[], Any]) -> float:
-        return float(do_bench_cudagraph(fn, rep=repeat_ms, return_mode="median"))
 
-    return events if timer == "events" else cudagraph
+def abba(pairs: int) -> list[int]:
+    """Which side launches when: 0 1 1 0 0 1 1 0 ..., so each side goes first and follows itself equally often."""
+    return [side for i in range(pairs) for side in ((0, 1) if i % 2 == 0 else (1, 0))]
+
+
+def _interleaved(warmup_ms: float, repeat_ms: float) -> Bench:
+    """do_bench's loop (flush L2, event, launch, event) over two launches that take turns: ABBA..."""
+    import torch
+    from triton import runtime
+
+    driver = runtime.driver.active
+    flush_buffer = driver.get_empty_cache_for_benchmark()
+    clear = getattr(driver, "clear_cache", None) or (lambda buffer: buffer.zero_())
+
+    def timed_launches(launches: Sequence[Launch]) -> list[float]:
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in launches]
+        for launch, (start, stop) in zip(launches, events, strict=True):
+            clear(flush_buffer)
+            start.record()
+            launch()
+            stop.record()
+        torch.cuda.synchronize()
+        return [start.elapsed_time(stop) for start, stop in events]
+
+    def bench(first: Launch, second: Launch) -> tuple[float, float]:
+        estimate = timed_launches([first, second] * 3)  # like do_bench: size the loop from a short run
+        per_pair_ms = max(sum(estimate) / 3, 1e-3)
+        warmup_pairs, pairs = max(1, round(warmup_ms / per_pair_ms)), max(2, round(repeat_ms / per_pair_ms))
+        timed_launches([first, second] * warmup_pairs)
+        sides = abba(pairs)
+        times = timed_launches([(first, second)[side] for side in sides])
+        first_ms = [t for t, side in zip(times, sides, strict=True) if side == 0]
+        second_ms = [t for t, side in zip(times, sides, strict=True) if side == 1]
+        return statistics.median(first_ms), statistics.median(second_ms)
+
+    return bench
 
 
 def measure_pairs(
@@ -126,11 +178,11 @@ def measure_pairs(
         order.shuffle(shuffled)
         for pair in shuffled:
             if order.random() < 0.5:
-                reference_ms[pair.key].append(bench(pair.reference_run))
-                variant_ms[pair.key].append(bench(pair.run))
+                reference, variant = bench(pair.reference_run, pair.run)
             else:
-                variant_ms[pair.key].append(bench(pair.run))
-                reference_ms[pair.key].append(bench(pair.reference_run))
+                variant, reference = bench(pair.run, pair.reference_run)
+            reference_ms[pair.key].append(reference)
+            variant_ms[pair.key].append(variant)
             if sample is not None:
                 states[pair.key].append(sample())
     return {

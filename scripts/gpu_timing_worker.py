@@ -1,0 +1,76 @@
+"""One environment's side of a GPU speed comparison (`scripts/upgrade_preview.py --gpu` starts it).
+
+    PYTHON scripts/gpu_timing_worker.py [--timer interleaved] [--seeds S S S]
+
+Compiles and checks every registered variant with the TileLang of the Python that runs it (the
+GPU check: snapshot agreement, numerics), prints one JSON line with its versions and each
+variant's status, then answers each request line `{"rounds": n, "seed": s}` on standard input
+with one JSON line of ratios (reference ms / variant ms, median over the rounds). Its log goes
+to standard error. Exit status 2 when there is no CUDA GPU or no nvcc.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "scripts")]
+
+from harness.gpu.timing import REPEAT_MS, TIMERS  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    # Answers go to the original standard output; everything else written there (compiler and
+    # library messages, from Python or C) goes to standard error, so it cannot garble an answer.
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--timer", choices=TIMERS, default=TIMERS[0])
+    parser.add_argument("--repeat-ms", type=float, default=REPEAT_MS)
+    parser.add_argument("--seeds", type=int, nargs="+", help="input seeds (default: fresh ones)")
+    parser.add_argument("--golden-dir", type=Path, default=REPO / "golden")
+    options = parser.parse_args(argv)
+
+    from harness.gpu.device import NoCudaCompiler, NoCudaDevice, require_cuda, require_nvcc
+
+    try:
+        require_cuda()
+        require_nvcc()
+    except (NoCudaDevice, NoCudaCompiler) as error:
+        print(f"gpu timing worker: {error}", file=sys.stderr)
+        return 2
+    from harness.family import registry
+    from harness.gpu.check import check_cases, device_cases
+    from harness.gpu.timing import make_bench, measure_pairs
+    from harness.gpu.upgrade_speed import serve
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    run = check_cases(
+        lambda device: device_cases(registry().families, device.target),
+        seeds=options.seeds, rounds=2, golden=options.golden_dir, timer=options.timer, repeat_ms=options.repeat_ms,
+        log=log,
+    )  # fmt: skip
+    hello = {
+        "tilelang": run.device.versions["tilelang"],
+        "torch": run.device.versions["torch"],
+        "device": run.device.name,
+        "seeds": list(run.seeds),
+        "variants": {r.key: {"status": r.status, "problems": r.hard_problems()} for r in run.variants},
+    }
+    bench, pairs = make_bench(options.timer, repeat_ms=options.repeat_ms), list(run.pairs.values())
+
+    def time_block(rounds: int, seed: int) -> dict[str, float]:
+        return {key: timing.ratio for key, timing in measure_pairs(pairs, rounds, bench, seed).items()}
+
+    serve(hello, time_block, sys.stdin, answers)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -100,5 +100,7 @@ FAMILY = Family(
     speed_reference=torch_rms_norm,
     speed_reference_label="torch.nn.functional.rms_norm(x, (hidden,), w, eps)",
     work=rms_norm_work,
-    twin=Twin(BASELINE, "rows", 34408),  # 32768 -> 34408: +5.0 % work, whole 4-row blocks
+    # Twin 32768 -> 34816 rows: +6.25 % work. At +5.0 % (34408) it measured 4.2-4.3 % slower on the
+    # H200 (the launch costs the same), too close to the gate's 4 % to prove that it fails.
+    twin=Twin(BASELINE, "rows", 34816),
 )

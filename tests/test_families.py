@@ -208,7 +208,7 @@ def test_a_twin_must_name_a_variant_and_a_dimension_of_its_family():
     declared = {f.name: (f.twin.variant, f.twin.dimension) for f in harness.family.registry().families if f.twin}
     assert declared == {
         "gemm_relu_schedules": ("v0_baseline", "K"),
-        "linear_bf16": ("swizzle", "N"),
+        "linear_bf16": ("swizzle", "K"),
         "rms_norm": ("threads256", "rows"),
     }
     with pytest.raises(FamilyError, match="the twin names variant 'nope'"):

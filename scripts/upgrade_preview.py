@@ -71,10 +71,14 @@ def gpu_preview(options: argparse.Namespace, pinned: str) -> int:
     except (NoCudaDevice, NoCudaCompiler) as error:
         print(f"upgrade preview --gpu: {error}", file=sys.stderr)
         return 2
-    worker_args = ["--golden-dir", str(options.golden_dir), "--seeds", *map(str, fresh_seeds())]
+    seeds = ["--seeds", *map(str, fresh_seeds())]  # the same inputs in both environments
+    # Each side's kernels are checked against the snapshots of its own TileLang: golden/ for the
+    # pinned one, those the preview just produced for the candidate.
     workers = [
-        ProcessWorker("pinned", options.against, worker_args),
-        ProcessWorker("candidate", shlex.join([sys.executable]), worker_args),
+        ProcessWorker("pinned", options.against, ["--golden-dir", str(options.golden_dir), *seeds]),
+        ProcessWorker(
+            "candidate", shlex.join([sys.executable]), ["--golden-dir", str(options.output / "golden"), *seeds]
+        ),
     ]
     try:
         found = workers[0].hello["tilelang"]

@@ -61,7 +61,7 @@ def test_a_variant_is_compared_block_by_block_and_only_where_both_timed_it():
     [
         ([1 / (1 + FAIL_SLOWER + 0.01)] * 3, "slower"),
         ([1 / (1 + FAIL_SLOWER + 0.01)] * 2 + [1.0], "unchanged"),  # one block disagrees: no verdict
-        ([1 / (1 + WARN_SLOWER + 0.01)] * 3, "maybe slower"),
+        ([1 / (1 + (WARN_SLOWER + FAIL_SLOWER) / 2)] * 3, "maybe slower"),
         ([1 / (1 - WARN_SLOWER - 0.01)] * 3, "faster"),
         ([1.0] * 3, "unchanged"),
     ],

@@ -24,8 +24,8 @@ from harness.static.snapshot import atomic_write
 
 TIMING_DIR = Path("golden") / "timing"
 # Measured by scripts/bench_timing.py on the H200 (docs/gpu.md, "How sharp the gate is").
-WARN_SLOWER = 0.05
-FAIL_SLOWER = 0.08
+WARN_SLOWER = 0.03
+FAIL_SLOWER = 0.04
 BASELINE_FORMAT = 1
 CORRUPT = "corrupt"  # the Comparison status for a baseline file that cannot be read
 RECORD_COMMAND = "nox -s gpu -- --record-baseline"

@@ -11,6 +11,7 @@ from conftest import REPO, SMALL_CASE
 
 import harness.static.upgrade_preview as preview_module
 from harness.static.cases import all_cases
+from harness.static.diff import changed_fields
 from harness.static.lowering import LoweringError
 from harness.static.snapshot import SnapshotStore
 from harness.static.upgrade_preview import (
@@ -108,3 +109,10 @@ def test_a_family_check_whose_outcome_changed_is_listed(monkeypatch):
     (line,) = preview_module.changed_checks()
     expected = "3. N = 0: no pipeline annotation: recorded holds, now fails (N=0: [0, 0, 1])"
     assert line == f"gemm_num_stages/64x64x32/sm_90: {expected}"
+
+
+def test_changed_fields_keep_keys_with_colons_whole_and_drop_numeric_keys():
+    extern = "tirx.call_extern tl::AllReduce<4>::run"
+    old = {"instructions": {extern: 2, "tl.tma_load": 1}, "loops": {"unrolled": {2: 1}}}
+    new = {"instructions": {extern: 1, "tl.tma_load": 1}, "loops": {"unrolled": {2: 2}}}
+    assert changed_fields(old, new) == [f"instructions.{extern}", "loops.unrolled"]

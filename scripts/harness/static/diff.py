@@ -15,27 +15,34 @@ def regen_command(selector: str) -> str:
     return f'nox -s regen-golden -- -k "{selector}"'
 
 
-def field_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """One line per changed field: `path: old -> new`, via deepdiff."""
+def _changes(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[list[Any], str, str]]:
+    """(path as keys and indices, before, after) per changed field, via deepdiff."""
     from deepdiff import DeepDiff
 
     diff = DeepDiff(old, new, verbose_level=2, view="tree")
-    lines = []
+    changes = []
     for change_type in sorted(diff):
         for change in diff[change_type]:
-            path = change.path(output_format="list")
-            where = ".".join(str(p) for p in path) or "<root>"
             before = "<absent>" if change_type.endswith("_added") else _short(change.t1)
             after = "<absent>" if change_type.endswith("_removed") else _short(change.t2)
-            lines.append(f"{where}: {before} -> {after}")
-    return lines
+            changes.append((change.path(output_format="list"), before, after))
+    return changes
+
+
+def field_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """One line per changed field: `path: old -> new`."""
+    return [
+        f"{'.'.join(str(p) for p in path) or '<root>'}: {before} -> {after}"
+        for path, before, after in _changes(old, new)
+    ]
 
 
 def changed_fields(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Fact fields that differ, list indices dropped (`sync.cp_async_wait`, not `...wait.0`), sorted;
-    the case's own name and parameters left out (they differ between any two variants)."""
-    paths = [line.split(":")[0] for line in field_changes(old, new)]
-    fields = {".".join(p for p in path.split(".") if not p.isdigit()) for path in paths}
+    """Fact fields that differ, list indices and numeric keys dropped (`sync.cp_async_wait`, not
+    `...wait.0`; `loops.unrolled`, not `loops.unrolled.4`), sorted; the case's own name and
+    parameters left out (they differ between any two variants). Built from the paths, not from the
+    printed lines, so a key holding `:` (a C++ name) stays whole."""
+    fields = {".".join(str(p) for p in path if not isinstance(p, int)) for path, _, _ in _changes(old, new)}
     return sorted(f for f in fields if not f.startswith(("case.", "params.")))
 
 

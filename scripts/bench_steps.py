@@ -1,0 +1,51 @@
+"""What each schedule choice contributes, one change at a time, on the GPU at hand.
+
+    python3 scripts/bench_steps.py STEP [STEP ...] [--rounds 7] [--seeds S S S]
+
+A STEP is `family/variant` or `family/variant:name=value,...` (that variant with some parameters
+replaced). Every step is compiled, checked against its family's reference and timed next to it
+with `nox -s gpu`'s timing, in one run; the table gives each step's ratio to its reference and
+its change against the step before. Exit status 2 without a CUDA GPU or with a bad step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "scripts")]
+
+from harness.gpu.timing import DEFAULT_ROUNDS  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("steps", nargs="+", metavar="STEP")
+    parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS)
+    parser.add_argument("--seeds", type=int, nargs="+", help="input seeds (default: three fresh ones)")
+    options = parser.parse_args(argv)
+
+    from harness.gpu.device import NoCudaCompiler, NoCudaDevice, require_cuda, require_nvcc
+
+    try:
+        require_cuda()
+        require_nvcc()
+    except (NoCudaDevice, NoCudaCompiler) as error:
+        print(f"bench_steps: {error}", file=sys.stderr)
+        return 2
+    from harness.gpu.numerics import fresh_seeds
+    from harness.gpu.steps import BadStep, run_steps
+
+    try:
+        lines = run_steps(options.steps, options.rounds, options.seeds or fresh_seeds())
+    except BadStep as error:
+        print(f"bench_steps: {error}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

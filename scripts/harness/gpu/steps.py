@@ -1,0 +1,92 @@
+"""What each schedule choice contributes: variants with parameters changed one at a time, timed in one run.
+
+A step is `family/variant` or `family/variant:name=value,name=value` (the variant's parameters
+with those replaced). Every step is compiled, checked against its family's reference on the given
+seeds and timed next to its reference with the GPU session's own timing, all in one process, so
+the ratios are comparable step to step. Steps have no snapshots: this is for tuning, not a gate.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from harness.family import Family
+from harness.static.cases import Case
+
+
+class BadStep(ValueError):
+    """A step that names no registered variant, or a malformed parameter; the message says which."""
+
+
+@dataclass(frozen=True)
+class Step:
+    spec: str
+    case: Case
+
+
+def parse_step(spec: str, families: Sequence[Family], target: str) -> Step:
+    """`family/variant[:name=value,...]` -> the case to time (values are Python literals)."""
+    key, _, overrides = spec.partition(":")
+    family_name, _, variant_name = key.partition("/")
+    family = next((f for f in families if f.name == family_name), None)
+    variant = next((v for v in family.variants if v.name == variant_name), None) if family else None
+    if variant is None:
+        raise BadStep(f"step {spec!r}: no registered variant {key!r}; name one as family/variant")
+    params = dict(variant.params)
+    for item in filter(None, overrides.split(",")):
+        name, equals, text = item.partition("=")
+        if not equals:
+            raise BadStep(f"step {spec!r}: {item!r} is not name=value")
+        try:
+            params[name.strip()] = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            raise BadStep(f"step {spec!r}: {text!r} is not a Python literal") from None
+    changed = dataclasses.replace(variant, name=spec.partition("/")[2], params=params)
+    return Step(spec, Case(family, changed, target))
+
+
+def run_steps(specs: Sequence[str], rounds: int, seeds: Sequence[int], log: Callable[[str], None] = print) -> list[str]:
+    """Time every step on the current GPU; the table's lines (ratio to the reference, change to the step before)."""
+    from harness.family import registry
+    from harness.gpu.check import timed_pair
+    from harness.gpu.compile import compile_cases
+    from harness.gpu.device import require_cuda
+    from harness.gpu.numerics import NumericsCase, check_numerics
+    from harness.gpu.results import VariantResult
+    from harness.gpu.timing import make_bench, measure_pairs
+
+    device = require_cuda()
+    steps = [parse_step(spec, registry().families, device.target) for spec in specs]
+    compiled = compile_cases([s.case for s in steps])
+    lines = [f"{device.name} ({device.target}), {rounds} rounds, seeds {list(seeds)}", ""]
+    lines += ["| step | ms | ratio to reference | vs the step before | numerics |", "|---|---|---|---|---|"]
+    pairs, numerics = [], {}
+    for step, built in zip(steps, compiled, strict=True):
+        if built.kernel is None:
+            numerics[step.spec] = f"did not compile: {built.error}"
+            continue
+        case = step.case
+        checked = check_numerics(
+            [NumericsCase(case.key, case.family, case.params, built.kernel, built.arguments)], seeds
+        )[case.key]
+        numerics[step.spec] = "pass" if checked.passed else "; ".join(checked.problems())
+        if checked.passed:
+            result = VariantResult(built, device.shared_memory_per_block_bytes, "")
+            pairs.append(dataclasses.replace(timed_pair(result, seeds[0]), key=step.spec))
+    log(f"timing {len(pairs)} steps next to their references")
+    measured = measure_pairs(pairs, rounds, make_bench(), seed=seeds[0])
+    previous = None
+    for step in steps:
+        timing = measured.get(step.spec)
+        if timing is None:
+            lines.append(f"| {step.spec} | — | — | — | {numerics[step.spec]} |")
+            continue
+        change = "" if previous is None else f"{timing.ratio / previous - 1:+.1%}"
+        lines.append(
+            f"| {step.spec} | {timing.variant.median_ms:.3f} | {timing.ratio:.3f} | {change} | {numerics[step.spec]} |"
+        )
+        previous = timing.ratio
+    return lines

@@ -1,0 +1,39 @@
+"""Parsing the steps of scripts/bench_steps.py (the timing itself needs a GPU)."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.family import registry
+from harness.gpu.steps import BadStep, parse_step
+
+
+def first_variant():
+    family = registry().families[0]
+    return family, family.variants[0]
+
+
+def test_a_step_is_the_variant_with_the_named_parameters_replaced():
+    family, variant = first_variant()
+    step = parse_step(f"{family.name}/{variant.name}:threads=256,note='x'", registry().families, "sm_90")
+    assert step.case.params["threads"] == 256 and step.case.params["note"] == "x"
+    assert step.case.variant.kernel is variant.kernel and step.case.target == "sm_90"
+    assert step.case.key == f"{family.name}/{variant.name}:threads=256,note='x'", "each step is timed under its spec"
+    assert dict(variant.params) == dict(
+        parse_step(f"{family.name}/{variant.name}", registry().families, "sm_90").case.variant.params
+    )
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("no_family/v0", "no registered variant 'no_family/v0'"),
+        ("{family}/no_variant", "no registered variant"),
+        ("{family}/{variant}:threads", "'threads' is not name=value"),
+        ("{family}/{variant}:threads=lots", "'lots' is not a Python literal"),
+    ],
+)
+def test_a_bad_step_says_what_is_wrong(spec, message):
+    family, variant = first_variant()
+    with pytest.raises(BadStep, match=message):
+        parse_step(spec.format(family=family.name, variant=variant.name), registry().families, "sm_90")

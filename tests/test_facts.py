@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 
 import pytest
+from tvm import tirx
 
-from harness.static.cases import Case
-from harness.static.facts import extract_facts
+from harness.static.cases import Case, all_cases
+from harness.static.facts import canonical_form, extract_facts
 from harness.static.lowering import lower
 from kernels.gemm_num_stages import FAMILY, variant
 
@@ -93,3 +94,151 @@ def test_steady_state_loop_is_the_k_loop_in_cuda():
             break
     facts = extract_facts(lower(num_stages_case(3, "sm_80")))
     assert cuda[start:end].count("__syncthreads()") == facts["sync"]["syncthreads_main_loop"] == 2
+
+
+# -- facts that explain the CUDA, each checked against the text of the same lowering ---------------
+
+CASES = {case.id: case for case in all_cases()}
+# One sm_80 case (cp.async, ldmatrix, mma.sync, vectorized ReLU), three sm_90 ones (TMA, wgmma,
+# stmatrix, TMA stores, descriptor offsets).
+EXPLAINED = (
+    "gemm_relu_schedules/v0_baseline/sm_80",
+    "gemm_relu_schedules/v3_manual_pipeline/sm_90",
+    "linear_bf16/swizzle/sm_90",
+    "flash_attention/causal_ns1/sm_90",
+)
+
+
+def lowered(case_id: str) -> tuple[dict, str]:
+    lowering = lower(CASES[case_id])
+    return extract_facts(lowering), lowering.cuda
+
+
+# Instruction (as the facts name it) -> how the CUDA text calls it.
+CUDA_CALLS = {
+    "tl.tma_load": "tl::tma_load(",
+    "tl.tma_store": "tl::tma_store(",
+    "tl.ptx_cp_async": "tl::cp_async_gs<",
+    "tl.ptx_ldmatrix x4": "tl::ptx_ldmatrix_x4(",
+    "tl.ptx_ldmatrix x4.trans": "tl::ptx_ldmatrix_x4_trans(",
+    "tl.ptx_stmatrix x4": "tl::ptx_stmatrix_m8n8_x4(",
+    "tl.initialize_wgmma_descriptor": "tl::initialize_wgmma_descriptor<",
+    "tl.increase_descriptor_offset": "tl::increase_descriptor_offset<",
+    "tirx.ptx_mma m16n8k16 row col fp16 fp16 fp32": "tl::mma_sync<tl::DataType::kFloat16, tl::DataType::kFloat16, "
+    "tl::DataType::kFloat32, 16, 8, 16,",
+    "tl.ptx_wgmma_ss m64n128k16 fp16 fp16 fp32": "tl::wgmma_ss<tl::DataType::kFloat16, tl::DataType::kFloat16, "
+    "tl::DataType::kFloat32, 64, 128, 16,",
+    "tl.ptx_wgmma_ss m64n128k16 bf16 bf16 fp32": "tl::wgmma_ss<tl::DataType::kBFloat16, tl::DataType::kBFloat16, "
+    "tl::DataType::kFloat32, 64, 128, 16,",
+}
+
+
+@pytest.mark.parametrize("case_id", EXPLAINED)
+def test_instruction_sites_are_the_calls_in_the_cuda(case_id):
+    facts, cuda = lowered(case_id)
+    checked = {name: sites for name, sites in facts["instructions"].items() if name in CUDA_CALLS}
+    assert checked == {name: cuda.count(CUDA_CALLS[name]) for name in checked}
+    assert {name for name, call in CUDA_CALLS.items() if call in cuda} <= set(checked), "an instruction was missed"
+
+
+def _cuda_loops(cuda: str) -> dict:
+    """Every `for` loop of the text by kind (`#pragma unroll` on the line before) and trip count."""
+    loops: dict = {}
+    lines = cuda.splitlines()
+    for number, line in enumerate(lines):
+        found = re.search(r"for \(int (\w+) = 0; \1 < (.+?); \+\+\1\)", line)
+        if found:
+            kind = "unrolled" if lines[number - 1].strip() == "#pragma unroll" else "serial"
+            trips = int(found[2]) if found[2].isdigit() else "dynamic"
+            loops.setdefault(kind, {}).setdefault(trips, 0)
+            loops[kind][trips] += 1
+    return loops
+
+
+@pytest.mark.parametrize("case_id", EXPLAINED)
+def test_loops_are_the_for_loops_in_the_cuda(case_id):
+    facts, cuda = lowered(case_id)
+    assert facts["loops"] == _cuda_loops(cuda)
+
+
+# The widths of the CUDA vector types a store writes through, for the float buffers (for the others
+# the width depends on the element type: half2 data goes through uint1).
+FLOAT_VECTORS = {"float2": 2, "float4": 4}
+
+
+def _cuda_vector_stores(cuda: str) -> dict:
+    """Statements `*(<vector type>*)(<buffer> + ...) = ...;`, per buffer and vector type."""
+    stores: dict = {}
+    pattern = r"^\s*\*\((\w+)\*\)\((?:\(\(\w+\*\)(\w+)\)|(\w+)) \+ .*\) = .*;$"
+    for vector, cast, plain in re.findall(pattern, cuda, flags=re.MULTILINE):
+        stores.setdefault(cast or plain, []).append(vector)
+    return stores
+
+
+@pytest.mark.parametrize("case_id", EXPLAINED)
+def test_vector_stores_are_the_vector_stores_in_the_cuda(case_id):
+    facts, cuda = lowered(case_id)
+    text = _cuda_vector_stores(cuda)
+    assert {buffer: sum(widths.values()) for buffer, widths in facts["vector_stores"].items()} == {
+        buffer: len(vectors) for buffer, vectors in text.items()
+    }
+    for buffer, vectors in text.items():
+        for vector in set(vectors) & set(FLOAT_VECTORS):
+            assert facts["vector_stores"][buffer][FLOAT_VECTORS[vector]] == vectors.count(vector)
+
+
+def test_the_relu_is_a_4_wide_vector_store_on_both_targets():
+    """The 0.1.13 / 0.1.15 difference the facts must show: C_l cleared and ReLU'd four lanes at a time."""
+    for target in ("sm_80", "sm_90"):
+        facts, _ = lowered(f"gemm_relu_schedules/v0_baseline/{target}")
+        assert facts["vector_stores"]["C_l"] == {4: 2}
+
+
+# wgmma descriptor layout types (tl::initialize_wgmma_descriptor<type, ...>) -> the swizzle they name.
+WGMMA_LAYOUT_TYPES = {"0": "linear", "1": "swizzle 128B", "2": "swizzle 64B", "3": "swizzle 32B"}
+
+
+@pytest.mark.parametrize("case_id", ["gemm_relu_schedules/v3_manual_pipeline/sm_90", "linear_bf16/swizzle/sm_90"])
+def test_shared_layouts_are_the_swizzles_the_wgmma_descriptors_declare(case_id):
+    facts, cuda = lowered(case_id)
+    declared = re.findall(r"initialize_wgmma_descriptor<(\d+), [^>]*>\(\w+, [^;]*?\(\w+\*\)(\w+)\)", cuda)
+    assert declared, "the kernel builds its wgmma descriptors"
+    for layout_type, buffer in declared:
+        assert facts["layouts"][buffer] == WGMMA_LAYOUT_TYPES[layout_type]
+
+
+def test_sm80_layouts_name_tilelangs_swizzles_and_fragments_follow_the_warp_tiling():
+    v0, v1, v2 = (lowered(f"gemm_relu_schedules/{v}/sm_80")[0]["layouts"] for v in RELU_VARIANTS)
+    assert (v0["A_s"], v0["B_s"]) == ("swizzle 64B", "swizzle 128B")  # 32 and 128 fp16 per row
+    assert v0["C_l"].startswith("fragment ") and v0 == v2  # v2 annotates the layout v0 already infers
+    assert v1["C_l"] != v0["C_l"] and v1["B_s"] == v0["B_s"]  # FullRow: another warp tiling, same swizzle
+
+
+RELU_VARIANTS = ("v0_baseline", "v1_warp_policy", "v2_swizzled_layout")
+
+
+def _ldmatrix_addresses(cuda: str, buffer: str) -> list[str]:
+    """The address arguments of the ldmatrix calls reading `buffer`, loop variables made anonymous."""
+    calls = re.findall(rf"ptx_ldmatrix_x4(?:_trans)?\(\(&\(\(\(half_t\*\){buffer}\)\[(.*?)\]\)\), ", cuda)
+    return [re.sub(r"\b(?:i|j|k|ki)(?:_\d+)?\b", "_", address) for address in calls]
+
+
+def test_shared_addressing_changes_exactly_when_the_address_text_does():
+    """v2 emits v0's CUDA; v1 (FullRow) reads B_s through other addresses and A_s through the same."""
+    v0, v1, v2 = (lowered(f"gemm_relu_schedules/{v}/sm_80") for v in RELU_VARIANTS)
+    differs = []
+    for facts, cuda in (v1, v2):
+        for buffer, op in (("A_s", "tl.ptx_ldmatrix x4"), ("B_s", "tl.ptx_ldmatrix x4.trans")):
+            same_text = _ldmatrix_addresses(cuda, buffer) == _ldmatrix_addresses(v0[1], buffer)
+            same_fact = facts["shared_addressing"][buffer][op] == v0[0]["shared_addressing"][buffer][op]
+            assert same_fact == same_text, (buffer, op)
+            differs.append(not same_text)
+    assert any(differs), "the pair exercises a change"
+
+
+def test_address_forms_ignore_names_but_not_structure():
+    x, y, a, b = (tirx.Var(name, "int32") for name in ("x", "y", "a", "b"))
+    assert canonical_form([x * 4 + y]) == canonical_form([a * 4 + b])  # the compiler renumbering its loop variables
+    assert canonical_form([x * 4 + x]) != canonical_form([x * 4 + y])
+    assert canonical_form([x * 4 + y]) != canonical_form([x * 8 + y])
+    assert canonical_form([tirx.floormod(x, 8)]) != canonical_form([tirx.floordiv(x, 8)])

@@ -11,6 +11,7 @@ import harness.family
 import harness.static.cases
 import harness.static.lowering
 from harness.static.cases import all_cases
+from harness.static.snapshot import FORMAT_VERSION
 from kernels import TARGETS
 
 
@@ -228,7 +229,10 @@ def test_unrecorded_criterion_failure_fails_the_session(golden_session, monkeypa
     "manifest, message",
     [
         ("format: 1\ntilelang: [\n", "*MANIFEST.yaml: not valid YAML*run `nox -s regen-golden`*"),
-        ("format: 0\ntilelang: 0.1.15\n", "*snapshot format 0, this harness writes format 2*nox -s regen-golden*"),
+        (
+            "format: 0\ntilelang: 0.1.15\n",
+            f"*snapshot format 0, this harness writes format {FORMAT_VERSION}*nox -s regen-golden*",
+        ),
         (None, "*MANIFEST.yaml is missing; run `nox -s regen-golden`*"),
     ],
 )

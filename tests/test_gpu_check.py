@@ -128,6 +128,11 @@ dynamic_shared_memory_bytes: {shared}
 launch: {{grid: [1, 1, 1], threads: [1, 1, 1]}}
 sync: {{}}
 mma: {{}}
+layouts: {{}}
+instructions: {{}}
+loops: {{}}
+vector_stores: {{}}
+shared_addressing: {{}}
 """
 
 

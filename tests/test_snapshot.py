@@ -3,9 +3,21 @@ from __future__ import annotations
 import os
 
 import pytest
+import yaml
+from conftest import REPO
 
 from harness.static.golden import RegenRefused, check_may_write, regen_files, running_under_ci
-from harness.static.snapshot import SnapshotStore, atomic_write
+from harness.static.snapshot import (
+    CUDA_FORMAT_VERSION,
+    FACTS_SCHEMA,
+    FORMAT_CHANGELOG,
+    FORMAT_VERSION,
+    CorruptSnapshot,
+    SnapshotStore,
+    atomic_write,
+    cuda_header,
+    parse_facts,
+)
 
 
 def test_atomic_write_interrupted_keeps_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):
@@ -63,3 +75,21 @@ def test_write_policy():
     check_may_write(force=True, environ={"CI": "true"})
     with pytest.raises(RegenRefused, match="--force-regen-under-ci"):
         check_may_write(force=False, environ={"CI": "true"})
+
+
+def test_every_format_has_a_changelog_entry_and_the_cu_header_names_the_last_that_changed_it():
+    assert sorted(FORMAT_CHANGELOG) == list(range(1, FORMAT_VERSION + 1))
+    assert CUDA_FORMAT_VERSION <= FORMAT_VERSION
+    assert f"(snapshot format {CUDA_FORMAT_VERSION})" in cuda_header("f/v/sm_80", "sm_80")
+    for key in ("layouts", "instructions", "loops", "vector_stores", "shared_addressing"):
+        assert key in FORMAT_CHANGELOG[3] and key in FACTS_SCHEMA
+
+
+def test_a_facts_file_of_an_earlier_format_is_refused_with_the_fix():
+    text = (REPO / "golden" / "rms_norm" / "threads256" / "sm_80.yaml").read_text()
+    assert parse_facts(text, "x.yaml")["format"] == FORMAT_VERSION
+    with pytest.raises(CorruptSnapshot, match="snapshot format 2, .*run `nox -s regen-golden`"):
+        parse_facts(text.replace(f"format: {FORMAT_VERSION}", "format: 2"), "x.yaml")
+    without = {key: value for key, value in yaml.safe_load(text).items() if key != "loops"}
+    with pytest.raises(CorruptSnapshot, match="missing keys \\['loops'\\]"):
+        parse_facts(yaml.safe_dump(without), "x.yaml")

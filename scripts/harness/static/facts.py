@@ -2,15 +2,18 @@
 
 Every fact comes from an IRModule captured by `harness.static.lowering`: the loop annotations as
 `tl.PipelinePlanning` leaves them, the shared buffers right after `tl.InjectSoftwarePipeline`
-(with their version dimension), the merged dynamic shared memory after
-`tl.MergeSharedMemoryAllocations`, and launch shape, barriers, copies and MMA instructions from
-the final device IR, whose calls map one to one onto the CUDA text.
+(with their version dimension), the buffer layouts `tl.LayoutInference` chose, the merged dynamic
+shared memory after `tl.MergeSharedMemoryAllocations`, and launch shape, barriers, copies,
+instructions, loops, vector stores and shared-memory addressing from the final device IR, whose
+statements and calls map one to one onto the CUDA text.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import tilelang  # noqa: F401  (imported first: it puts its bundled TVM on sys.path)
@@ -38,6 +41,19 @@ TMA_LOAD = "tl.tma_load"
 GEMM_TILE_OP = "tl.tileop.gemm"
 # (substring of the op name, instruction family) for the ops that issue matrix instructions.
 MMA_FAMILIES = (("tcgen05_mma", "tcgen05"), ("ptx_wgmma", "wgmma"), ("ptx_mma", "mma.sync"))
+ACCESS_PTR = "tirx.tvm_access_ptr"  # (type, buffer var, offset, extent, rw): a pointer into a buffer
+# Ops that issue an instruction or a device-library call (the rest are arithmetic and casts).
+INSTRUCTION_PREFIXES = ("tl.", "tirx.ptx_")
+INSTRUCTION_OPS = ("tirx.tvm_storage_sync", "tirx.call_extern")
+MATRIX_MOVES = ("tl.ptx_ldmatrix", "tl.ptx_stmatrix")  # (trans, num, ...): qualified as x<num>[.trans]
+# Layouts TileLang builds for shared memory, tried in this order against the inferred one, with
+# the swizzle width in bytes (a row of the buffer must hold a multiple of it).
+NAMED_LAYOUTS = (
+    ("swizzle 128B", "make_full_bank_swizzled_layout", 128),
+    ("swizzle 64B", "make_half_bank_swizzled_layout", 64),
+    ("swizzle 32B", "make_quarter_bank_swizzled_layout", 32),
+    ("linear", "make_linear_layout", None),
+)
 
 
 def extract_facts(lowering: Lowering) -> dict[str, Any]:
@@ -45,9 +61,11 @@ def extract_facts(lowering: Lowering) -> dict[str, Any]:
     case = lowering.case
     planned = _device_or_only_func(lowering.ir_after["tl.PipelinePlanning"])
     injected = _device_or_only_func(lowering.ir_after["tl.InjectSoftwarePipeline"])
+    inferred = _device_or_only_func(lowering.ir_after["tl.LayoutInference"])
     merged = _kernel_func(lowering.ir_after["tl.MergeSharedMemoryAllocations"])
     device = _kernel_func(lowering.device_ir)
     main_loop_vars = _main_loop_vars(planned)
+    device_nodes = _nodes(device.body)  # walked once, read by the facts of the final IR
     return {
         "format": FORMAT_VERSION,
         "case": {"family": case.family.name, "variant": case.variant.name, "target": case.target},
@@ -59,6 +77,11 @@ def extract_facts(lowering: Lowering) -> dict[str, Any]:
         "launch": _launch(device),
         "sync": _sync(device, main_loop_vars),
         "mma": _mma(device),
+        "layouts": _layouts(inferred),
+        "instructions": _instructions(device_nodes),
+        "loops": _loops(device_nodes),
+        "vector_stores": _vector_stores(device_nodes),
+        "shared_addressing": _shared_addressing(device_nodes),
     }
 
 
@@ -99,6 +122,12 @@ def _visit(node: Any, visitor: Callable[[Any], None]) -> None:
         return True
 
     pre_order_visit(node, visit)
+
+
+def _nodes(node: Any) -> list[Any]:
+    found: list[Any] = []
+    _visit(node, found.append)
+    return found
 
 
 def _calls(node: Any, op_name: str) -> list[Any]:
@@ -222,3 +251,167 @@ def _mma(func: Any) -> dict[str, Any]:
     mma_ops = sorted(op for op in ops if any(marker in op for marker, _ in MMA_FAMILIES))
     families = sorted({family for op in mma_ops for marker, family in MMA_FAMILIES if marker in op})
     return {"families": families, "ops": mma_ops}
+
+
+def _op_name(call: Any) -> str:
+    return str(getattr(call.op, "name", ""))
+
+
+def _is_instruction(name: str) -> bool:
+    return name.startswith(INSTRUCTION_PREFIXES) or name in INSTRUCTION_OPS
+
+
+def _instruction(call: Any) -> str:
+    """The op with what fixes the instruction's shape: its string arguments (MMA shape and types,
+    extern name, sync scope), or x<num>[.trans] for ldmatrix / stmatrix, as the CUDA names them."""
+    name = _op_name(call)
+    if name in MATRIX_MOVES:
+        trans, num = (_plain(a) for a in call.args[:2])
+        return f"{name} x{num}{'.trans' * bool(trans)}"
+    strings = [str(a.value) for a in call.args if isinstance(a, tirx.StringImm)]
+    return " ".join([name, *strings])
+
+
+def _instructions(nodes: list[Any]) -> dict[str, int]:
+    """Call sites per instruction: a loop the compiler unrolled shows as more sites, a new op as a new key."""
+    sites = Counter(_instruction(n) for n in nodes if isinstance(n, tirx.Call) and _is_instruction(_op_name(n)))
+    return dict(sorted(sites.items()))
+
+
+def _loops(nodes: list[Any]) -> dict[str, dict[int | str, int]]:
+    """Loops of the device kernel per kind (`serial`, `unrolled`: a `#pragma unroll` loop) and trip count."""
+    loops: dict[str, Counter[int | str]] = {}
+    for node in nodes:
+        if isinstance(node, tirx.For):
+            trips = node.extent.value if isinstance(node.extent, tirx.IntImm) else "dynamic"
+            loops.setdefault(tirx.ForKind(node.kind).name.lower(), Counter())[trips] += 1
+    # Trip counts ascending, `dynamic` last.
+    return {
+        kind: dict(sorted(c.items(), key=lambda t: (t[0] == "dynamic", str(t[0]).zfill(12))))
+        for kind, c in sorted(loops.items())
+    }
+
+
+def _vector_stores(nodes: list[Any]) -> dict[str, dict[int, int]]:
+    """Per buffer, its vector stores by width (lanes): where the lowering vectorized a loop."""
+    stores: dict[str, Counter[int]] = {}
+    for node in nodes:
+        if isinstance(node, tirx.BufferStore) and node.value.dtype.lanes > 1:
+            stores.setdefault(str(node.buffer.data.name), Counter())[node.value.dtype.lanes] += 1
+    return {name: dict(sorted(widths.items())) for name, widths in sorted(stores.items())}
+
+
+def _scope(var: Any) -> str:
+    return str(getattr(getattr(var, "type_annotation", None), "storage_scope", ""))
+
+
+def _shared_addressing(nodes: list[Any]) -> dict[str, dict[str, str]]:
+    """Per shared buffer and per instruction reaching it (or plain `load` / `store`): a fingerprint of
+    the address expressions of all its sites. It changes when TileLang writes the index arithmetic
+    differently, even for the same layout; renaming the compiler's variables does not change it."""
+    sites: dict[str, dict[str, list[str]]] = {}
+
+    def record(var: Any, how: str, *address: Any) -> None:
+        if _scope(var).startswith("shared"):
+            sites.setdefault(str(var.name), {}).setdefault(how, []).append(canonical_form(address))
+
+    for node in nodes:
+        if isinstance(node, tirx.Call):
+            for arg in node.args:
+                if isinstance(arg, tirx.Call) and _op_name(arg) == ACCESS_PTR:
+                    record(arg.args[1], _instruction(node), *arg.args[2:4])
+        elif isinstance(node, tirx.BufferStore):
+            record(node.buffer.data, "store", *node.indices)
+        elif isinstance(node, tirx.BufferLoad):
+            record(node.buffer.data, "load", *node.indices)
+    return {
+        name: {how: _fingerprint(forms) for how, forms in sorted(by_how.items())}
+        for name, by_how in sorted(sites.items())
+    }
+
+
+def _layouts(func: Any) -> dict[str, str]:
+    """The layout `tl.LayoutInference` gave each shared buffer and fragment (its layout_map)."""
+    found: dict[str, tuple[Any, Any]] = {}
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.SBlock) and "layout_map" in node.annotations:
+            for buffer, layout in node.annotations["layout_map"].items():
+                found.setdefault(str(buffer.name), (buffer, layout))
+
+    _visit(func.body, visit)
+    return {name: _describe_layout(buffer, layout) for name, (buffer, layout) in sorted(found.items())}
+
+
+def _describe_layout(buffer: Any, layout: Any) -> str:
+    """A fragment: `fragment <fingerprint>`. A shared layout: the name of the TileLang layout it equals
+    (`swizzle 128B`, `swizzle 64B`, `swizzle 32B`, `linear`), else `custom <fingerprint>`."""
+    if hasattr(layout, "forward_thread"):
+        thread = [layout.forward_thread, layout.replicate_size]
+        return f"fragment {_fingerprint([_layout_form(layout, thread)])}"
+    from tilelang.layout import swizzle
+
+    for name, make, width in NAMED_LAYOUTS:
+        if width is not None and not _swizzle_fits(buffer, width):
+            continue  # TileLang would refuse to build it, and its refusal costs half a second
+        try:
+            if layout.is_equal(getattr(swizzle, make)(buffer)):
+                return name
+        except Exception:  # any other refusal also means: not this layout
+            continue
+    return f"custom {_fingerprint([_layout_form(layout, [])])}"
+
+
+def _swizzle_fits(buffer: Any, width: int) -> bool:
+    """TileLang's own preconditions for a swizzle of `width` bytes (src/layout/gemm_layouts.cc)."""
+    shape = [_plain(d) for d in buffer.shape]
+    if len(shape) < 2 or not all(isinstance(d, int) for d in shape[-2:]):
+        return False
+    rows, row = shape[-2:]
+    return (rows == 4 or rows % 8 == 0) and row * DataType(str(buffer.dtype)).bits % (width * 8) == 0
+
+
+def _layout_form(layout: Any, extra: list[Any]) -> str:
+    """Shapes and index functions, the layout's own variables named by position."""
+    inputs = list(layout.get_forward_vars())
+    values = [*inputs, *layout.get_input_shape(), *layout.get_output_shape(), *layout.get_forward_index(), *extra]
+    return canonical_form(values)
+
+
+def canonical_form(values: Iterable[Any]) -> str:
+    """Expressions as canonical text: variables named v0, v1, ... by first appearance, so the text
+    depends on the structure alone (not on names, object addresses or the IR printer)."""
+    names: list[Any] = []
+
+    def var(v: Any) -> str:
+        for index, seen in enumerate(names):
+            if seen.same_as(v):
+                return f"v{index}"
+        names.append(v)
+        return f"v{len(names) - 1}"
+
+    def form(e: Any) -> str:
+        if isinstance(e, tirx.Var):
+            return var(e)
+        if isinstance(e, (tirx.IntImm, tirx.FloatImm, tirx.StringImm)):
+            return repr(e.value)
+        if isinstance(e, (bool, int, float, str)):
+            return repr(e)
+        if isinstance(e, tirx.Call):
+            return f"{_op_name(e) or form(e.op)}({', '.join(form(a) for a in e.args)})"
+        if isinstance(e, tirx.BufferLoad):
+            return f"{var(e.buffer.data)}[{', '.join(form(i) for i in e.indices)}]"
+        if isinstance(e, tirx.Cast):
+            return f"{e.dtype}({form(e.value)})"
+        parts = [getattr(e, field) for field in EXPR_FIELDS if hasattr(e, field)]
+        return f"{type(e).__name__}({', '.join(form(p) for p in parts)})"
+
+    return "; ".join(form(v) for v in values)
+
+
+# The operand fields of the remaining expression nodes (binary ops, Select, Ramp, Broadcast, Let, Not).
+EXPR_FIELDS = ("a", "b", "condition", "true_value", "false_value", "base", "stride", "var", "value", "body", "lanes")
+
+
+def _fingerprint(forms: list[str]) -> str:
+    return hashlib.sha256("\n".join(forms).encode()).hexdigest()[:8]

@@ -11,7 +11,12 @@ from harness.static.cases import Case
 from kernels import TARGETS
 
 # Passes whose output IR the fact extraction reads (captured through a pass instrument).
-CAPTURED_PASSES = ("tl.PipelinePlanning", "tl.InjectSoftwarePipeline", "tl.MergeSharedMemoryAllocations")
+CAPTURED_PASSES = (
+    "tl.PipelinePlanning",
+    "tl.InjectSoftwarePipeline",
+    "tl.LayoutInference",
+    "tl.MergeSharedMemoryAllocations",
+)
 
 
 class LoweringError(RuntimeError):

@@ -88,8 +88,29 @@ def test_the_report_counts_per_family_and_target_and_lists_fields_and_checks(gol
     assert "| gemm_num_stages/sm_90 | 0 | 0 | 0 | 1 | 0 | 0 |" in text
     assert "- `dynamic_shared_memory_bytes` in 1 case(s)" in text
     assert "- g: 2. something: recorded holds, now fails" in text
+    assert "## Real CUDA changes that no fact explains\n\n- none\n" in text  # its CUDA did not change
     data = json.loads(json.dumps(preview.as_dict()))
     assert data["totals"] == {FACTS: 1} and data["fields"] == {"dynamic_shared_memory_bytes": 1}
+
+
+def test_a_real_cuda_change_that_no_fact_explains_is_counted_per_family_and_target_and_listed(golden, tmp_path):
+    cuda = golden / f"{SMALL_CASE}.cu"
+    pinned = cuda.read_text()
+    cuda.write_text(pinned.replace("__syncthreads();", "__syncwarp();", 1))
+    unexplained = row_for(golden, tmp_path)
+    facts = golden / f"{SMALL_CASE}.yaml"
+    facts.write_text(facts.read_text().replace("dynamic_shared_memory_bytes: 8192", "dynamic_shared_memory_bytes: 1"))
+    explained = row_for(golden, tmp_path)
+    cuda.write_text(re.sub(r"\bC_l\b", "accumulator", pinned))
+    renamed = row_for(golden, tmp_path)
+    assert renamed.cuda == RENAMED  # renaming only is no real change, with or without a fact change
+    preview = Preview("9.9.9", "0.1.15", [unexplained, explained, renamed], [])
+    expected = {"cuda_changed": 2, "unexplained": 1, "share": 0.5, "cases": [SMALL_CASE]}
+    assert preview.unexplained() == {"gemm_num_stages/sm_90": expected, "all": expected}
+    text = render_markdown(preview)
+    assert "| gemm_num_stages/sm_90 | 2 | 1 | 50% |" in text and "| all | 2 | 1 | 50% |" in text
+    assert f"\n- {SMALL_CASE}\n" in text
+    assert json.loads(json.dumps(preview.as_dict()))["unexplained_cuda_changes"]["all"] == expected
 
 
 def test_a_family_check_whose_outcome_changed_is_listed(monkeypatch):

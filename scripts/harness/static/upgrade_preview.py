@@ -4,6 +4,8 @@ Run inside an environment where only TileLang differs from the pins (`nox -s upg
 <version>`). Each case is classified (identical, identifiers renamed only, CUDA changed, facts
 changed and which fields, failed to lower), the family checks run on the new facts, and the
 produced snapshots go to `<output>/golden/`, so `diff -ru golden <output>/golden` shows them all.
+A real CUDA change (not renaming only) that changes no fact is one the facts fail to explain: the
+report gives their share per family and target and lists them.
 """
 
 from __future__ import annotations
@@ -64,6 +66,26 @@ class Preview:
     def field_frequency(self) -> dict[str, int]:
         return dict(Counter(f for row in self.rows for f in row.fields).most_common())
 
+    def unexplained(self) -> dict[str, dict[str, Any]]:
+        """family/target (then `all`) -> real CUDA changes, how many of them changed no fact, that
+        share, and those cases."""
+        changed = [row for row in self.rows if row.cuda == CHANGED]
+        groups: dict[str, list[CaseRow]] = {}
+        for row in changed:
+            groups.setdefault(f"{row.family}/{row.target}", []).append(row)
+        if changed:
+            groups["all"] = changed
+        table = {}
+        for key, rows in groups.items():
+            cases = [row.case for row in rows if not row.fields]
+            table[key] = {
+                "cuda_changed": len(rows),
+                "unexplained": len(cases),
+                "share": round(len(cases) / len(rows), 3),
+                "cases": cases,
+            }
+        return table
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "written_by": f"nox -s upgrade-preview -- {self.version}",
@@ -72,6 +94,7 @@ class Preview:
             "totals": dict(Counter(row.status for row in self.rows)),
             "counts": self.counts(),
             "fields": self.field_frequency(),
+            "unexplained_cuda_changes": self.unexplained(),
             "family_checks_changed": self.checks,
             "cases": [asdict(row) for row in self.rows],
         }
@@ -148,6 +171,15 @@ def render_markdown(preview: Preview) -> str:
         lines.append(f"| {key} | " + " | ".join(str(counts.get(status, 0)) for status in STATUSES) + " |")
     lines += ["", "## Fact fields that changed", ""]
     lines += [f"- `{name}` in {n} case(s)" for name, n in preview.field_frequency().items()] or ["- none"]
+    lines += ["", "## Real CUDA changes that no fact explains", ""]
+    unexplained = preview.unexplained()
+    if unexplained:
+        lines += ["| family / target | CUDA changed | no fact changed | share |", "|---|---|---|---|"]
+        for key, e in unexplained.items():
+            lines.append(f"| {key} | {e['cuda_changed']} | {e['unexplained']} | {e['share']:.0%} |")
+        lines.append("")
+    cases = unexplained.get("all", {"cases": []})["cases"]
+    lines += [f"- {case}" for case in cases] or ["- none"]
     lines += ["", "## Family checks whose outcome changed", ""]
     lines += [f"- {line}" for line in preview.checks] or ["- none"]
     lines += ["", "## Cases", "", "| case | status | CUDA | fields | note |", "|---|---|---|---|---|"]

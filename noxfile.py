@@ -1,9 +1,16 @@
-"""Sessions: static (compare snapshots), regen-golden (rewrite them), tests (the harness's own tests).
+"""Sessions: static (compare snapshots), regen-golden (rewrite them), tests (the harness's own tests),
+lint, gpu, upgrade-preview, and lock (regenerate the hashed locks).
 
-Sessions only install pinned dependencies and call pytest; the logic lives in scripts/harness.
+Sessions only install locked dependencies (every file by its hash) and call pytest or a script; the
+logic lives in scripts/harness. docs/ci.md says which lock serves which session and why torch's CPU
+build is installed on its own.
 """
 
 from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
 
 import nox
 
@@ -13,9 +20,67 @@ nox.options.sessions = ["static", "tests"]
 
 GOLDEN = ["-p", "harness.static.plugin", "scripts/golden_test.py"]
 
+CPU_LOCK = "requirements.txt"
+GPU_LOCK = "requirements-gpu.txt"
+LINT_LOCK = "requirements-lint.txt"
+# torch's CPU build is served by PyTorch's own index only. The sessions take torch, and nothing
+# else, from there; every other package comes from PyPI. pip has no per-package index, hence two steps.
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# For pip-compile: the index's page of torch alone, so no other package can resolve from it.
+TORCH_CPU_PAGE = f"{TORCH_CPU_INDEX}/torch/"
+PIP_TOOLS = "pip-tools==7.6.2"
+# lock -> (its input, pip-compile options of its own). Written into each lock's header by pip-compile,
+# which is how `nox -s lock` and Dependabot regenerate it the same way.
+LOCKS: dict[str, tuple[str, tuple[str, ...]]] = {
+    CPU_LOCK: ("requirements.in", ("--find-links", TORCH_CPU_PAGE)),
+    GPU_LOCK: ("requirements-gpu.in", ()),
+    LINT_LOCK: ("requirements-lint.in", ()),
+    "requirements-nox.txt": ("requirements-nox.in", ()),
+}
+PIP_COMPILE = [
+    "pip-compile",
+    "--quiet",
+    "--generate-hashes",
+    "--allow-unsafe",  # setuptools is a dependency of torch; hash-checking mode needs it locked too
+    "--strip-extras",
+    # No source of the machine that ran the lock ends up in it: installs name their sources.
+    "--no-emit-index-url",
+    "--no-emit-find-links",
+]
 
-def install(session: nox.Session) -> None:
-    session.install("-r", "requirements.txt")
+
+def lock_entries(text: str) -> dict[str, str]:
+    """A pip-compile lock's entries by normalized name: each one's lines (pin, hashes, `# via`)."""
+    entries: dict[str, str] = {}
+    name = None
+    for line in text.splitlines(keepends=True):
+        if line[:1].isspace() and name:
+            entries[name] += line
+            continue
+        pin = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)==", line)
+        name = re.sub(r"[-_.]+", "-", pin[1]).lower() if pin else None
+        if name:
+            entries[name] = line
+    return entries
+
+
+def install(session: nox.Session, *, without: tuple[str, ...] = ()) -> None:
+    """The CPU lock, every file by its hash: torch from PyTorch's CPU index, then the rest from PyPI.
+
+    `without` leaves packages of the lock out (upgrade-preview installs its own TileLang).
+    """
+    entries = lock_entries(Path(CPU_LOCK).read_text())
+    tmp = Path(session.create_tmp())
+    torch_lock = tmp / "torch-cpu.txt"
+    torch_lock.write_text(entries["torch"])
+    # --no-deps: only torch comes from that index; its dependencies are in the lock, from PyPI.
+    session.install("--require-hashes", "--no-deps", "--index-url", TORCH_CPU_INDEX, "-r", str(torch_lock))
+    lock = CPU_LOCK
+    if without:
+        lock = str(tmp / "cpu-lock.txt")
+        Path(lock).write_text("".join(entry for name, entry in entries.items() if name not in without))
+    # torch is installed by now, so this step takes nothing from PyPI under torch's name.
+    session.install("--require-hashes", "-r", lock)
 
 
 @nox.session
@@ -38,8 +103,10 @@ def upgrade_preview(session: nox.Session) -> None:
     if len(session.posargs) != 1:
         session.error("name the TileLang version to preview: nox -s upgrade-preview -- 0.1.14")
     version = session.posargs[0]
-    install(session)
-    try:  # only TileLang (and what it strictly requires) replaced
+    # The lock without TileLang (by hash), then only TileLang (and what it strictly requires) from PyPI:
+    # the requested version has no hash in the lock, so it is installed outside hash-checking mode.
+    install(session, without=("tilelang",))
+    try:
         session.install(f"tilelang=={version}")
     except nox.command.CommandFailed:
         session.error(f"TileLang {version} could not be installed here (no such version, or no wheel for this Python)")
@@ -49,7 +116,7 @@ def upgrade_preview(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The harness's own tests."""
-    session.install("-r", "requirements-gpu.txt")  # the pins plus matplotlib: the GPU report's plot is tested too
+    install(session)  # the CPU lock has matplotlib and NVML too: the GPU report's plot is tested here
     session.run("pytest", "tests", "-n", "auto", *session.posargs)
 
 
@@ -65,7 +132,7 @@ def gpu(session: nox.Session) -> None:
     if session.venv_backend == "none":
         python = sys.executable  # the runner's own Python and packages
     else:
-        session.install("-r", "requirements-gpu.txt")
+        session.install("--require-hashes", "-r", GPU_LOCK)  # PyPI's CUDA torch and its triton
         python = "python"
     session.run(python, "scripts/gpu_check.py", *session.posargs)
 
@@ -73,9 +140,7 @@ def gpu(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff on the Python; every workflow against GitHub's schema and zizmor's audits (all offline)."""
-    from pathlib import Path
-
-    session.install("-r", "requirements-lint.txt")
+    session.install("--require-hashes", "-r", LINT_LOCK)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     workflows = sorted(str(path) for path in Path(".github/workflows").glob("*.y*ml"))
@@ -85,3 +150,23 @@ def lint(session: nox.Session) -> None:
     session.run("check-jsonschema", "--builtin-schema", "vendor.dependabot", ".github/dependabot.yml")
     # Medium severity and above fail; --strict-collection makes an unparsable workflow fail too.
     session.run("zizmor", "--offline", "--strict-collection", "--min-severity", "medium", *workflows)
+
+
+@nox.session(python="3.11", default=False)
+def lock(session: nox.Session) -> None:
+    """Regenerate every hashed lock from its .in file with pip-compile, for CPython 3.11 (CI's Python).
+
+    Options after `--` go to every pip-compile run, e.g. `-- --upgrade-package numpy` (the pins in
+    the .in files are kept; only what they leave open moves).
+    """
+    session.install(PIP_TOOLS)
+    for output, (source, options) in LOCKS.items():
+        env: dict[str, str | None] = {
+            "PIP_CONFIG_FILE": os.devnull,  # no pip.conf: PyPI and the sources named above, nothing else
+            "PIP_CONSTRAINT": None,
+            # A folder of wheels in PIP_FIND_LINKS may stand in for the PyTorch page where it is not
+            # reachable (the hash is then that file's), for the CPU lock only: elsewhere a local
+            # `+cpu` build would win over PyPI's torch.
+            "PIP_FIND_LINKS": os.environ.get("PIP_FIND_LINKS") if options else None,
+        }
+        session.run(*PIP_COMPILE, *options, "--output-file", output, source, *session.posargs, env=env)

@@ -1,0 +1,288 @@
+"""The hashed locks and the sessions that install them (docs/ci.md, "Locked toolchain").
+
+A lock is stale when its .in file (with the files it includes) asks for something the lock does
+not pin, pins at another version, or no longer asks for what the lock still pins as a direct
+requirement; `nox -s lock` regenerates it. The noxfile is imported with a stand-in `nox` module, so
+its sessions run here against a recording session object, without building any venv.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+REPO = Path(__file__).resolve().parents[1]
+HEADER_COMMAND = re.compile(r"^#\s+pip-compile (?P<args>.+)$", re.M)
+PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>\S+)", re.M)
+
+
+# --- reading .in files and locks --------------------------------------------------------------
+
+
+def read_in(path: Path) -> tuple[list[Requirement], list[Path]]:
+    """The requirements of an .in file and of the files it includes with `-r`; and those files."""
+    requirements: list[Requirement] = []
+    files = [path]
+    for raw in path.read_text().splitlines():
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith(("-r ", "--requirement ")):
+            included, more = read_in(path.parent / line.split(maxsplit=1)[1])
+            requirements += included
+            files += more
+        elif line.startswith("-"):
+            raise AssertionError(f"{path.name}: options belong in noxfile.py's LOCKS, not in the .in file: {line}")
+        else:
+            requirements.append(Requirement(line))
+    return requirements, files
+
+
+def lock_pins(text: str) -> dict[str, dict[str, Any]]:
+    """Every pinned package of a pip-compile lock: version, hashes and `# via` sources."""
+    pins: dict[str, dict[str, Any]] = {}
+    starts = list(PIN.finditer(text))
+    for match, following in zip(starts, [*starts[1:], None], strict=True):
+        block = text[match.start() : following.start() if following else len(text)]
+        via = re.findall(r"#\s+(?:via\s+)?(?!via\s*$)(-r \S+|[A-Za-z0-9][\w.-]*)\s*$", block, re.M)
+        pins[canonicalize_name(match["name"])] = {
+            "version": match["version"],
+            "hashes": re.findall(r"--hash=sha256:([0-9a-f]{64})", block),
+            "via": via,
+        }
+    return pins
+
+
+def stale_reasons(source: Path, lock: Path) -> list[str]:
+    """Why `lock` no longer matches `source` (its .in file); empty when it matches."""
+    requirements, inputs = read_in(source)
+    text = lock.read_text()
+    reasons = []
+    header = HEADER_COMMAND.search(text)
+    if not header:
+        reasons.append(f"{lock.name}: no pip-compile header")
+    else:
+        args = header["args"].split()
+        if args[-1] != source.name or f"--output-file={lock.name}" not in args or "--generate-hashes" not in args:
+            reasons.append(f"{lock.name}: made by `pip-compile {header['args']}`, not from {source.name} with hashes")
+    pins = lock_pins(text)
+    for requirement in requirements:
+        pin = pins.get(canonicalize_name(requirement.name))
+        if pin is None:
+            reasons.append(f"{requirement} is not pinned in {lock.name}")
+        elif not requirement.specifier.contains(Version(pin["version"]), prereleases=True):
+            reasons.append(f"{requirement} is pinned at {pin['version']} in {lock.name}")
+    asked = {canonicalize_name(requirement.name) for requirement in requirements}
+    known_inputs = {f"-r {path.name}" for path in inputs}
+    for name, pin in pins.items():
+        if not pin["hashes"]:
+            reasons.append(f"{name} has no hash in {lock.name}")
+        sources = [via for via in pin["via"] if via.startswith("-r ")]
+        if any(via not in known_inputs for via in sources):
+            reasons.append(f"{name} in {lock.name} comes from {sources}, not from {sorted(known_inputs)}")
+        elif sources and sources == pin["via"] and name not in asked:
+            reasons.append(f"{name} is pinned in {lock.name} for {sources}, which no longer asks for it")
+    return reasons
+
+
+# --- the noxfile, imported with a stand-in nox ------------------------------------------------
+
+
+class CommandFailed(Exception):
+    pass
+
+
+class SessionError(Exception):
+    pass
+
+
+def load_noxfile(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    fake = types.ModuleType("nox")
+    fake.options = types.SimpleNamespace()
+    fake.Session = object
+    fake.command = types.SimpleNamespace(CommandFailed=CommandFailed)
+
+    def session(func: Any = None, **_: Any) -> Any:
+        return func if func is not None else (lambda f: f)
+
+    fake.session = session
+    monkeypatch.setitem(sys.modules, "nox", fake)
+    spec = importlib.util.spec_from_file_location("noxfile_under_test", REPO / "noxfile.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class RecordingSession:
+    """Records what a session installs and runs; `failing` names an install that fails."""
+
+    venv_backend = "venv"
+
+    def __init__(self, posargs: list[str], tmp: Path, failing: str | None = None) -> None:
+        self.posargs = posargs
+        self.tmp = tmp
+        self.failing = failing
+        self.installs: list[tuple[str, ...]] = []
+        self.runs: list[tuple[str, ...]] = []
+
+    def create_tmp(self) -> str:
+        self.tmp.mkdir(exist_ok=True)
+        return str(self.tmp)
+
+    def install(self, *args: str) -> None:
+        self.installs.append(args)
+        if self.failing and self.failing in args:
+            raise CommandFailed(self.failing)
+
+    def run(self, *args: str, **_: Any) -> None:
+        self.runs.append(args)
+
+    def error(self, message: str) -> None:
+        raise SessionError(message)
+
+
+@pytest.fixture
+def noxfile(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    monkeypatch.chdir(REPO)
+    return load_noxfile(monkeypatch)
+
+
+def lock_files_in(installs: list[tuple[str, ...]]) -> list[Path]:
+    return [Path(args[args.index("-r") + 1]) for args in installs if "-r" in args]
+
+
+# --- the locks ----------------------------------------------------------------------------------
+
+
+def test_every_in_file_has_its_lock_and_nox_s_lock_makes_each(noxfile):
+    inputs = {path.name for path in REPO.glob("requirements*.in")} - {"requirements-common.in"}
+    made = {source: lock for lock, (source, _) in noxfile.LOCKS.items()}
+    assert set(made) == inputs, "every .in but the shared one is compiled by `nox -s lock`"
+    for source, lock in made.items():
+        assert (REPO / lock).is_file(), f"{lock} (from {source}) is not committed"
+
+
+@pytest.mark.parametrize(
+    "lock", ["requirements.txt", "requirements-gpu.txt", "requirements-lint.txt", "requirements-nox.txt"]
+)
+def test_lock_is_current_with_its_in_file(noxfile, lock):
+    source, options = noxfile.LOCKS[lock]
+    assert stale_reasons(REPO / source, REPO / lock) == [], f"run `nox -s lock` ({lock} is stale)"
+    header = HEADER_COMMAND.search((REPO / lock).read_text())["args"].split()
+    # pip-compile writes its options into the header; `nox -s lock` and Dependabot rerun them
+    for option in ("--generate-hashes", "--allow-unsafe", "--no-emit-index-url", "--no-emit-find-links"):
+        assert option in header, f"{lock}: made without {option}"
+    if options:
+        assert f"{options[0]}={options[1]}" in header
+
+
+def test_a_stale_lock_is_caught(tmp_path):
+    """Copies of the committed files, made stale on purpose, one way at a time."""
+    for name in ("requirements.in", "requirements-common.in", "requirements.txt"):
+        shutil.copy(REPO / name, tmp_path / name)
+    source, lock, common = (
+        tmp_path / "requirements.in",
+        tmp_path / "requirements.txt",
+        tmp_path / "requirements-common.in",
+    )
+    assert stale_reasons(source, lock) == []
+
+    original = common.read_text()
+    common.write_text(original.replace("tilelang==0.1.15", "tilelang==0.1.14"))
+    assert stale_reasons(source, lock) == ["tilelang==0.1.14 is pinned at 0.1.15 in requirements.txt"]
+
+    common.write_text(original + "rich==14.0.0\n")
+    assert stale_reasons(source, lock) == ["rich==14.0.0 is not pinned in requirements.txt"]
+
+    common.write_text(original.replace("deepdiff==9.1.0\n", ""))
+    assert stale_reasons(source, lock) == [
+        "deepdiff is pinned in requirements.txt for ['-r requirements-common.in'], which no longer asks for it"
+    ]
+
+    common.write_text(original)
+    text = lock.read_text()
+    lock.write_text(re.sub(r"(pyyaml==6\.0\.3) \\\n(\s+--hash=\S+ \\\n)*\s+--hash=\S+\n", r"\1\n", text))
+    assert stale_reasons(source, lock) == ["pyyaml has no hash in requirements.txt"]
+
+    lock.write_text(text.replace("--output-file=requirements.txt", "--output-file=other.txt"))
+    assert len(stale_reasons(source, lock)) == 1 and "not from requirements.in" in stale_reasons(source, lock)[0]
+
+
+def test_cpu_lock_holds_torchs_cpu_build_and_no_cuda_package():
+    pins = lock_pins((REPO / "requirements.txt").read_text())
+    assert pins["torch"]["version"].endswith("+cpu") and len(pins["torch"]["hashes"]) >= 1
+    cuda = sorted(name for name in pins if name.startswith(("nvidia-", "triton", "cuda-")) and name != "nvidia-ml-py")
+    assert not cuda, f"the CPU lock pulls CUDA packages: {cuda}"
+
+
+def test_gpu_lock_holds_pypis_cuda_torch_with_its_triton():
+    pins = lock_pins((REPO / "requirements-gpu.txt").read_text())
+    assert "+" not in pins["torch"]["version"], "the GPU lock takes PyPI's (CUDA) torch"
+    assert "triton" in pins, "the timer (triton.testing.do_bench) comes with PyPI's CUDA torch"
+    cpu = lock_pins((REPO / "requirements.txt").read_text())
+    assert pins["torch"]["version"] == cpu["torch"]["version"].split("+")[0], "one torch release on CPU and GPU"
+    shared = {"tilelang", "apache-tvm-ffi", "z3-solver", "numpy", "ml-dtypes"}
+    assert {name: pins[name]["version"] for name in shared} == {name: cpu[name]["version"] for name in shared}
+
+
+def test_locks_name_no_local_source():
+    """No machine's folder, file URL or mirror reaches a committed lock."""
+    for lock in REPO.glob("requirements*.txt"):
+        options = [line for line in lock.read_text().splitlines() if line.startswith("-")]
+        assert options == [], f"{lock.name}: {options}"
+        assert "file://" not in lock.read_text()
+
+
+# --- the sessions install from the locks --------------------------------------------------------
+
+
+def test_cpu_install_takes_torch_alone_from_the_cpu_index_then_the_lock_by_hash(noxfile, tmp_path):
+    session = RecordingSession([], tmp_path)
+    noxfile.static(session)
+    torch_step, lock_step = session.installs
+    assert torch_step[:4] == ("--require-hashes", "--no-deps", "--index-url", "https://download.pytorch.org/whl/cpu")
+    (torch_lock,) = lock_files_in([torch_step])
+    assert list(lock_pins(torch_lock.read_text())) == ["torch"], "only torch comes from the PyTorch index"
+    assert torch_lock.read_text() in (REPO / "requirements.txt").read_text(), "torch's entry, hashes included"
+    assert lock_step == ("--require-hashes", "-r", "requirements.txt")
+    assert "--index-url" not in lock_step and "--extra-index-url" not in lock_step
+
+
+@pytest.mark.parametrize("name", ["static", "regen_golden", "tests", "gpu", "lint"])
+def test_every_session_installs_only_hashed_locks(noxfile, tmp_path, name):
+    session = RecordingSession([], tmp_path)
+    getattr(noxfile, name)(session)
+    assert session.installs, f"{name} installs nothing"
+    for args in session.installs:
+        assert "--require-hashes" in args and "-r" in args, f"{name}: {args}"
+    committed = {path.name for path in lock_files_in(session.installs) if path.parent == Path(".")}
+    assert committed <= set(noxfile.LOCKS)
+
+
+def test_upgrade_preview_installs_the_lock_without_tilelang_then_the_requested_tilelang(noxfile, tmp_path):
+    session = RecordingSession(["0.1.14"], tmp_path)
+    noxfile.upgrade_preview(session)
+    *locked, requested = session.installs
+    assert requested == ("tilelang==0.1.14",), "the requested version has no hash: installed on its own"
+    assert all("--require-hashes" in args for args in locked)
+    rest = lock_pins(lock_files_in(locked)[-1].read_text())
+    assert "tilelang" not in rest
+    assert set(rest) == set(lock_pins((REPO / "requirements.txt").read_text())) - {"tilelang"}
+
+
+def test_upgrade_preview_says_when_the_version_does_not_install(noxfile, tmp_path):
+    session = RecordingSession(["9.9.9"], tmp_path, failing="tilelang==9.9.9")
+    with pytest.raises(SessionError, match="TileLang 9.9.9 could not be installed"):
+        noxfile.upgrade_preview(session)
+    assert session.runs == []

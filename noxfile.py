@@ -99,10 +99,16 @@ def regen_golden(session: nox.Session) -> None:
 
 @nox.session(name="upgrade-preview")
 def upgrade_preview(session: nox.Session) -> None:
-    """What TileLang VERSION would change: `nox -s upgrade-preview -- VERSION` (a report, never writes golden/)."""
-    if len(session.posargs) != 1:
-        session.error("name the TileLang version to preview: nox -s upgrade-preview -- 0.1.14")
-    version = session.posargs[0]
+    """What TileLang VERSION would change: `nox -s upgrade-preview -- VERSION [OPTIONS]` (a report).
+
+    It never writes golden/. OPTIONS go to scripts/upgrade_preview.py, e.g. `-- 0.1.13 --gpu`.
+    """
+    if not session.posargs or session.posargs[0].startswith("-"):
+        session.error(
+            "name the TileLang version to preview first, then any options of scripts/upgrade_preview.py: "
+            "nox -s upgrade-preview -- 0.1.14 [--gpu]"
+        )
+    version, *options = session.posargs
     # The lock without TileLang (by hash), then only TileLang (and what it strictly requires) from PyPI:
     # the requested version has no hash in the lock, so it is installed outside hash-checking mode.
     install(session, without=("tilelang",))
@@ -110,7 +116,7 @@ def upgrade_preview(session: nox.Session) -> None:
         session.install(f"tilelang=={version}")
     except nox.command.CommandFailed:
         session.error(f"TileLang {version} could not be installed here (no such version, or no wheel for this Python)")
-    session.run("python", "scripts/upgrade_preview.py", "--output", f"build/upgrade-preview/{version}")
+    session.run("python", "scripts/upgrade_preview.py", "--output", f"build/upgrade-preview/{version}", *options)
 
 
 @nox.session

@@ -270,6 +270,17 @@ def test_every_session_installs_only_hashed_locks(noxfile, tmp_path, name):
     assert committed <= set(noxfile.LOCKS)
 
 
+def test_upgrade_preview_passes_options_after_the_version_to_the_script(noxfile, tmp_path):
+    session = RecordingSession(["0.1.13", "--gpu"], tmp_path)
+    noxfile.upgrade_preview(session)
+    assert session.runs == [
+        ("python", "scripts/upgrade_preview.py", "--output", "build/upgrade-preview/0.1.13", "--gpu")
+    ]
+    session = RecordingSession(["0.1.14"], tmp_path)
+    noxfile.upgrade_preview(session)
+    assert session.runs == [("python", "scripts/upgrade_preview.py", "--output", "build/upgrade-preview/0.1.14")]
+
+
 def test_upgrade_preview_installs_the_lock_without_tilelang_then_the_requested_tilelang(noxfile, tmp_path):
     session = RecordingSession(["0.1.14"], tmp_path)
     noxfile.upgrade_preview(session)
@@ -279,6 +290,12 @@ def test_upgrade_preview_installs_the_lock_without_tilelang_then_the_requested_t
     rest = lock_pins(lock_files_in(locked)[-1].read_text())
     assert "tilelang" not in rest
     assert set(rest) == set(lock_pins((REPO / "requirements.txt").read_text())) - {"tilelang"}
+
+
+@pytest.mark.parametrize("posargs", [[], ["--gpu"], ["--gpu", "0.1.13"]])
+def test_upgrade_preview_needs_the_version_first(noxfile, tmp_path, posargs):
+    with pytest.raises(SessionError, match="name the TileLang version to preview first"):
+        noxfile.upgrade_preview(RecordingSession(posargs, tmp_path))
 
 
 def test_upgrade_preview_says_when_the_version_does_not_install(noxfile, tmp_path):

@@ -288,12 +288,102 @@ def test_nox_command_parser():
     assert nox_sessions_called("echo nox # nox -s hidden") == []
 
 
-def test_nox_pin_matches_ci_run():
-    pinned = re.search(r"nox==([\w.]+)", (REPO / ".ci" / "run").read_text())
-    assert pinned
+NOX_LOCK_INSTALL = "python -m pip install --require-hashes -r requirements-nox.txt"
+# The lock each CPU job's session installs (noxfile.py; tests/test_locks.py checks the sessions).
+SESSION_LOCK = {"static": "requirements.txt", "tests": "requirements.txt", "lint": "requirements-lint.txt"}
+MAIN_PUSH = ("github.event_name == 'push'", "github.ref == 'refs/heads/main'")
+
+
+def test_nox_comes_from_its_hashed_lock_everywhere():
+    """The workflows and .ci/run install nox by hash; README's set-up command pins the same nox."""
+    assert (
+        "python3 -m pip install --quiet --require-hashes -r requirements-nox.txt" in (REPO / ".ci" / "run").read_text()
+    )
+    locked = re.search(r"^nox==(\S+)", (REPO / "requirements-nox.txt").read_text(), re.M)
+    readme = re.search(r"pip install nox==(\S+)", (REPO / "README.md").read_text())
+    assert locked and readme and readme[1] == locked[1], "README's set-up command and requirements-nox.txt disagree"
     for name, workflow in workflows().items():
-        if any(re.search(r"\bnox\b", block) for block in run_blocks(workflow)) and name != "gpu.yml":
-            assert workflow["env"]["NOX_VERSION"] == pinned[1], f"{name}: nox {workflow['env']['NOX_VERSION']}"
+        if name == "gpu.yml":  # the runner's own Python brings nox (docs/ci.md)
+            continue
+        for job_name, job in workflow["jobs"].items():
+            runs = _commands(job)
+            first_nox = next(i for i, run in enumerate(runs) if nox_sessions_called(run))
+            assert NOX_LOCK_INSTALL in runs[:first_nox], f"{name}:{job_name}: nox not installed from its lock"
+
+
+@pytest.mark.parametrize("name", [path.name for path in workflow_files()])
+def test_workflows_install_only_hashed_locks_and_name_no_second_index(name):
+    """torch's CPU index is the noxfile's, for torch alone: no job may widen pip's sources."""
+    text = (WORKFLOWS / name).read_text()
+    for setting in ("PIP_EXTRA_INDEX_URL", "PIP_INDEX_URL", "PIP_FIND_LINKS", "index-url", "find-links"):
+        assert setting not in text, f"{name}: {setting}"
+    for run in run_blocks(load(WORKFLOWS / name)):
+        for line in run.splitlines():
+            if "pip install" in line:
+                assert re.search(r"--require-hashes -r requirements[\w-]*\.txt$", line), f"{name}: {line.strip()}"
+
+
+def _cache_steps(job: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [step for step in job["steps"] if step.get("uses", "").startswith(f"actions/cache/{kind}@")]
+
+
+@pytest.mark.parametrize("name", [path.name for path in workflow_files()])
+def test_no_cache_is_written_behind_the_workflows_back(name):
+    """actions/cache (restore + save in its post step) and setup-python's `cache:` save on any event."""
+    for job_name, step in steps(load(WORKFLOWS / name)):
+        uses = step.get("uses", "")
+        assert not re.match(r"actions/cache@", uses), f"{name}:{job_name}: use actions/cache/restore and /save"
+        if uses.startswith("actions/setup-python@"):
+            assert "cache" not in step.get("with", {}), (
+                f"{name}:{job_name}: setup-python's cache saves on pull requests"
+            )
+
+
+def test_cpu_jobs_restore_their_venv_keyed_on_lock_and_python_before_installing():
+    for job_name, job in _static_jobs().items():
+        (session,) = {s for run in _commands(job) for s in nox_sessions_called(run)}
+        (restore,) = _cache_steps(job, "restore")
+        assert restore["with"]["path"] == f".nox/{session}", f"{job_name}: restores {restore['with']['path']}"
+        key = restore["with"]["key"]
+        for part in ("${{ runner.os }}", "${{ steps.python.outputs.python-version }}",
+                     f"${{{{ hashFiles('{SESSION_LOCK[session]}') }}}}"):  # fmt: skip
+            assert part in key, f"{job_name}: cache key {key} lacks {part}"
+        setup = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/setup-python@"))
+        assert setup.get("id") == "python"
+        order = [step.get("run", step.get("uses", "")) for step in job["steps"]]
+        installs = [i for i, step in enumerate(order) if step == f"nox --install-only -s {session}"]
+        checks = [i for i, step in enumerate(order) if step.startswith(f"nox -s {session} --no-install")]
+        assert installs and checks, f"{job_name}: install the venv, then run the session without reinstalling"
+        assert job["steps"].index(restore) < installs[0] < checks[0]
+
+
+def test_caches_are_written_only_by_pushes_to_main_never_by_pull_requests():
+    saves = 0
+    for name, workflow in workflows().items():
+        for job_name, job in workflow["jobs"].items():
+            for save in _cache_steps(job, "save"):
+                saves += 1
+                condition = " ".join(save["if"].split())
+                assert all(clause in condition for clause in MAIN_PUSH) and "||" not in condition, (
+                    f"{name}:{job_name}: a save step must require a push to main: {condition}"
+                )
+                (restore,) = _cache_steps(job, "restore")
+                assert save["with"]["path"] == restore["with"]["path"]
+                assert (
+                    save["with"]["key"]
+                    == "${{ steps.venv.outputs.cache-primary-key }}"
+                    == ("${{ steps." + restore["id"] + ".outputs.cache-primary-key }}")
+                )
+                assert "steps.venv.outputs.cache-hit != 'true'" in condition, "an existing key is never rewritten"
+                order = [step.get("run", "") for step in job["steps"]]
+                assert job["steps"].index(save) < next(i for i, run in enumerate(order) if "--no-install" in run), (
+                    "saved after the install, before the checks: a failing check still leaves the venv cached"
+                )
+    jobs = _static_jobs()
+    golden_save = _cache_steps(jobs["golden"], "save")[0]["if"]
+    assert "matrix.shard == 1" in golden_save, "one shard writes the shared key; the others would race it"
+    assert not _cache_steps(jobs["orphans"], "save"), "the orphan job shares the shards' venv"
+    assert saves == 3
 
 
 def _static_jobs() -> dict[str, Any]:
@@ -382,6 +472,9 @@ def test_each_shard_titles_its_summary_and_the_orphan_job_promises_no_produced_f
 def test_dependabot_updates_the_action_pins_and_the_python_pins():
     config = load(REPO / ".github" / "dependabot.yml")
     assert {u["package-ecosystem"] for u in config["updates"]} == {"github-actions", "pip"}
+    (pip,) = [u for u in config["updates"] if u["package-ecosystem"] == "pip"]
+    # Dependabot recompiles a pip-compile lock found beside its .in file, in the directory it scans
+    assert pip["directory"] == "/" and list(REPO.glob("requirements*.in")) and list(REPO.glob("requirements*.txt"))
 
 
 def test_the_runner_instructions_work_for_a_real_runner():

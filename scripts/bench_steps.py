@@ -27,13 +27,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", help="input seeds (default: three fresh ones)")
     options = parser.parse_args(argv)
 
-    from harness.gpu.device import NoCudaCompiler, NoCudaDevice, require_cuda, require_nvcc
+    from harness.gpu.device import gpu_unavailable
 
-    try:
-        require_cuda()
-        require_nvcc()
-    except (NoCudaDevice, NoCudaCompiler) as error:
-        print(f"bench_steps: {error}", file=sys.stderr)
+    problem = gpu_unavailable()
+    if problem:
+        print(f"bench_steps: {problem}", file=sys.stderr)
         return 2
     from harness.gpu.numerics import fresh_seeds
     from harness.gpu.steps import BadStep, run_steps

@@ -37,12 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timing-dir", type=Path, default=REPO / "golden" / "timing")
     options = parser.parse_args(argv)
 
-    from harness.gpu.device import NoCudaDevice, require_cuda
+    from harness.gpu.device import gpu_unavailable
 
-    try:
-        require_cuda()
-    except NoCudaDevice as error:
-        print(f"bench_timing: {error}", file=sys.stderr)
+    problem = gpu_unavailable()
+    if problem:
+        print(f"bench_timing: {problem}", file=sys.stderr)
         return 2
     from harness.gpu.timing_bench import run_benchmark
 

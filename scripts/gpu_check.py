@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1])]  # the repository root: `kernels`
 
-from harness.gpu.device import NoCudaCompiler, NoCudaDevice, require_cuda, require_nvcc  # noqa: E402
+from harness.gpu.device import gpu_unavailable  # noqa: E402
 from harness.gpu.numerics import MIN_SEEDS  # noqa: E402
 from harness.gpu.timing import DEFAULT_ROUNDS, REPEAT_MS, TIMERS, WARMUP_MS  # noqa: E402
 
@@ -74,11 +74,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
-    try:
-        require_cuda()  # before TileLang's slow import: without a GPU, stop at once
-        require_nvcc()  # and without a compiler, before compiling anything
-    except (NoCudaDevice, NoCudaCompiler) as error:
-        print(f"gpu check stopped, nothing was checked: {error}", file=sys.stderr)
+    problem = gpu_unavailable()  # before TileLang's slow import and before compiling anything
+    if problem:
+        print(f"gpu check stopped, nothing was checked: {problem}", file=sys.stderr)
         return 2
 
     from harness.family import registry

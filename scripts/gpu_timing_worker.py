@@ -23,11 +23,6 @@ from harness.gpu.timing import REPEAT_MS, TIMERS  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    # Answers go to the original standard output; everything else written there (compiler and
-    # library messages, from Python or C) goes to standard error, so it cannot garble an answer.
-    answers = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--timer", choices=TIMERS, default=TIMERS[0])
     parser.add_argument("--repeat-ms", type=float, default=REPEAT_MS)
@@ -35,14 +30,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--golden-dir", type=Path, default=REPO / "golden")
     options = parser.parse_args(argv)
 
-    from harness.gpu.device import NoCudaCompiler, NoCudaDevice, require_cuda, require_nvcc
+    from harness.gpu.device import gpu_unavailable
 
-    try:
-        require_cuda()
-        require_nvcc()
-    except (NoCudaDevice, NoCudaCompiler) as error:
-        print(f"gpu timing worker: {error}", file=sys.stderr)
+    problem = gpu_unavailable()
+    if problem:
+        print(f"gpu timing worker: {problem}", file=sys.stderr)
         return 2
+    # Answers go to the original standard output; everything else written there (compiler and
+    # library messages, from Python or C) goes to standard error, so it cannot garble an answer.
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
     from harness.family import registry
     from harness.gpu.check import check_cases, device_cases
     from harness.gpu.timing import make_bench, measure_pairs

@@ -61,15 +61,13 @@ def gpu_preview(options: argparse.Namespace, pinned: str) -> int:
     """Both TileLangs on the GPU at hand, alternating; 2 when either environment cannot run."""
     import shlex
 
-    from harness.gpu.device import NoCudaCompiler, NoCudaDevice, require_cuda, require_nvcc
+    from harness.gpu.device import gpu_unavailable
     from harness.gpu.numerics import fresh_seeds
     from harness.gpu.upgrade_speed import ProcessWorker, WorkerFailed, compare_speed, write_speed_report
 
-    try:
-        require_cuda()
-        require_nvcc()
-    except (NoCudaDevice, NoCudaCompiler) as error:
-        print(f"upgrade preview --gpu: {error}", file=sys.stderr)
+    problem = gpu_unavailable()
+    if problem:
+        print(f"upgrade preview --gpu: {problem}", file=sys.stderr)
         return 2
     seeds = ["--seeds", *map(str, fresh_seeds())]  # the same inputs in both environments
     # Each side's kernels are checked against the snapshots of its own TileLang: golden/ for the

@@ -321,8 +321,9 @@ def test_nvcc_is_found_where_tilelang_looks(tmp_path):
 
 def test_without_nvcc_the_entry_stops_before_compiling_with_status_2(monkeypatch, capsys, tmp_path):
     import gpu_check as entry
+    from harness.gpu import device
 
-    monkeypatch.setattr(entry, "require_cuda", fake.device)
+    monkeypatch.setattr(device, "require_cuda", fake.device)
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-toolkit"))
     assert entry.main([]) == 2
     err = capsys.readouterr().err

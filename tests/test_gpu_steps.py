@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+import torch
+from script_runner import run_script
 
 from harness.family import registry
 from harness.gpu.steps import BadStep, parse_step
@@ -37,3 +39,17 @@ def test_a_bad_step_says_what_is_wrong(spec, message):
     family, variant = first_variant()
     with pytest.raises(BadStep, match=message):
         parse_step(spec.format(family=family.name, variant=variant.name), registry().families, "sm_90")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
+@pytest.mark.parametrize("script", ["bench_steps", "bench_timing", "gpu_timing_worker"])
+def test_without_a_gpu_each_gpu_script_stops_with_status_2_and_says_why(script):
+    import importlib
+
+    module = importlib.import_module(script)
+    argv = ["some_family/some_variant"] if script == "bench_steps" else []
+    status, out, err = run_script(module.main, *argv)
+    from harness.gpu.device import gpu_unavailable
+
+    assert status == 2 and out == ""
+    assert err.endswith(f": {gpu_unavailable()}\n"), err

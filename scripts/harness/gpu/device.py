@@ -139,6 +139,16 @@ def require_cuda() -> Device:
     )
 
 
+def gpu_unavailable() -> str | None:
+    """Why no GPU check can run here (no CUDA device, no nvcc), or None; asked before anything compiles."""
+    try:
+        require_cuda()
+        require_nvcc()
+    except (NoCudaDevice, NoCudaCompiler) as error:
+        return str(error)
+    return None
+
+
 def _version(package: str) -> str:
     try:
         return version(package)

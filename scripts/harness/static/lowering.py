@@ -51,7 +51,7 @@ def tilelang_unavailable() -> str | None:
         return (
             f"TileLang {tilelang.__version__} lacks the CUDA codegen FFI "
             "(tilelang.cuda._ffi_api.AnnotateDeviceBoundTmaCopies), so it cannot lower CUDA; "
-            "install the pinned Linux wheel: pip install -r requirements.txt"
+            "install the pinned Linux wheel: `nox -s static --install-only` builds an environment with it"
         )
     return None
 

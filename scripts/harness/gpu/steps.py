@@ -1,9 +1,10 @@
 """What each schedule choice contributes: variants with parameters changed one at a time, timed in one run.
 
-A step is `family/variant` or `family/variant:name=value,name=value` (the variant's parameters
-with those replaced). Every step is compiled, checked against its family's reference on the given
-seeds and timed next to its reference with the GPU session's own timing, all in one process, so
-the ratios are comparable step to step. Steps have no snapshots: this is for tuning, not a gate.
+A step is `family/variant` or `family/variant:name=value,name=value` (the variant with those
+parameters replaced; a name that is one of the family's problem dimensions changes the problem).
+Every step is compiled, checked against its family's reference on the given seeds and timed next
+to its reference with the GPU session's own timing, all in one process, so the ratios are
+comparable step to step. Steps have no snapshots: this is for tuning, not a gate.
 """
 
 from __future__ import annotations
@@ -35,16 +36,17 @@ def parse_step(spec: str, families: Sequence[Family], target: str) -> Step:
     variant = next((v for v in family.variants if v.name == variant_name), None) if family else None
     if variant is None:
         raise BadStep(f"step {spec!r}: no registered variant {key!r}; name one as family/variant")
-    params = dict(variant.params)
+    params, shape = dict(variant.params), dict(variant.shape)
     for item in filter(None, overrides.split(",")):
         name, equals, text = item.partition("=")
         if not equals:
             raise BadStep(f"step {spec!r}: {item!r} is not name=value")
         try:
-            params[name.strip()] = ast.literal_eval(text.strip())
+            value = ast.literal_eval(text.strip())
         except (ValueError, SyntaxError):
             raise BadStep(f"step {spec!r}: {text!r} is not a Python literal") from None
-    changed = dataclasses.replace(variant, name=spec.partition("/")[2], params=params)
+        (shape if name.strip() in family.shape else params)[name.strip()] = value
+    changed = dataclasses.replace(variant, name=spec.partition("/")[2], params=params, shape=shape)
     return Step(spec, Case(family, changed, target))
 
 
@@ -62,7 +64,10 @@ def run_steps(specs: Sequence[str], rounds: int, seeds: Sequence[int], log: Call
     steps = [parse_step(spec, registry().families, device.target) for spec in specs]
     compiled = compile_cases([s.case for s in steps])
     lines = [f"{device.name} ({device.target}), {rounds} rounds, seeds {list(seeds)}", ""]
-    lines += ["| step | ms | ratio to reference | vs the step before | numerics |", "|---|---|---|---|---|"]
+    lines += [
+        "| step | ms | reference ms | ratio to reference | vs the step before | numerics |",
+        "|---|---|---|---|---|---|",
+    ]
     pairs, numerics = [], {}
     for step, built in zip(steps, compiled, strict=True):
         if built.kernel is None:
@@ -82,11 +87,12 @@ def run_steps(specs: Sequence[str], rounds: int, seeds: Sequence[int], log: Call
     for step in steps:
         timing = measured.get(step.spec)
         if timing is None:
-            lines.append(f"| {step.spec} | — | — | — | {numerics[step.spec]} |")
+            lines.append(f"| {step.spec} | — | — | — | — | {numerics[step.spec]} |")
             continue
         change = "" if previous is None else f"{timing.ratio / previous - 1:+.1%}"
         lines.append(
-            f"| {step.spec} | {timing.variant.median_ms:.3f} | {timing.ratio:.3f} | {change} | {numerics[step.spec]} |"
+            f"| {step.spec} | {timing.variant.median_ms:.3f} | {timing.reference.median_ms:.3f} | {timing.ratio:.3f} | "
+            f"{change} | {numerics[step.spec]} |"
         )
         previous = timing.ratio
     return lines

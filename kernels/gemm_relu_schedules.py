@@ -220,9 +220,9 @@ FAMILY = Family(
     speed_reference_label="torch.relu(torch.matmul(A, B))",
     work=gemm_work,
     checks=check_schedules,
-    # Twin 8192 -> 8704: +6.25 % work in every tile, rows still 1 KiB-aligned. On the H200 it measures
-    # 8-10 % slower per unit of its reference (K = 8608, +5.1 %, measured 9.6 %): more than the work,
-    # for a reason not yet measured; the gate's benchmark needs only that it is clearly slower.
+    # Twin 8192 -> 8704: +6.25 % work in every tile, rows still 1 KiB-aligned. On the H200 it takes
+    # 8-10 % more time: v0 has no block rasterization, and the rasterized v4_tuned takes 6.0 % more
+    # for the same K (docs/gpu.md); the gate's benchmark needs only that it is clearly slower.
     twin=Twin(BASELINE, "K", 8704),
 )
 

@@ -80,7 +80,7 @@ def run_steps(specs: Sequence[str], rounds: int, seeds: Sequence[int], log: Call
         numerics[step.spec] = "pass" if checked.passed else "; ".join(checked.problems())
         if checked.passed:
             result = VariantResult(built, device.shared_memory_per_block_bytes, "")
-            pairs.append(dataclasses.replace(timed_pair(result, seeds[0]), key=step.spec))
+            pairs.append(timed_pair(result, seeds[0]))  # keyed by the step's spec: its case key
     log(f"timing {len(pairs)} steps next to their references")
     measured = measure_pairs(pairs, rounds, make_bench(), seed=seeds[0])
     previous = None

@@ -5,8 +5,6 @@ Every module here whose name does not start with `_` is a family and is found by
 `TARGETS`. README, "Adding a kernel family", walks through a complete example.
 """
 
-from __future__ import annotations
-
 # name -> TVM target description. Lowering needs no GPU: the arch is pinned, never detected.
 TARGETS: dict[str, dict[str, str]] = {
     "sm_80": {"kind": "cuda", "arch": "sm_80"},  # Ampere: cp.async + mma.sync

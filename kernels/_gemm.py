@@ -3,8 +3,6 @@
 Not a family itself (the leading `_` keeps the harness from loading it as one).
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 from harness.family import Params, Tolerance, Work

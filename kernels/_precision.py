@@ -1,7 +1,5 @@
 """Reference precision shared by families: float32 that is really float32."""
 
-from __future__ import annotations
-
 import contextlib
 from collections.abc import Iterator
 

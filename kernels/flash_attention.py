@@ -13,8 +13,6 @@ variable (`ptx_wait_group(3 - k * 2)`), and CUDA codegen requires a constant the
 from tirx.Sub to ir.IntImm failed"). It lowers for sm_90 (TMA, no wait groups).
 """
 
-from __future__ import annotations
-
 import math
 from typing import Any
 
@@ -54,8 +52,6 @@ def flash_attention(
     # the hardware's instruction, and x * c - m * c contracts to one fma per score.
     scale_log2 = LOG2_E / math.sqrt(dim)
 
-    # The shape is spelled out: TileLang resolves these (postponed) annotations from the names
-    # the body uses, so a `shape` variable the body never reads would be unknown to it.
     @T.prim_func
     def main(
         Q: T.Tensor((batch, heads, seq, dim), dtype),

@@ -5,8 +5,6 @@ tile shape and target; where TileLang 0.1.15 makes a criterion false, the deviat
 recorded here with its reason (`DEVIATIONS`), so a change in either direction fails the check.
 """
 
-from __future__ import annotations
-
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace

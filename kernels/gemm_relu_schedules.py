@@ -6,8 +6,6 @@ from this file's source and compares the dataflow of the four, so keep everythin
 four bodies identical.
 """
 
-from __future__ import annotations
-
 import itertools
 import math
 from collections.abc import Sequence

@@ -8,8 +8,6 @@ the `T.use_swizzle` annotation (thread-block rasterization), so the static summa
 annotation does to the CUDA.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 import tilelang

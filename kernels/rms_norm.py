@@ -6,8 +6,6 @@ variants differ only in the `threads` annotation of `T.Kernel`, which sets how m
 row each thread loads (hidden * block_rows / threads) and how wide the block-wide reduction is.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 import tilelang

@@ -136,7 +136,7 @@ def test_an_output_position_outside_the_arguments_is_a_build_error():
 
 def test_a_factory_that_raises_is_a_build_error_naming_variant_and_parameters():
     def broken(M, N, K, block):
-        raise ZeroDivisionError("block must divide M")
+        raise ZeroDivisionError(f"block {block} must divide {M}, {N} and {K}")
 
     family = _family(broken)
     with pytest.raises(BuildError, match=r"kernels/tiny_gemm.py: variant 'only' did not build with .*'block': 64"):

@@ -1,16 +1,41 @@
-"""A variant's kernel as TileLang compiles it: the PrimFunc and the pass configs that apply.
+"""A variant's kernel as TileLang compiles it: the PrimFunc, the pass configs that apply, its outputs.
 
 Shared by the static path (which lowers it) and the GPU path (which compiles it), so both see
 the same function under the same configuration, exactly as `tilelang.compile` would: the
 `@tilelang.jit` decorator's `pass_configs`, merged with any the PrimFunc carries itself.
+
+The kinds of kernel a variant may name, as TileLang's users write them:
+- an eager `@tilelang.jit` function: tensors in, dimensions from `T.const`, outputs made by
+  `T.empty` and returned;
+- a lazy `@tilelang.jit` factory returning a `@T.prim_func` (outputs: its `out_idx`);
+- an `@tilelang.autotune` over either of those, the variant's parameters pinning one of its configs;
+- a plain factory returning a `@T.prim_func`, or a ready `@T.prim_func` (outputs: the family's).
+
+Every name a variant passes must be one the kernel takes and uses: a misspelled or ignored
+parameter would otherwise be recorded in the snapshot while the kernel ran with its default.
 """
 
-from __future__ import annotations
-
+import difflib
+import dis
+import inspect
+import traceback
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import CodeType
 from typing import Any
 
-from harness.family import Family, Variant
+from harness.family import Family, FamilyError, Tolerance, Variant
+
+KERNEL_KINDS = (
+    "an eager @tilelang.jit function (T.const dimensions, T.empty outputs)",
+    "a lazy @tilelang.jit factory returning a @T.prim_func",
+    "an @tilelang.autotune-decorated jit function",
+    "a function returning a @T.prim_func",
+    "a ready @T.prim_func",
+)
+# Keys of an autotuner configuration that are not kernel parameters (TileLang's reserved key).
+AUTOTUNE_RESERVED = ("pass_configs",)
 
 
 class BuildError(RuntimeError):
@@ -21,55 +46,239 @@ class BuildError(RuntimeError):
 class BuiltKernel:
     prim_func: Any
     pass_configs: dict[str, Any] = field(default_factory=dict)
-    out_idx: list[int] | None = None  # the jit decorator's, when it has one
+    outputs: tuple[int, ...] = ()  # positions of the arguments the kernel writes, ascending
+    tolerances: tuple[Tolerance, ...] = ()  # one per output, in order
+
+
+@dataclass(frozen=True)
+class _Kernel:
+    """What the harness needs of any kind of kernel: how to trace it and what it accepts."""
+
+    trace: Callable[..., Any]  # keyword arguments -> PrimFunc
+    function: Callable[..., Any] | None  # the user's Python function (its signature and code), if any
+    pass_configs: dict[str, Any]
+    out_idx: list[int] | None  # outputs the decorator names, if it does
+    tensor_names: frozenset[str] = frozenset()  # an eager kernel's tensor arguments
+    eager: Any = None  # an eager kernel's JIT function, to read its T.const names after tracing
 
 
 def build_kernel(family: Family, variant: Variant) -> BuiltKernel:
     """Build the PrimFunc of `variant`; raise BuildError naming the family file and variant."""
-    from tilelang.jit import JITImpl
     from tvm import tirx
 
-    params = family.params(variant)
-    kernel = variant.kernel
-    pass_configs: dict[str, Any] = {}
-    out_idx = None
+    where = f"{family.file}: variant {variant.name!r}"
+    kernel = _kernel(variant, where)
+    arguments = family.kernel_arguments(variant)
+    if kernel.function is not None:
+        _refuse_unused(kernel, arguments, where)
     try:
-        if isinstance(kernel, tirx.PrimFunc):
-            prim_func = kernel
-        elif isinstance(kernel, JITImpl):
-            prim_func = kernel.get_tir(**params)
-            pass_configs = dict(kernel.pass_configs or {})
-            out_idx = _indices(kernel.out_idx)
-        else:
-            prim_func = kernel(**params)
+        prim_func = kernel.trace(**arguments)
     except Exception as error:  # the kernel's Python body raised: the family's bug, reported as such
+        if kernel.eager is not None:  # a dimension under another name than the kernel's T.const is the usual cause
+            _refuse_unknown_constants(kernel, arguments, where)
         raise BuildError(
-            f"{family.file}: variant {variant.name!r} did not build with {params} "
+            f"{where} did not build with {arguments}{_kernel_line(error, kernel.function)} "
             f"({type(error).__name__}: {error}); fix the kernel or its parameters"
         ) from error
     if not isinstance(prim_func, tirx.PrimFunc):
         raise BuildError(
-            f"{family.file}: variant {variant.name!r}: its kernel returned {type(prim_func).__name__}, "
-            "expected a TileLang PrimFunc (a @T.prim_func, or a factory or @tilelang.jit factory returning one)"
+            f"{where}: its kernel returned {type(prim_func).__name__}, expected a TileLang PrimFunc; "
+            f"a variant's kernel is one of: {'; '.join(KERNEL_KINDS)}"
         )
+    if kernel.eager is not None:
+        _refuse_unknown_constants(kernel, arguments, where)
+    pass_configs = kernel.pass_configs
     attrs = prim_func.attrs
     if attrs is not None and "tilelang_pass_configs" in attrs:  # as tilelang.compile merges them
         pass_configs = {**dict(attrs["tilelang_pass_configs"]), **pass_configs}
-    arguments = len(prim_func.params)
-    outside = [i for i in family.outputs if not -arguments <= i < arguments]
-    if outside:
-        raise BuildError(
-            f"{family.file}: outputs {list(family.outputs)} name positions {outside} outside the kernel's "
-            f"{arguments} arguments (variant {variant.name!r}); list the written arguments' positions"
-        )
-    declared = sorted(i % arguments for i in family.outputs)
-    if out_idx is not None and sorted(i % arguments for i in out_idx) != declared:
-        raise BuildError(
-            f"{family.file}: variant {variant.name!r}: the @tilelang.jit decorator says out_idx={out_idx}, the "
-            f"family says outputs={list(family.outputs)}; make them name the same arguments"
-        )
+    outputs = _outputs(family, variant, prim_func, kernel.out_idx)
+    try:
+        tolerances = family.tolerances(len(outputs))
+    except FamilyError as error:
+        raise BuildError(f"{error} (variant {variant.name!r})") from None
     # PassConfigKey members are str enums whose str() is their repr: key by their value.
-    return BuiltKernel(prim_func, {str(getattr(k, "value", k)): v for k, v in pass_configs.items()}, out_idx)
+    configs = {str(getattr(k, "value", k)): v for k, v in pass_configs.items()}
+    return BuiltKernel(prim_func, configs, outputs, tuple(tolerances))
+
+
+def _kernel(variant: Variant, where: str) -> _Kernel:
+    """Recognise the variant's kind of kernel; anything else is refused with the kinds accepted."""
+    from tilelang.autotuner.tuner import AutoTuneImpl
+    from tilelang.jit import JITImpl
+    from tvm import tirx
+
+    kernel = variant.kernel
+    if isinstance(kernel, tirx.PrimFunc):
+        if variant.params:
+            raise BuildError(
+                f"{where}: a ready @T.prim_func takes no parameters, but the variant gives {dict(variant.params)}; "
+                "make the kernel a factory (or a @tilelang.jit function) that takes them"
+            )
+        return _Kernel(lambda **_dimensions: kernel, None, {}, None)
+    if isinstance(kernel, AutoTuneImpl):
+        _refuse_untuned(kernel, variant, where)
+        # TileLang keeps the jit function an autotuner wraps as `jit_impl`; tracing it with the
+        # variant's parameters is what the tuner does for each configuration it tries.
+        return _jit_kernel(kernel.jit_impl)
+    if isinstance(kernel, JITImpl):
+        return _jit_kernel(kernel)
+    if callable(kernel) and inspect.isfunction(kernel):
+        return _Kernel(kernel, kernel, {}, None)
+    raise BuildError(
+        f"{where}: its kernel is a {type(kernel).__module__}.{type(kernel).__name__}, which the harness cannot "
+        f"build; a variant's kernel is one of: {'; '.join(KERNEL_KINDS)}"
+    )
+
+
+def _jit_kernel(impl: Any) -> _Kernel:
+    function = impl.func.orig_func if hasattr(impl.func, "orig_func") else impl.func
+    tensors = frozenset(getattr(impl.func, "tensor_args", None) or ())
+    return _Kernel(
+        impl.get_tir,
+        function if inspect.isfunction(function) else None,
+        dict(impl.pass_configs or {}),
+        _indices(impl.out_idx),
+        tensors,
+        impl.func if tensors else None,
+    )
+
+
+def _refuse_untuned(kernel: Any, variant: Variant, where: str) -> None:
+    """An autotuned variant must pin one of the autotuner's own configurations."""
+    configs = kernel.configs
+    if callable(configs):  # computed from the call's arguments: nothing to compare with beforehand
+        return
+    pinned = [c for c in configs if all(variant.params.get(k) == v for k, v in c.items() if k not in AUTOTUNE_RESERVED)]
+    if not pinned:
+        shown = "\n".join(f"  {dict(c)}" for c in list(configs)[:8])
+        raise BuildError(
+            f"{where}: an autotuned kernel's variant pins one of its configurations in `params`, but "
+            f"{dict(variant.params)} sets none of these {len(configs)} completely:\n{shown}"
+        )
+
+
+def _refuse_unused(kernel: _Kernel, arguments: Mapping[str, Any], where: str) -> None:
+    """Every name given must be a parameter the function takes and reads (or, eager, a T.const)."""
+    signature = inspect.signature(kernel.function)
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()):
+        return  # **kwargs takes any name; what it reads cannot be told from here
+    taken = [name for name in signature.parameters if name not in kernel.tensor_names]
+    for name in arguments:
+        if name in kernel.tensor_names:
+            raise BuildError(
+                f"{where}: {name!r} is a tensor argument of the kernel, not a parameter; the family's inputs() makes it"
+            )
+        if name in signature.parameters and name not in _names_read(kernel.function.__code__):
+            raise BuildError(
+                f"{where}: the kernel takes {name!r} but never reads it, so the snapshot would record a value "
+                "that changes nothing; use it in the kernel or drop it from the variant"
+            )
+    if kernel.eager is None:
+        unknown = [name for name in arguments if name not in signature.parameters]
+        if unknown:
+            raise BuildError(_unknown_message(where, unknown, taken, "its parameters"))
+
+
+def _refuse_unknown_constants(kernel: _Kernel, arguments: Mapping[str, Any], where: str) -> None:
+    """An eager kernel accepts any extra keyword as a T.const value: only its real T.const names may be given."""
+    signature = inspect.signature(kernel.function)
+    constants = _eager_constants(kernel.eager)
+    unknown = [name for name in arguments if name not in signature.parameters and name not in constants]
+    if unknown:
+        taken = [n for n in signature.parameters if n not in kernel.tensor_names] + sorted(constants)
+        raise BuildError(
+            _unknown_message(where, unknown, taken, "its parameters and T.const dimensions")
+            + " (a family dimension named differently from the kernel's T.const: map it with "
+            "Variant(dimension_names={family_name: kernel_name}))"
+        )
+
+
+def _eager_constants(jit_function: Any) -> set[str]:
+    """The T.const names of an eager kernel that has been traced: TileLang keeps them in the templates
+    its JIT function caches (`p1_cache`), each mapping a constant to the tensor dimension it is read from."""
+    names: set[str] = set()
+    for template in getattr(jit_function, "p1_cache", {}).values():
+        names.update(entry[3] for entry in (getattr(template, "matcher", None) or {}).values())
+    return names
+
+
+def _unknown_message(where: str, unknown: Sequence[str], accepted: Sequence[str], what: str) -> str:
+    hints = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, accepted, n=1, cutoff=0.6)
+        hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return (
+        f"{where}: the kernel does not take {', '.join(hints)}; {what}: {', '.join(accepted) or 'none'}. "
+        "Fix the name in the variant (a misspelled parameter would be recorded while the kernel used its default)"
+    )
+
+
+def _names_read(code: CodeType) -> set[str]:
+    """Names the function's code loads, its nested functions' captures included: a parameter missing
+    here is taken and ignored."""
+    names = set(code.co_cellvars)  # captured by an inner function (a @T.prim_func body): read there
+    for instruction in dis.get_instructions(code):
+        if instruction.opname.startswith("LOAD_"):
+            value = instruction.argval
+            names.update(value if isinstance(value, tuple) else (value,))
+    return {n for n in names if isinstance(n, str)}
+
+
+def _kernel_line(error: BaseException, function: Callable[..., Any] | None) -> str:
+    """` at kernels/x.py:42 (`T.copy(a, b)`)`: the innermost line of the kernel's own file that raised."""
+    if function is None:
+        return ""
+    source = inspect.getsourcefile(function)
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if source and f.filename == source]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    return f" at {_relative(frame.filename)}:{frame.lineno} (`{(frame.line or '').strip()}`)"
+
+
+def _relative(filename: str) -> str:
+    path = Path(filename).resolve()
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return path.name
+
+
+def _outputs(family: Family, variant: Variant, prim_func: Any, out_idx: list[int] | None) -> tuple[int, ...]:
+    """The kernel's own word on its outputs (T.empty, out_idx) checked against the family's, if it gives one."""
+    where = f"{family.file}: variant {variant.name!r}"
+    count = len(prim_func.params)
+    attrs = prim_func.attrs
+    if attrs is not None and "tilelang_out_idx" in attrs:
+        stated, how = [int(i) for i in attrs["tilelang_out_idx"]], "its T.empty results are"
+    elif out_idx is not None:
+        stated, how = out_idx, f"the @tilelang.jit decorator says out_idx={out_idx}:"
+    else:
+        stated, how = None, ""
+    declared = family.outputs
+    if declared is not None:
+        outside = [i for i in declared if not -count <= i < count]
+        if outside:
+            raise BuildError(
+                f"{family.file}: outputs {list(declared)} name positions {outside} outside the kernel's "
+                f"{count} arguments (variant {variant.name!r}); list the written arguments' positions"
+            )
+    if stated is None and declared is None:
+        raise BuildError(
+            f"{where}: the kernel does not say which arguments it writes (no T.empty, no out_idx); "
+            "give the family outputs=[position, ...]"
+        )
+    if (
+        stated is not None
+        and declared is not None
+        and sorted(i % count for i in stated) != sorted(i % count for i in declared)
+    ):
+        names = [str(prim_func.params[i % count].name) for i in stated]
+        raise BuildError(
+            f"{where}: {how} arguments {sorted(i % count for i in stated)} ({', '.join(names)}), the family says "
+            f"outputs={list(declared)}; make them name the same arguments, or drop outputs= (the kernel says it)"
+        )
+    return tuple(sorted(i % count for i in (stated if stated is not None else declared)))
 
 
 def _indices(out_idx: Any) -> list[int] | None:

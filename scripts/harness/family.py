@@ -8,6 +8,7 @@ Nothing here imports TileLang or torch: a family's callables do that when they a
 """
 
 from __future__ import annotations
+import __future__
 
 import functools
 import importlib
@@ -30,14 +31,18 @@ class FamilyError(ValueError):
 class Variant:
     """One kernel of a family: a name unique in it, how to build it, and its parameters.
 
-    `kernel` is a PrimFunc factory (called with the problem dimensions and `params` as keywords),
-    a `@tilelang.jit` factory (its `pass_configs` apply), or a ready `@T.prim_func`.
+    `kernel` is one of the kinds `harness.build` lists (an eager or lazy `@tilelang.jit` function,
+    an `@tilelang.autotune` one, a PrimFunc factory, a ready `@T.prim_func`); it is called with the
+    problem dimensions and `params` as keywords, and every one of them must be a name it uses.
     """
 
     name: str
     kernel: Any = field(repr=False)
     params: Mapping[str, Any] = field(default_factory=dict)
     shape: Mapping[str, int] = field(default_factory=dict)  # overrides of the family's dimensions
+    # family dimension -> the kernel's name for it (its parameter or `T.const` name), where they differ:
+    # two kernels that name one problem differently can share a family.
+    dimension_names: Mapping[str, str] = field(default_factory=dict)
     # The variant this one differs from only in schedule annotations: the static summary says
     # whether those annotations change the CUDA on each target ("annotation without effect").
     compare_with: str | None = None
@@ -109,10 +114,11 @@ class Family:
     variants: Sequence[Variant]
     # (params, torch.Generator, device) -> the kernel's non-output arguments, in order.
     inputs: Callable[[Params, Any, str], Sequence[Any]]
-    outputs: Sequence[int]  # positions of the kernel arguments it writes
     # (params, *inputs) -> the expected output (a tensor, or one per output, in order).
     reference: Callable[..., Any]
-    tolerance: Tolerance
+    # One per output, in order (outputs on different scales need their own); a single Tolerance
+    # serves a kernel with one output.
+    tolerance: Tolerance | Sequence[Tolerance]
     # (params, *inputs) -> runs the PyTorch op the kernel's speed is compared with, once.
     speed_reference: Callable[..., Any]
     speed_reference_label: str  # how the report names it; `{param}` fields are filled in
@@ -124,6 +130,9 @@ class Family:
     group: Callable[[Params, str], str] | None = None
     sweep: Sweep | None = None
     twin: Twin | None = None
+    # Positions of the kernel arguments it writes. Not needed where the kernel says so itself
+    # (`T.empty` outputs, a jit `out_idx`); where both say, they must agree.
+    outputs: Sequence[int] | None = None
     file: str = field(default="", compare=False)  # kernels/<name>.py, set by discovery
 
     def __post_init__(self) -> None:
@@ -140,6 +149,13 @@ class Family:
                 raise FamilyError(
                     f"{where}: variant {variant.name!r} overrides dimensions {unknown} that the family does "
                     f"not declare (its shape has {sorted(self.shape)}); add them to the family's shape or fix the name"
+                )
+            unmapped = sorted(set(variant.dimension_names) - set(self.shape))
+            if unmapped:
+                raise FamilyError(
+                    f"{where}: variant {variant.name!r} renames dimensions {unmapped} that the family does not "
+                    f"declare (its shape has {sorted(self.shape)}); dimension_names maps a family dimension to the "
+                    "kernel's name for it"
                 )
             clash = sorted(set(variant.params) & set(self.shape))
             if clash:
@@ -164,8 +180,13 @@ class Family:
                 f"{where}: the twin names variant {self.twin.variant!r} and dimension {self.twin.dimension!r}; "
                 f"it needs one of the variants {names} and one of the dimensions {sorted(self.shape)}"
             )
-        if len(set(self.outputs)) != len(self.outputs) or not self.outputs:
+        if self.outputs is not None and (len(set(self.outputs)) != len(self.outputs) or not self.outputs):
             raise FamilyError(f"{where}: outputs must list each written argument's position once, got {self.outputs}")
+        tolerances = [self.tolerance] if isinstance(self.tolerance, Tolerance) else list(self.tolerance)
+        if not tolerances or not all(isinstance(t, Tolerance) for t in tolerances):
+            raise FamilyError(
+                f"{where}: tolerance must be a Tolerance or one Tolerance per output, got {self.tolerance!r}"
+            )
 
     def problem(self, variant: Variant) -> dict[str, int]:
         """The variant's problem dimensions: the family's, with the variant's overrides."""
@@ -174,6 +195,20 @@ class Family:
     def params(self, variant: Variant) -> dict[str, Any]:
         """Dimensions then parameters: what the kernel is built with and the snapshot records."""
         return {**self.problem(variant), **variant.params}
+
+    def kernel_arguments(self, variant: Variant) -> dict[str, Any]:
+        """What the kernel is called with: `params`, each dimension under the kernel's own name."""
+        return {variant.dimension_names.get(name, name): value for name, value in self.params(variant).items()}
+
+    def tolerances(self, outputs: int) -> list[Tolerance]:
+        """One Tolerance per output; FamilyError when the family does not give exactly that."""
+        tolerances = [self.tolerance] if isinstance(self.tolerance, Tolerance) else list(self.tolerance)
+        if len(tolerances) != outputs:
+            raise FamilyError(
+                f"{self.file or f'kernels/{self.name}.py'}: the kernel has {outputs} output(s) and the family gives "
+                f"{len(tolerances)} tolerance(s); give one Tolerance per output, in order, each with its reason"
+            )
+        return tolerances
 
     def variant(self, name: str) -> Variant:
         for variant in self.variants:
@@ -218,6 +253,12 @@ def load_families(package_name: str = "kernels") -> Registry:
         file = f"{package_name}/{name}.py"
         try:
             module = importlib.import_module(f"{package_name}.{name}")
+            if getattr(module, "annotations", None) is __future__.annotations:
+                raise FamilyError(
+                    f"{file}: remove `from __future__ import annotations`: it turns every annotation into a string, "
+                    "and TileLang resolves a kernel's `T.Tensor(...)` annotations from those strings, so a kernel "
+                    "whose shapes use local names (e.g. `A_shape`) fails to trace with NameError"
+                )
             family = getattr(module, "FAMILY", None)
             if not isinstance(family, Family):
                 raise FamilyError(

@@ -169,7 +169,7 @@ def test_lowering_failure_fails_that_case_only(golden_session, monkeypatch):
 
     def failing(case):
         if case.id == broken:
-            raise harness.static.lowering.LoweringError(f"{case.id}: TileLang could not lower this variant (boom)")
+            raise harness.static.lowering.LoweringError(case.id, "TileLang could not lower this variant (boom)")
         return real(case)
 
     monkeypatch.setattr(harness.static.lowering, "_lower_uncached", failing)
@@ -180,6 +180,28 @@ def test_lowering_failure_fails_that_case_only(golden_session, monkeypatch):
         harness.static.lowering._lower_cached.cache_clear()
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([f"*{broken}: TileLang could not lower this variant (boom)*"])
+
+
+def test_a_case_that_does_not_lower_is_reported_once(golden_session, monkeypatch):
+    """The family checks and summaries that need the case say only that it stopped them."""
+    broken = SMALL_CASE
+    real = harness.static.lowering._lower_uncached
+
+    def failing(case):
+        if case.id == broken:
+            raise harness.static.lowering.LoweringError(case.id, "TileLang could not lower this variant (boom)")
+        return real(case)
+
+    small_registry(monkeypatch, SMALL_CASE, SMALL_CASE.replace("ns0", "ns1"))
+    monkeypatch.setattr(harness.static.lowering, "_lower_uncached", failing)
+    harness.static.lowering._lower_cached.cache_clear()
+    try:
+        result = golden_session("--regen", "-k", "64x64x32")
+    finally:
+        harness.static.lowering._lower_cached.cache_clear()
+    assert result.ret != 0
+    assert sum("(boom)" in line for line in result.stdout.lines) == 1
+    result.stdout.fnmatch_lines([f"*family checks not run: case {broken} did not lower*"])
 
 
 def _collected(golden_session, *args: str) -> set[str]:

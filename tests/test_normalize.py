@@ -28,3 +28,39 @@ def test_idempotent():
     text = '#line 1 "/root/x.py"\r\nfoo(); \n'
     once = normalize_cuda(text)
     assert normalize_cuda(once) == once
+
+
+# Two reductions' scratch buffers as TileLang 0.1.15 emits them, in the two orders it picks between lowerings:
+# declared sorted by name, the first reduction using `{first}`.
+WORKSPACES = """\
+  extern __shared__ __align__(1024) uchar buf_dyn_shmem[];
+  void* workspace = ((void*)((char*)buf_dyn_shmem + 0));
+  void* workspace_1 = ((void*)((char*)buf_dyn_shmem + 0));
+  void* A_s = ((void*)((char*)buf_dyn_shmem + 1024));
+  s[i] = tl::AllReduce<tl::SumOp, 128>::run(s[i], (&(((float*){first})[0])));
+  ss[i] = tl::AllReduce<tl::SumOp, 128>::run(ss[i], (&(((float*){second})[0])));
+"""
+
+
+def test_same_named_shared_buffers_are_numbered_by_first_use_whatever_order_tilelang_picked():
+    one = WORKSPACES.format(first="workspace_1", second="workspace")
+    other = WORKSPACES.format(first="workspace", second="workspace_1")
+    assert normalize_cuda(one) == normalize_cuda(other) == other
+    # not declaration-sorted either (a rename alone): still the same canonical text
+    unsorted = one.replace("workspace_1", "#").replace("workspace", "workspace_1").replace("#", "workspace")
+    assert normalize_cuda(unsorted) == other
+
+
+def test_buffers_at_different_offsets_keep_their_offsets():
+    text = WORKSPACES.format(first="workspace_1", second="workspace").replace(
+        "workspace_1 = ((void*)((char*)buf_dyn_shmem + 0)", "workspace_1 = ((void*)((char*)buf_dyn_shmem + 512)"
+    )
+    canonical = normalize_cuda(text)
+    # the first-used buffer (workspace_1 in the text) becomes `workspace`, and keeps its offset 512
+    assert "void* workspace = ((void*)((char*)buf_dyn_shmem + 512));" in canonical
+    assert "void* workspace_1 = ((void*)((char*)buf_dyn_shmem + 0));" in canonical
+
+
+def test_uniquely_named_shared_buffers_are_untouched():
+    text = "  void* A_s = ((void*)((char*)buf_dyn_shmem + 0));\n  x = A_s;\n"
+    assert normalize_cuda(text) == text

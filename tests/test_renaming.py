@@ -78,3 +78,15 @@ def test_a_failing_cu_says_which_class_it_is():
     renamed = re.sub(r"\bC_l\b", "accumulator", new)
     lines = describe_mismatch("f/v/sm_80.cu", new, renamed)
     assert lines[0] == "golden/f/v/sm_80.cu: identifiers renamed only (1: C_l -> accumulator)"
+
+
+def test_comment_and_whitespace_edits_get_their_own_label():
+    from harness.static.diff import describe_mismatch
+    from harness.static.snapshot import cuda_header
+
+    header = cuda_header("f/v/sm_80", "sm_80")
+    code = "int main() {\n  int i = 0;\n  return i;\n}\n"
+    commented = describe_mismatch("f/v/sm_80.cu", header + code, header + code.replace("{\n", "{\n  // note\n"))
+    spaced = describe_mismatch("f/v/sm_80.cu", header + code, header + code.replace("int i", "int  i"))
+    assert commented[0] == "golden/f/v/sm_80.cu: comments changed only (the code is the same token for token)"
+    assert spaced[0] == "golden/f/v/sm_80.cu: whitespace changed only (the code is the same token for token)"

@@ -93,3 +93,21 @@ def test_a_facts_file_of_an_earlier_format_is_refused_with_the_fix():
     without = {key: value for key, value in yaml.safe_load(text).items() if key != "loops"}
     with pytest.raises(CorruptSnapshot, match="missing keys \\['loops'\\]"):
         parse_facts(yaml.safe_dump(without), "x.yaml")
+
+
+def test_two_differing_lowerings_are_refused_in_one_readable_message(tmp_path):
+    from harness.static.golden import RegenRefused, regen_files
+    from harness.static.snapshot import SnapshotStore
+
+    golden = SnapshotStore(tmp_path)
+    first = {"f/v/sm_80.cu": "a\nworkspace\n"}
+    second = {"f/v/sm_80.cu": "a\nworkspace_1\n"}
+    try:
+        regen_files(first, second, golden)
+    except RegenRefused as refused:
+        message = str(refused)
+    else:
+        raise AssertionError("two differing lowerings were written")
+    assert "-workspace" in message and "+workspace_1" in message
+    assert "first lowering/f/v/sm_80.cu" in message and "docs/nondeterminism.md" in message
+    assert golden.files() == set()

@@ -72,7 +72,7 @@ def test_a_case_without_snapshot_is_new_and_one_that_fails_names_its_error(golde
     assert row_for(golden, tmp_path).status == NEW
 
     def failing(case, fresh=False):
-        raise LoweringError(f"{case.id}: TileLang could not lower this variant (boom)")
+        raise LoweringError(case.id, "TileLang could not lower this variant (boom)")
 
     monkeypatch.setattr(preview_module, "case_files", failing)
     row = row_for(golden, tmp_path)

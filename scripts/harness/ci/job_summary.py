@@ -171,6 +171,7 @@ def _cell(text: str) -> str:
 # What a snapshot problem's headline says, as the class the job summary counts.
 CLASSES = (
     ("identifiers renamed only", "identifiers renamed only"),
+    ("changed only (the code is the same token for token)", "comments or whitespace only"),
     ("CUDA changed", "CUDA changed"),
     ("text differs", "CUDA changed"),
     ("field(s) changed", "facts changed"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from harness.static.renaming import classify
+from harness.static.renaming import classify, comments
 from harness.static.snapshot import CorruptSnapshot, parse_facts, strip_cuda_header
 
 MAX_DIFF_LINES = 120
@@ -51,12 +51,14 @@ def _short(value: Any) -> str:
     return text if len(text) <= 100 else text[:97] + "..."
 
 
-def text_diff(old: str, new: str, path: str, context: int = 3) -> list[str]:
-    """Unified diff (limited context, capped length) of golden against produced text."""
+def text_diff(
+    old: str, new: str, path: str, context: int = 3, labels: tuple[str, str] = ("golden", "produced")
+) -> list[str]:
+    """Unified diff (limited context, capped length) of golden (or the first text) against produced text."""
     return _capped(
         list(
             difflib.unified_diff(
-                old.splitlines(), new.splitlines(), f"golden/{path}", f"produced/{path}", n=context, lineterm=""
+                old.splitlines(), new.splitlines(), f"{labels[0]}/{path}", f"{labels[1]}/{path}", n=context, lineterm=""
             )
         )
     )
@@ -87,7 +89,11 @@ def describe_mismatch(path: str, golden: str | None, produced: str) -> list[str]
             return [f"golden/{path}: {len(changes)} field(s) changed"] + [f"  {line}" for line in changes]
     raw = [f"  {line}" for line in text_diff(golden, produced, path)]
     if path.endswith(".cu"):
-        found = classify(strip_cuda_header(golden), strip_cuda_header(produced), path)
+        old_cuda, new_cuda = strip_cuda_header(golden), strip_cuda_header(produced)
+        found = classify(old_cuda, new_cuda, path)
+        if found.renamed_only and not found.renaming:  # the same code token for token
+            what = "whitespace" if comments(old_cuda) == comments(new_cuda) else "comments"
+            return [f"golden/{path}: {what} changed only (the code is the same token for token)"] + raw
         if found.renamed_only:
             renaming = ", ".join(f"{old} -> {new}" for old, new in found.renaming.items())
             return [f"golden/{path}: identifiers renamed only ({len(found.renaming)}: {renaming})"] + raw

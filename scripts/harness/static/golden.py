@@ -45,9 +45,16 @@ def regen_files(first: Mapping[str, str], second: Mapping[str, str], golden: Sna
     """Write `first` into golden/ if `second` (an independent lowering) agrees; path -> outcome."""
     differing = [path for path in first if first[path] != second.get(path)]
     if differing:
-        details = [line for path in differing for line in text_diff(first[path], second.get(path, ""), path)]
+        details = [
+            line
+            for path in differing
+            for line in text_diff(first[path], second.get(path, ""), path, labels=("first lowering", "second lowering"))
+        ]
         raise RegenRefused(
-            "two lowerings of the same case differ, refusing to write a snapshot that would not "
-            f"reproduce: {', '.join(differing)}\n" + "\n".join(details)
+            f"two lowerings of the same case differ after normalization, so a snapshot of it would not reproduce; "
+            f"nothing was written for {', '.join(differing)}:\n"
+            + "\n".join(details)
+            + "\nTileLang lowered this kernel differently twice: docs/nondeterminism.md says how to find the cause "
+            "and how to make the snapshot stable (a canonicalization rule for names, or a kernel change)."
         )
     return {path: golden.write(path, text) for path, text in first.items()}

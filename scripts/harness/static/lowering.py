@@ -22,6 +22,10 @@ CAPTURED_PASSES = (
 class LoweringError(RuntimeError):
     """TileLang failed to build or lower a variant; the message names the variant and target."""
 
+    def __init__(self, case_id: str, message: str) -> None:
+        super().__init__(f"{case_id}: {message}")
+        self.case_id = case_id
+
 
 @dataclass(frozen=True)
 class Lowering:
@@ -84,7 +88,7 @@ def _lower_uncached(case: Case) -> Lowering:
     try:
         built = build_kernel(case.family, case.variant)
     except BuildError as error:
-        raise LoweringError(f"{case.id}: {error}") from error
+        raise LoweringError(case.id, str(error)) from error
     try:
         target = Target(TARGETS[case.target])
         # Our own PassContext keeps the instruments (compile_only's opens its own and drops
@@ -95,10 +99,11 @@ def _lower_uncached(case: Case) -> Lowering:
             artifact = tilelang.lower(built.prim_func, target=target, enable_device_compile=False)
     except Exception as error:  # TileLang raises many types; all mean "this case did not lower"
         raise LoweringError(
-            f"{case.id}: TileLang could not lower this variant ({type(error).__name__}: {error}). "
-            f"Fix the kernel in {case.family.file} and rerun."
+            case.id,
+            f"TileLang could not lower this variant ({type(error).__name__}: {error}). "
+            f"Fix the kernel in {case.family.file} and rerun.",
         ) from error
     missing = [name for name in CAPTURED_PASSES if name not in captured]
     if missing:
-        raise LoweringError(f"{case.id}: passes {missing} did not run; has TileLang's pass pipeline changed?")
+        raise LoweringError(case.id, f"passes {missing} did not run; has TileLang's pass pipeline changed?")
     return Lowering(case, str(artifact.kernel_source), captured, artifact.device_mod)

@@ -1,4 +1,6 @@
-"""Make emitted CUDA identical on every machine: one ordered list of rewrite rules."""
+"""Make emitted CUDA identical on every machine and every lowering: one ordered list of rewrite rules,
+then names that TileLang assigns in an order that varies between lowerings made canonical.
+"""
 
 from __future__ import annotations
 
@@ -19,11 +21,84 @@ REWRITES: tuple[tuple[str, re.Pattern[str], str], ...] = (
 )
 
 
+# A shared buffer placed in the merged dynamic shared memory: `void* name = ((void*)((char*)base + offset));`
+_SHARED_ALIAS = re.compile(r"^\s*void\* (?P<name>\w+) = \(\(void\*\)\(\(char\*\)\w+ \+ (?P<offset>.+)\)\);$")
+_NUMBERED = re.compile(r"^(?P<stem>\w+?)(?:_(?P<number>\d+))?$")
+
+
 def normalize_cuda(text: str, keep_line_directives: bool = False) -> str:
-    """LF endings, no `#line` (unless asked for), no absolute paths, exactly one final newline."""
+    """LF endings, no `#line` (unless asked for), no absolute paths, canonical shared-buffer numbering,
+    exactly one final newline."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     if not keep_line_directives:
         lines = [line for line in lines if not _LINE_DIRECTIVE.match(line)]
     for _what, pattern, replacement in REWRITES:
         lines = [pattern.sub(replacement, line) for line in lines]
+    lines = canonical_shared_numbering(lines)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def canonical_shared_numbering(lines: list[str]) -> list[str]:
+    """Number same-named shared buffers by their first use, and declare them in that order.
+
+    TileLang 0.1.15 gives every reduction's scratch buffer the name `workspace`; the merged
+    shared-memory pass declares buffers sorted by (offset, name), so two at one offset tie and
+    come out in the order of a hash map keyed by object addresses, and the code generator
+    numbers them `workspace`, `workspace_1` in that order: the same kernel swaps the two names
+    from one lowering to the next (docs/nondeterminism.md). Renumbering them in the order the
+    kernel body first uses them, and sorting tied declarations by the new names, makes the text
+    depend on the kernel alone. Buffers with a unique name are left as they are.
+    """
+    declared = {i: m for i, line in enumerate(lines) if (m := _SHARED_ALIAS.match(line))}
+    by_stem: dict[str, list[str]] = {}
+    for match in declared.values():
+        numbered = _NUMBERED.match(match["name"])
+        by_stem.setdefault(numbered["stem"], []).append(match["name"])
+    groups = {stem: names for stem, names in by_stem.items() if len(names) > 1}
+    if not groups:
+        return lines
+    body = [line for i, line in enumerate(lines) if i not in declared]
+    renames: dict[str, str] = {}
+    for names in groups.values():
+        by_number = sorted(names, key=_number)
+        renames.update(zip(sorted(names, key=lambda n: (_first_use(n, body), _number(n))), by_number, strict=True))
+    renames = {old: new for old, new in renames.items() if old != new}
+    if renames:
+        pattern = re.compile(r"\b(" + "|".join(map(re.escape, renames)) + r")\b")
+        lines = [pattern.sub(lambda m: renames[m[1]], line) for line in lines]
+    return _sort_tied_declarations(lines, sorted(declared))
+
+
+def _number(name: str) -> int:
+    return int(_NUMBERED.match(name)["number"] or 0)
+
+
+def _first_use(name: str, body: list[str]) -> int:
+    pattern = re.compile(rf"\b{re.escape(name)}\b")
+    return next((i for i, line in enumerate(body) if pattern.search(line)), len(body))
+
+
+def _sort_tied_declarations(lines: list[str], positions: list[int]) -> list[str]:
+    """Within each run of consecutive declarations, those at one offset sorted by (stem, number),
+    as TileLang sorts them by name; declarations at different offsets keep their order."""
+    lines = list(lines)
+    runs: list[list[int]] = []
+    for position in positions:
+        if runs and runs[-1][-1] == position - 1:
+            runs[-1].append(position)
+        else:
+            runs.append([position])
+    for run in runs:
+        matches = [_SHARED_ALIAS.match(lines[i]) for i in run]
+        first_at = {}
+        for index, match in enumerate(matches):
+            first_at.setdefault(match["offset"], index)
+
+        def key(index: int, matches=matches, first_at=first_at) -> tuple[int, str, int]:
+            name = matches[index]["name"]
+            return first_at[matches[index]["offset"]], _NUMBERED.match(name)["stem"], _number(name)
+
+        ordered = [lines[run[i]] for i in sorted(range(len(run)), key=key)]
+        for position, line in zip(run, ordered, strict=True):
+            lines[position] = line
+    return lines

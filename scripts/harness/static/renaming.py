@@ -49,6 +49,11 @@ def all_tokens(text: str) -> list[Token]:
     return [Token(match.lastgroup or "other", match.group()) for match in _TOKEN.finditer(text)]
 
 
+def comments(text: str) -> list[str]:
+    """The text's comments, in order."""
+    return [t.text for t in all_tokens(text) if t.kind == "comment"]
+
+
 def tokens(text: str) -> list[Token]:
     """The significant tokens: no whitespace, no comments."""
     return [t for t in all_tokens(text) if t.kind not in ("space", "comment")]

@@ -121,9 +121,10 @@ def upgrade_preview(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The harness's own tests."""
+    """The harness's own tests: all of them, or the paths given (`nox -s tests -- tests/test_facts.py`)."""
     install(session)  # the CPU lock has matplotlib and NVML too: the GPU report's plot is tested here
-    session.run("pytest", "tests", "-n", "auto", *session.posargs)
+    # No path here: pytest runs its configured testpaths (tests/) unless the options name paths.
+    session.run("pytest", "-n", "auto", *session.posargs)
 
 
 @nox.session

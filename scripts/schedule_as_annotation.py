@@ -227,6 +227,7 @@ def seed_schedules() -> Any:
 def gpu_report(seeds: Sequence[int] | None) -> int:
     """Compile the four variants for this GPU and check them against torch.relu(A @ B)."""
     from harness.gpu import numerics
+    from harness.gpu.check import numerics_case
     from harness.gpu.compile import compile_cases
     from harness.gpu.device import NoCudaDevice, UnknownTarget, require_cuda
     from harness.static.cases import family_cases
@@ -241,11 +242,7 @@ def gpu_report(seeds: Sequence[int] | None) -> int:
     shape = "x".join(str(family.shape[k]) for k in "MNK")
     print(f"{device.name} ({device.target}); C = relu(A @ B), fp16 {shape}, seeds {seeds}")
     compiled = compile_cases(family_cases(family, (device.target,)))
-    runs = [
-        numerics.NumericsCase(c.case.variant.name, family, c.case.params, c.kernel, c.arguments)
-        for c in compiled
-        if c.kernel is not None
-    ]
+    runs = [numerics_case(c, c.case.variant.name) for c in compiled if c.kernel is not None]
     results = numerics.check_numerics(runs, seeds) if runs else {}
     failed = False
     for c in compiled:

@@ -1,14 +1,15 @@
-"""Fake families, cases and a GpuRun built from fake timings and numerics, for the GPU harness's CPU tests."""
+"""Fake families, cases, a stand-in for PyTorch's caching allocator, and a GpuRun built from fake timings and
+numerics, for the GPU harness's CPU tests."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.family import Family, Params, Sweep, Variant
 from harness.gpu.compile import Argument, CompiledCase
 from harness.gpu.device import Device
-from harness.gpu.numerics import NumericsResult, SeedCheck
+from harness.gpu.numerics import NumericsCase, NumericsResult, Output, OutputCheck, SeedCheck, torch_dtype
 from harness.gpu.results import GpuRun, VariantResult
 from harness.gpu.timing import PairedTiming, Timing, throughput
 from harness.static.cases import Case
@@ -51,9 +52,9 @@ def tile_of(p: Params) -> str:
 def gemm_family(
     name: str, variants: Sequence[Variant], *, relu: bool = False, shape: Mapping[str, int] = SHAPE, **declared: Any
 ) -> Family:
-    """A GEMM-like family, kernel(A, B, C) with C = A @ B (or relu of it), declared as the seed families are.
+    """A GEMM-like family, kernel(A, B) returning C = A @ B (or relu of it), declared as the seed families are.
 
-    `declared` overrides any other field of the declaration (reference, tolerance, sweep, outputs, ...).
+    `declared` overrides any other field of the declaration (reference, tolerance, sweep, ...).
     `file` is what discovery would set, so messages that name the family file can be checked.
     """
     fields: dict[str, Any] = {
@@ -61,7 +62,6 @@ def gemm_family(
         "shape": dict(shape),
         "variants": list(variants),
         "inputs": gemm_inputs,
-        "outputs": [2],
         "reference": relu_reference if relu else matmul_reference,
         "tolerance": TOLERANCE,
         "speed_reference": torch_matmul_relu if relu else torch_matmul,
@@ -73,8 +73,80 @@ def gemm_family(
 
 
 def gemm_arguments(p: Params, dtype: str = "float16") -> list[Argument]:
-    """kernel(A, B, C)'s arguments as the PrimFunc declares them."""
-    return [Argument((p["M"], p["K"]), dtype), Argument((p["K"], p["N"]), dtype), Argument((p["M"], p["N"]), dtype)]
+    """The GEMM's PrimFunc arguments (A, B, C), as it declares them; C, at position 2, is its output."""
+    return [
+        Argument((p["M"], p["K"]), dtype, "A"),
+        Argument((p["K"], p["N"]), dtype, "B"),
+        Argument((p["M"], p["N"]), dtype, "C"),
+    ]
+
+
+GEMM_OUTPUTS = (2,)
+
+
+# -- the caching allocator -------------------------------------------------------------------------
+
+
+class FakeCache:
+    """PyTorch's CUDA caching allocator as the numeric gate relies on it, on the CPU.
+
+    What it hands out stays cached (it keeps the tensor, as the real cache keeps a freed block)
+    until `settle`. `take` is the allocation TileLang makes for an output: the first cached tensor
+    of that shape and dtype, as the real allocator picks the block just freed for that size, else
+    fresh memory.
+    """
+
+    def __init__(self) -> None:
+        self.cached: list[Any] = []
+
+    def settle(self) -> None:
+        self.cached.clear()
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        import torch
+
+        self.cached.append(torch.empty(shape, dtype=dtype))
+        return self.cached[-1]
+
+    def take(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        import torch
+
+        for index, tensor in enumerate(self.cached):
+            if tuple(tensor.shape) == tuple(shape) and tensor.dtype == dtype:
+                return self.cached.pop(index)
+        return torch.empty(shape, dtype=dtype)
+
+
+def returning(write: Callable[..., Any], outputs: Sequence[Argument], cache: FakeCache) -> Callable[..., Any]:
+    """A kernel called as TileLang's are, `kernel(*inputs)`: like TileLang's adapter it allocates its outputs
+    from the cache in order, `write(*inputs, *outputs)` fills them, and it returns them (a list if several)."""
+
+    def kernel(*inputs: Any) -> Any:
+        made = [cache.take(a.shape, torch_dtype(a.dtype)) for a in outputs]
+        write(*inputs, *made)
+        return made[0] if len(made) == 1 else made
+
+    return kernel
+
+
+def numerics_case(
+    family: Family,
+    write: Callable[..., Any] | None = None,
+    *,
+    cache: FakeCache,
+    run: Callable[..., Any] | None = None,
+    arguments: Sequence[Argument] | None = None,
+    outputs: Sequence[int] = GEMM_OUTPUTS,
+    name: str = "v",
+    key: str | None = None,
+) -> NumericsCase:
+    """The gate's case for variant `name` of a family (GEMM arguments unless given): a kernel that fills its
+    outputs with `write(*inputs, *outputs)`, allocating them from `cache`, or that runs as `run` itself."""
+    params = family.params(family.variant(name))
+    arguments = gemm_arguments(params) if arguments is None else list(arguments)
+    run = run or returning(write, [arguments[i] for i in outputs], cache)
+    tolerances = family.tolerances(len(outputs))
+    return NumericsCase(key or f"{family.name}/{name}", family, params, run, arguments, tuple(outputs), tolerances)
 
 
 def stage_variant(num_stages: int, tile: tuple[int, int, int]) -> Variant:
@@ -123,6 +195,8 @@ def result(
         c,
         kernel=object(),
         arguments=gemm_arguments(c.params),
+        outputs=GEMM_OUTPUTS,
+        tolerances=(c.family.tolerance,),
         dynamic_shared_memory_bytes=shared,
         registers_per_thread=168,
         compile_target="sm_90a",
@@ -132,15 +206,12 @@ def result(
     )
     if not r.fits:
         return r
-    tolerance = c.family.tolerance
+    output = Output("C", c.family.tolerance)
     r.numerics = NumericsResult(
-        c.family.label(c.params),
-        tolerance,
-        [SeedCheck(s, allowed_mismatches=tolerance.mismatches) for s in SEEDS],
+        c.family.label(c.params), [output], [SeedCheck(s, [OutputCheck(output)]) for s in SEEDS]
     )
     if not numerics_ok:
-        r.numerics.seeds[1].mismatches = 7
-        r.numerics.seeds[1].max_abs_error = 3.5
+        r.numerics.seeds[1].outputs[0] = OutputCheck(output, mismatches=7, max_abs_error=3.5)
         return r
     if rounds_ms is not None:
         # the reference measured beside the variant in every round, steady at reference_ms

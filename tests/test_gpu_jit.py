@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import gpu_fakes as fake
+import kernel_styles as styles
 import pytest
 from conftest import REPO
 
@@ -17,6 +18,7 @@ from harness.gpu.compile import (
     compile_cases,
     device_kernel,
     launch_dynamic_shared_memory,
+    out_idx,
 )
 from harness.static.cases import Case
 from harness.static.snapshot import SnapshotStore, parse_facts
@@ -87,10 +89,26 @@ def test_arguments_are_the_prim_funcs_signature_at_the_familys_problem(name):
     case = registered_case(name, "sm_90")
     p = case.params
     assert _arguments(build_kernel(case.family, case.variant).prim_func) == [
-        Argument((p["M"], p["K"]), "float16"),
-        Argument((p["K"], p["N"]), "float16"),
-        Argument((p["M"], p["N"]), "float16"),
+        Argument((p["M"], p["K"]), "float16", "A"),
+        Argument((p["K"], p["N"]), "float16", "B"),
+        Argument((p["M"], p["N"]), "float16", "C"),
     ]
+
+
+@pytest.mark.parametrize(
+    "kernel, declared, expected",
+    [
+        (styles.eager_scale, None, None),  # its PrimFunc names its T.empty result: compile refuses to be told too
+        (styles.lazy_scale, None, [1]),  # the decorator's out_idx
+        (styles.scale_factory, [1], [1]),  # the family's outputs
+        (styles.ready_scale, [-1], [1]),
+    ],
+    ids=["eager", "lazy", "factory", "ready"],
+)
+def test_every_kind_of_kernel_is_compiled_to_return_its_outputs(kernel, declared, expected):
+    family = styles.family(kernel, {} if kernel is styles.ready_scale else None, outputs=declared)
+    built = build_kernel(family, family.variants[0])
+    assert built.outputs == (1,) and out_idx(built) == expected
 
 
 def test_a_variant_that_does_not_build_is_its_cases_error(monkeypatch):
@@ -99,13 +117,13 @@ def test_a_variant_that_does_not_build_is_its_cases_error(monkeypatch):
     monkeypatch.setattr(tilelang, "disable_cache", lambda: None)  # keep this process's cache setting
 
     def kernel(M, N, K):
-        raise ValueError("no such tile")
+        raise ValueError(f"no such tile for {M}x{N}x{K}")
 
     family = fake.gemm_family("unbuildable", [Variant("v", kernel=kernel)])
     (compiled,) = compile_cases([Case(family, family.variants[0], "sm_90")])
     assert compiled.kernel is None and compiled.arguments == []
     assert compiled.error.startswith("kernels/unbuildable.py: variant 'v' did not build with {'M': 8192")
-    assert "(ValueError: no such tile)" in compiled.error
+    assert "(ValueError: no such tile for 8192x8192x8192)" in compiled.error
 
 
 def test_a_kernel_without_its_module_is_an_error_not_a_zero():

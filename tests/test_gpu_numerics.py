@@ -1,5 +1,9 @@
-"""The numeric gate on the CPU: fake kernels that are right, partly unwritten, wrong, or touch their inputs,
-and families whose declarations do not fit their kernels."""
+"""The numeric gate on the CPU: fake kernels that are right, wrong, touch their inputs or return what their
+signature does not, and families whose declarations do not fit their kernels (the poisoning of unwritten
+output: tests/test_gpu_poison.py).
+
+The kernels are called as TileLang's are, `kernel(*inputs)` returning the outputs, which they take from a
+stand-in for PyTorch's caching allocator (`gpu_fakes.FakeCache`)."""
 
 from __future__ import annotations
 
@@ -10,12 +14,12 @@ import torch
 from harness.family import Family, Tolerance, Variant
 from harness.gpu.compile import Argument
 from harness.gpu.numerics import (
-    NumericsCase,
+    Output,
+    OutputCheck,
     SeedCheck,
     check_numerics,
     fresh_seeds,
     make_inputs,
-    poisoned_outputs,
     validate_seeds,
 )
 from kernels._gemm import float32_matmul, gemm_inputs
@@ -24,6 +28,7 @@ SHAPE = {"M": 64, "N": 48, "K": 32}
 SEEDS = [1, 2, 3]
 GEMM = fake.gemm_family("small_gemm", [fake.variant("v")], shape=SHAPE)
 RELU = fake.gemm_family("small_gemm_relu", [fake.variant("v")], shape=SHAPE, relu=True)
+CACHE = fake.FakeCache()  # where every kernel here allocates its outputs, and the check poisons them
 
 
 def right(a, b, c):
@@ -32,10 +37,6 @@ def right(a, b, c):
 
 def right_relu(a, b, c):
     c.copy_(torch.relu(a.float() @ b.float()).half())
-
-
-def last_row_unwritten(a, b, c):
-    c[:-1].copy_((a.float() @ b.float()).half()[:-1])
 
 
 def off_by_one_element(a, b, c):
@@ -62,14 +63,16 @@ def raises(a, b, c):
     raise RuntimeError("launch failed")
 
 
-def numerics_case(kernel, family=GEMM, name="v", key=None, arguments=None):
-    params = family.params(family.variant(name))
-    arguments = fake.gemm_arguments(params) if arguments is None else arguments
-    return NumericsCase(key or f"{family.name}/{name}", family, params, kernel, arguments)
+def numerics_case(write, family=GEMM, **options):
+    return fake.numerics_case(family, write, cache=CACHE, **options)
+
+
+def check_all(cases):
+    return check_numerics(cases, SEEDS, device="cpu", memory=CACHE)
 
 
 def check(kernel, family=GEMM):
-    (result,) = check_numerics([numerics_case(kernel, family)], SEEDS, device="cpu").values()
+    (result,) = check_all([numerics_case(kernel, family)]).values()
     return result
 
 
@@ -80,11 +83,21 @@ def test_a_right_kernel_passes_on_every_seed():
     assert check(right_relu, RELU).passed
 
 
-def test_unwritten_output_stays_poisoned_and_fails():
-    result = check(last_row_unwritten)
-    assert not result.passed
-    assert all(s.nonfinite == SHAPE["N"] for s in result.seeds)
-    assert f"seed 1: {SHAPE['N']} NaN/Inf elements" in result.problems()[0]
+def test_a_kernel_returning_other_than_its_signature_says_fails_saying_both():
+    def wrong_shape(a, b):
+        return CACHE.take((SHAPE["M"], 1), torch.float16)
+
+    def two(a, b):
+        return [CACHE.take((SHAPE["M"], SHAPE["N"]), torch.float16)] * 2
+
+    results = check_all(
+        [numerics_case(None, key="f/shape", run=wrong_shape), numerics_case(None, key="f/two", run=two)]
+    )
+    assert not results["f/shape"].passed and not results["f/two"].passed
+    assert results["f/shape"].problems()[0] == (
+        "seed 1: the kernel returned torch.float16 (64, 1); its signature's outputs are torch.float16 (64, 48)"
+    )
+    assert "the kernel returned list;" in results["f/two"].problems()[0]
 
 
 def test_one_wrong_element_fails():
@@ -102,7 +115,7 @@ def test_a_tolerance_allows_exactly_its_mismatches():
         "lenient", [fake.variant("v")], shape=SHAPE, tolerance=Tolerance(atol=1e-2, rtol=1e-2, mismatches=2)
     )
     allowed = check(off_in(2), lenient)
-    assert allowed.passed and all(s.mismatches == 2 and s.allowed_mismatches == 2 for s in allowed.seeds)
+    assert allowed.passed and all(s.mismatches == 2 for s in allowed.seeds)
     one_more = check(off_in(3), lenient)
     assert not one_more.passed
     assert "3 elements outside atol=0.01, rtol=0.01 (2 allowed; max abs error" in one_more.problems()[0]
@@ -123,7 +136,7 @@ def test_allowed_mismatches_do_not_excuse_an_unwritten_element():
 
 def test_modified_inputs_fail_and_the_next_kernel_sees_the_seeds_inputs():
     bad, good = numerics_case(scribbles_on_input, key="f/bad"), numerics_case(right, key="f/good")
-    results = check_numerics([bad, good], SEEDS, device="cpu")
+    results = check_all([bad, good])
     assert not results["f/bad"].passed and "modified its inputs" in results["f/bad"].problems()[0]
     assert results["f/good"].passed
 
@@ -145,8 +158,8 @@ def test_each_case_gets_inputs_of_its_own_problem():
 
         return kernel
 
-    cases = [numerics_case(recording(name), family, name) for name in ("full", "half")]
-    results = check_numerics(cases, SEEDS, device="cpu")
+    cases = [numerics_case(recording(name), family, name=name) for name in ("full", "half")]
+    results = check_all(cases)
     assert all(r.passed for r in results.values())
     assert seen == {"full": (64, 32), "half": (32, 32)}
 
@@ -158,16 +171,6 @@ def test_the_same_seed_makes_the_same_inputs():
     assert [tuple(t.shape) for t in first] == [(64, 32), (32, 48)]
 
 
-def test_outputs_are_allocated_from_the_signature_and_poisoned():
-    arguments = [Argument((4,), "float16"), Argument((2, 3), "float32"), Argument((5,), "int32")]
-    floats = fake.gemm_family("sig", [fake.variant("v")], outputs=[1])
-    (output,) = poisoned_outputs(floats, arguments, "cpu")
-    assert output.shape == (2, 3) and output.dtype == torch.float32 and bool(output.isnan().all())
-    integers = fake.gemm_family("sig", [fake.variant("v")], outputs=[-1])
-    (output,) = poisoned_outputs(integers, arguments, "cpu")
-    assert output.dtype == torch.int32 and bool((output == torch.iinfo(torch.int32).min).all())
-
-
 def test_an_unwritten_integer_output_is_a_mismatch():
     def half_written(x, out):
         out[: out.shape[0] // 2] = 2 * x[: out.shape[0] // 2]
@@ -177,41 +180,72 @@ def test_an_unwritten_integer_output_is_a_mismatch():
         [fake.variant("v")],
         shape={"n": 10},
         inputs=lambda p, generator, device: [torch.randint(-9, 9, (p["n"],), generator=generator, device=device)],
-        outputs=[1],
         reference=lambda p, x: 2 * x,
         tolerance=Tolerance(atol=0, rtol=0),
     )
     arguments = [Argument((10,), "int64"), Argument((10,), "int64")]
-    case = numerics_case(half_written, doubled, arguments=arguments)
-    (result,) = check_numerics([case], SEEDS, device="cpu").values()
+    case = numerics_case(half_written, doubled, arguments=arguments, outputs=(1,))
+    (result,) = check_all([case]).values()
     assert not result.passed and all(s.mismatches == 5 and s.nonfinite == 0 for s in result.seeds)
 
 
-def test_outputs_go_to_their_declared_positions_and_each_meets_its_reference():
-    """kernel(C, A, B, R) with C = A @ B and R = relu(A @ B): outputs first and last."""
-
-    def both(c, a, b, r):
-        right(a, b, c)
-        right_relu(a, b, r)
-
-    def swapped(c, a, b, r):
-        both(r, a, b, c)
-
+def two_outputs(tolerance=(fake.TOLERANCE, fake.TOLERANCE)):
+    """kernel(C, A, B, R) returning [C, R], C = A @ B and R = relu(A @ B): outputs first and last."""
     family = fake.gemm_family(
         "two_outputs",
         [fake.variant("v")],
         shape=SHAPE,
-        outputs=[0, 3],
         reference=lambda p, a, b: (fake.matmul_reference(p, a, b), fake.relu_reference(p, a, b)),
+        tolerance=list(tolerance),
     )
     a, b, c = fake.gemm_arguments(SHAPE)
-    arguments = [c, a, b, c]
+    return family, [c, a, b, Argument(c.shape, c.dtype, "R")]
+
+
+def both(a, b, c, r):
+    right(a, b, c)
+    right_relu(a, b, r)
+
+
+def test_each_returned_output_meets_its_own_reference():
+    def swapped(a, b, c, r):
+        both(a, b, r, c)
+
+    family, arguments = two_outputs()
     right_result, swapped_result = (
-        check_numerics([numerics_case(kernel, family, arguments=arguments)], SEEDS, device="cpu")["two_outputs/v"]
+        check_all([numerics_case(kernel, family, arguments=arguments, outputs=(0, 3))])["two_outputs/v"]
         for kernel in (both, swapped)
     )
     assert right_result.passed
     assert not swapped_result.passed and all(s.mismatches > 0 for s in swapped_result.seeds)
+    assert [o.output.name for o in right_result.seeds[0].outputs] == ["C", "R"]
+
+
+def test_each_output_is_held_to_its_own_tolerance():
+    """An error of 0.25 in R: within the first output's loose tolerance, outside R's own."""
+
+    def off_in_r(a, b, c, r):
+        both(a, b, c, r)
+        r[0, 0] += 0.25
+
+    loose, tight = Tolerance(atol=0.5, rtol=0), Tolerance(atol=1e-2, rtol=1e-2)
+    results = {
+        name: check_all([numerics_case(off_in_r, family, arguments=arguments, outputs=(0, 3))])["two_outputs/v"]
+        for name, (family, arguments) in {
+            "R tight": two_outputs((loose, tight)),
+            "R loose": two_outputs((tight, loose)),
+        }.items()
+    }
+    failed = results["R tight"]
+    assert not failed.passed and [o.mismatches for o in failed.seeds[0].outputs] == [0, 1]
+    assert failed.problems()[0].startswith("seed 1: output R: 1 elements outside atol=0.01, rtol=0.01 (0 allowed")
+    assert results["R loose"].passed
+    data = failed.as_dict()
+    assert data["tolerances"] == [
+        {"output": "C", "atol": 0.5, "rtol": 0, "allowed_mismatches": 0},
+        {"output": "R", "atol": 0.01, "rtol": 0.01, "allowed_mismatches": 0},
+    ]
+    assert data["seeds"][0]["outputs"][1]["mismatches"] == 1 and data["seeds"][0]["mismatches"] == 1
 
 
 # -- a family whose reference or inputs do not fit its kernel ---------------------------------------
@@ -226,7 +260,7 @@ def broken(name: str, **declared) -> Family:
     [
         (
             lambda p, a, b: float32_matmul(a, b)[:-1],
-            "reference output 0 is torch.float32 (63, 48), the kernel writes torch.float16 (64, 48)",
+            "reference output 0 is torch.float32 (63, 48), the kernel returns torch.float16 (64, 48)",
         ),
         (lambda p, a, b: float32_matmul(a, b).to(torch.int32), "reference output 0 is torch.int32 (64, 48)"),
         (
@@ -242,7 +276,7 @@ def test_a_reference_that_does_not_fit_the_outputs_fails_that_case_only(referenc
     family = broken("bad_reference", reference=reference)
     bad = numerics_case(lambda *args: calls.append(args), family)
     good = numerics_case(right)
-    results = check_numerics([bad, good], SEEDS, device="cpu")
+    results = check_all([bad, good])
     assert results["small_gemm/v"].passed
     failed = results["bad_reference/v"]
     assert not failed.passed and len(failed.problems()) == len(SEEDS)
@@ -262,16 +296,16 @@ def test_inputs_that_do_not_fill_the_kernels_arguments_fail_that_case_naming_the
         inputs=lambda p, generator, device: gemm_inputs(p, generator, device)[:1],
         reference=lambda p, *inputs: torch.zeros(p["M"], p["N"]),
     )
-    results = check_numerics([numerics_case(right, family), numerics_case(right)], SEEDS, device="cpu")
+    results = check_all([numerics_case(right, family), numerics_case(right)])
     assert results["small_gemm/v"].passed
     problem = results["few_inputs/v"].problems()[0]
-    assert problem.startswith("seed 1: kernels/few_inputs.py: inputs() made 1 tensors and outputs lists 1")
-    assert "the kernel takes 3 arguments" in problem
+    assert problem.startswith("seed 1: kernels/few_inputs.py: inputs() made 1 tensors, but the kernel takes 2 inputs")
+    assert "(its 3 arguments less the 1 it returns)" in problem
 
 
 def test_too_few_inputs_for_a_reference_of_fixed_arity_fail_that_case_only():
     family = broken("few_inputs", inputs=lambda p, generator, device: gemm_inputs(p, generator, device)[:1])
-    results = check_numerics([numerics_case(right, family), numerics_case(right)], SEEDS, device="cpu")
+    results = check_all([numerics_case(right, family), numerics_case(right)])
     assert results["small_gemm/v"].passed
     assert "kernels/few_inputs.py: inputs() made 1 tensors" in results["few_inputs/v"].problems()[0]
 
@@ -281,7 +315,7 @@ def test_a_raising_reference_fails_that_case_only_naming_the_file():
         raise RuntimeError("no such op")
 
     family = broken("raising", reference=raising)
-    results = check_numerics([numerics_case(right, family), numerics_case(right)], SEEDS, device="cpu")
+    results = check_all([numerics_case(right, family), numerics_case(right)])
     assert results["small_gemm/v"].passed
     problem = results["raising/v"].problems()[0]
     assert "kernels/raising.py: making the inputs or the reference raised RuntimeError: no such op" in problem
@@ -293,16 +327,21 @@ def test_a_raising_reference_fails_that_case_only_naming_the_file():
 def test_report_data_records_reference_seeds_and_tolerance():
     data = check(right).as_dict()
     assert data["reference"] == "torch.matmul(A, B)"
-    assert data["rtol"] == data["atol"] == 1e-2 and data["allowed_mismatches"] == 0
+    assert data["tolerances"] == [{"output": "C", "atol": 1e-2, "rtol": 1e-2, "allowed_mismatches": 0}]
     assert [s["seed"] for s in data["seeds"]] == SEEDS
+    assert data["seeds"][0]["outputs"][0]["output"] == "C" and data["seeds"][0]["error"] is None
 
 
 def test_a_seeds_problem_names_the_tolerance_it_broke():
-    check_ = SeedCheck(5, mismatches=3, max_abs_error=1.25, allowed_mismatches=1)
-    assert check_.problem(Tolerance(atol=0.5, rtol=0.001, mismatches=1)) == (
+    output = Output("C", Tolerance(atol=0.5, rtol=0.001, mismatches=1))
+    assert SeedCheck(5, [OutputCheck(output, mismatches=3, max_abs_error=1.25)]).problem() == (
         "seed 5: 3 elements outside atol=0.5, rtol=0.001 (1 allowed; max abs error 1.25)"
     )
-    assert SeedCheck(5, mismatches=1, allowed_mismatches=1).problem(Tolerance(0.5, 0.001, 1)) is None
+    assert SeedCheck(5, [OutputCheck(output, mismatches=1)]).problem() is None
+
+
+def test_a_seed_without_a_compared_output_never_passes():
+    assert not SeedCheck(5).passed
 
 
 def test_fewer_than_three_distinct_seeds_are_refused():

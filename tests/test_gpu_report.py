@@ -153,7 +153,7 @@ def test_a_gpu_without_known_peaks_gets_rates_without_fractions():
 def test_report_data_holds_throughputs_references_and_the_sweeps_of_every_family():
     run = block_k_run()
     data = report_data(run)
-    assert data["format"] == REPORT_FORMAT == 2 and "num_stages_sweep" not in data
+    assert data["format"] == REPORT_FORMAT == 3 and "num_stages_sweep" not in data
     assert [(c["family"], c["series"]) for c in data["sweeps"]["curves"]] == [
         ("gemm_num_stages", "128x128x32"),
         ("gemm_block_k", "BM=64"),
@@ -166,6 +166,9 @@ def test_report_data_holds_throughputs_references_and_the_sweeps_of_every_family
     assert MATMUL in data["references"] and data["references"][MATMUL]["throughput"]["bound"] == "compute"
     variant = data["variants"][0]
     assert variant["reference"] == MATMUL and variant["throughput"]["bound"] == "compute"
+    numerics = variant["numerics"]
+    assert numerics["tolerances"] == [{"output": "C", "atol": 0.01, "rtol": 0.01, "allowed_mismatches": 0}]
+    assert numerics["seeds"][0]["outputs"] == [{"output": "C", "mismatches": 0, "nonfinite": 0, "max_abs_error": 0.0}]
     assert data["device"]["peak"] == {"tflops": 989, "gbps": 4800}
     json.dumps(data)  # what write_reports writes
 

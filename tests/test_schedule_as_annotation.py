@@ -246,7 +246,13 @@ def fake_gpu(monkeypatch):
         return [
             jit.CompiledCase(c, None, error="boom")
             if c.variant.name == "v2_swizzled_layout"
-            else jit.CompiledCase(c, object())
+            else jit.CompiledCase(
+                c,
+                object(),
+                arguments=gpu_fakes.gemm_arguments(c.params),
+                outputs=(2,),
+                tolerances=(c.family.tolerance,),
+            )
             for c in cases
         ]
 
@@ -254,10 +260,11 @@ def fake_gpu(monkeypatch):
         given.update(runs=runs, seeds=list(seeds))
         results = {}
         for run in runs:
-            checks = [numerics.SeedCheck(s, max_abs_error=0.004) for s in seeds]
+            (output,) = run.checked_outputs()
+            checks = [numerics.SeedCheck(s, [numerics.OutputCheck(output, max_abs_error=0.004)]) for s in seeds]
             if run.key == "v3_manual_pipeline":
-                checks[1].mismatches, checks[1].max_abs_error = 7, 3.5
-            results[run.key] = numerics.NumericsResult(run.family.label(run.params), run.family.tolerance, checks)
+                checks[1].outputs[0] = numerics.OutputCheck(output, mismatches=7, max_abs_error=3.5)
+            results[run.key] = numerics.NumericsResult(run.family.label(run.params), run.checked_outputs(), checks)
         return results
 
     monkeypatch.setattr(gpu_device, "require_cuda", gpu_fakes.device)

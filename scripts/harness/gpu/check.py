@@ -90,7 +90,7 @@ def check_cases(
     runnable = [r for r in results if r.compiled.kernel is not None and not r.problems and r.fits]
 
     log(f"numerics: {len(runnable)} kernels x seeds {seeds}")
-    checked = check_numerics([_numerics_case(r) for r in runnable], seeds)
+    checked = check_numerics([numerics_case(r.compiled) for r in runnable], seeds)
     for result in runnable:
         result.numerics = checked[result.key]
 
@@ -153,9 +153,13 @@ def check_cases(
     )
 
 
-def _numerics_case(result: VariantResult) -> NumericsCase:
-    case = result.compiled.case
-    return NumericsCase(result.key, case.family, case.params, result.compiled.kernel, result.compiled.arguments)
+def numerics_case(compiled: CompiledCase, key: str | None = None) -> NumericsCase:
+    """What the numeric gate and the timing need of a compiled case, under its key (`family/variant` by default)."""
+    case = compiled.case
+    run = compiled.kernel
+    return NumericsCase(
+        key or case.key, case.family, case.params, run, compiled.arguments, compiled.outputs, compiled.tolerances
+    )
 
 
 def attach_timing(result: VariantResult, paired: PairedTiming, device: Device) -> None:
@@ -167,10 +171,11 @@ def attach_timing(result: VariantResult, paired: PairedTiming, device: Device) -
 
 
 def timed_pair(result: VariantResult, seed: int) -> Pair:
-    """The kernel and its PyTorch op on one seed's inputs, ready to be timed."""
-    case, compiled = result.compiled.case, result.compiled
-    family, params = case.family, case.params
-    prepared = prepare(family, params, compiled.arguments, seed, "cuda", reference=False)
+    """The kernel and its PyTorch op on one seed's inputs, ready to be timed; each call returns fresh outputs,
+    as it does for the kernel's users."""
+    compiled = result.compiled
+    family, params = compiled.case.family, compiled.case.params
+    prepared = prepare(numerics_case(compiled, result.key), seed, "cuda", checking=False)
 
     def reference() -> Any:
         return family.speed_reference(params, *prepared.inputs)
@@ -179,7 +184,7 @@ def timed_pair(result: VariantResult, seed: int) -> Pair:
         reference()  # once before timing: a failing op is this case's failure, not the run's
     except Exception as error:
         raise FamilyCallError(f"{family.file}: speed_reference raised {type(error).__name__}: {error}") from error
-    return Pair(result.key, lambda: compiled.kernel(*prepared.arguments), result.reference, reference)
+    return Pair(result.key, lambda: compiled.kernel(*prepared.inputs), result.reference, reference)
 
 
 def _with_snapshot(compiled: CompiledCase, device: Device, store: SnapshotStore) -> VariantResult:

@@ -1,9 +1,10 @@
 """JIT-compile cases for the GPU at hand, and read what each compiled kernel asks of the device.
 
 Compilation uses TileLang's own parallel compiler (`tilelang.par_compile`) on the same PrimFunc
-and pass configs the static snapshots lower (`harness.build`). Dynamic shared memory is the size
-the compiled kernel is launched with; registers per thread and static shared memory come from
-the CUDA driver, which loads the kernel's binary.
+and pass configs the static snapshots lower (`harness.build`), with the kernel's outputs as
+`out_idx`, so every kernel is called as its users call it: `kernel(*inputs)` returns the outputs.
+Dynamic shared memory is the size the compiled kernel is launched with; registers per thread and
+static shared memory come from the CUDA driver, which loads the kernel's binary.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.build import BuildError, build_kernel
+from harness.build import BuildError, BuiltKernel, build_kernel
+from harness.family import Tolerance
 from harness.static.cases import Case
 
 DYNAMIC_SHARED_LAUNCH_PARAM = "tirx.use_dyn_shared_memory"
@@ -29,18 +31,21 @@ COMPILE_HOOK = "tilelang_callback_cuda_compile"
 
 @dataclass(frozen=True)
 class Argument:
-    """One kernel argument as the PrimFunc declares it: what the GPU check allocates for outputs."""
+    """One kernel argument as the PrimFunc declares it: what the GPU check poisons for an output."""
 
     shape: tuple[int, ...]
     dtype: str
+    name: str = ""  # the buffer's name, e.g. `C`: how the report names an output
 
 
 @dataclass
 class CompiledCase:
     case: Case
-    kernel: Any | None  # tilelang JITKernel, called with every argument, outputs included
+    kernel: Any | None  # tilelang JITKernel: kernel(*inputs) returns the output, or a list of them
     error: str | None = None
     arguments: list[Argument] = field(default_factory=list)
+    outputs: tuple[int, ...] = ()  # positions of the arguments the kernel returns, ascending
+    tolerances: tuple[Tolerance, ...] = ()  # one per output
     dynamic_shared_memory_bytes: int | None = None
     static_shared_memory_bytes: int | None = None
     registers_per_thread: int | None = None
@@ -50,11 +55,7 @@ class CompiledCase:
 
 
 def compile_cases(cases: Sequence[Case]) -> list[CompiledCase]:
-    """Compile every case in parallel; a case that fails carries its error instead of a kernel.
-
-    Kernels are compiled without `out_idx`: the check allocates every output itself (poisoned
-    with NaN) and passes all arguments, whatever the jit decorator returns; the CUDA is the same.
-    """
+    """Compile every case in parallel; a case that fails carries its error instead of a kernel."""
     import tilelang
 
     # A check compiles what the installed TileLang emits now, never a kernel cached on disk.
@@ -75,17 +76,18 @@ def compile_cases(cases: Sequence[Case]) -> list[CompiledCase]:
         except BuildError as error:
             result.error = f"{case.family.file}: variant {case.variant.name!r}: {error}"
             continue
-        key = json.dumps(built.pass_configs, sort_keys=True, default=str)
+        result.outputs, result.tolerances = built.outputs, built.tolerances
+        key = json.dumps([built.pass_configs, out_idx(built)], sort_keys=True, default=str)
         batches.setdefault(key, []).append((result, built.prim_func))
     with capturing_binaries() as binaries:
         for key, batch in batches.items():
-            configs = json.loads(key) or None
-            funcs = [func for _, func in batch]
-            kernels = tilelang.par_compile(funcs, target="auto", ignore_error=True, pass_configs=configs)
+            configs, outputs = json.loads(key)
+            options = {"target": "auto", "pass_configs": configs or None, "out_idx": outputs}
+            kernels = tilelang.par_compile([func for _, func in batch], ignore_error=True, **options)
             for (result, func), kernel in zip(batch, kernels, strict=True):
                 if kernel is None:  # par_compile only logs the error: compile this one alone to keep it
                     try:
-                        kernel = tilelang.compile(func, target="auto", pass_configs=configs)
+                        kernel = tilelang.compile(func, **options)
                     except Exception as error:
                         result.error = f"TileLang could not compile it: {type(error).__name__}: {error}"
                         continue
@@ -103,22 +105,29 @@ def compile_cases(cases: Sequence[Case]) -> list[CompiledCase]:
     return results
 
 
+def out_idx(built: BuiltKernel) -> list[int] | None:
+    """What `tilelang.compile` is told the outputs are. Nothing for an eager kernel: its PrimFunc names
+    its `T.empty` results itself (`tilelang_out_idx`), and compile refuses to be told twice."""
+    attrs = built.prim_func.attrs
+    return None if attrs is not None and "tilelang_out_idx" in attrs else list(built.outputs)
+
+
 def _arguments(prim_func: Any) -> list[Argument]:
-    """(shape, dtype) of every argument; a scalar argument has shape ()."""
+    """(shape, dtype, name) of every argument; a scalar argument has shape ()."""
     arguments = []
     for param in prim_func.params:
         buffer = prim_func.buffer_map.get(param)
         if buffer is None:
-            arguments.append(Argument((), str(param.dtype)))
+            arguments.append(Argument((), str(param.dtype), str(param.name)))
             continue
         try:
             shape = tuple(int(d) for d in buffer.shape)
         except TypeError:
             raise BuildError(
-                f"argument {buffer.name} has a symbolic shape {list(buffer.shape)}; the GPU check allocates "
+                f"argument {buffer.name} has a symbolic shape {list(buffer.shape)}; the GPU check poisons "
                 "outputs from the signature, so give the kernel the family's concrete dimensions"
             ) from None
-        arguments.append(Argument(shape, str(buffer.dtype)))
+        arguments.append(Argument(shape, str(buffer.dtype), str(buffer.name)))
     return arguments
 
 

@@ -1,11 +1,17 @@
 """The numeric gate: does a kernel compute its family's reference on fresh random inputs?
 
-For every seed and case: the family makes the inputs, every output is allocated from the
-kernel's own signature and poisoned (NaN, or the dtype's minimum for integers), the kernel runs,
-and each output is compared with the family's reference at the family's tolerance
-(`isclose(atol, rtol)`, at most `mismatches` elements outside it). NaN or Inf in an output
-fails (an element the kernel never wrote is still NaN), and the inputs must be bit-identical
-afterwards. Inputs and references are made afresh for every case from its own parameters.
+Every kernel is called as its users call it, `kernel(*inputs)`, and returns its outputs (one
+tensor, or a list when it has several), which TileLang allocates through PyTorch's CUDA caching
+allocator. For every seed and case: the family makes the inputs and the reference; then the
+memory the outputs will get is poisoned (NaN, or the dtype's minimum for integers): with the
+cache emptied, one tensor per output (the signature's shape and dtype, in order) is allocated,
+filled and freed, so it stays in the cache and the kernel's own allocations of those sizes, in
+that order, get it back. After the call every returned output must lie inside that poisoned
+memory, or the seed fails: a check that cannot show an unwritten element is never a pass. Each
+output is compared with its reference at its own tolerance (`isclose(atol, rtol)`, at most
+`mismatches` elements outside it); NaN or Inf in an output fails (an element the kernel never
+wrote is still NaN), and the inputs must be bit-identical afterwards. Inputs and references are
+made afresh for every case from its own parameters.
 """
 
 from __future__ import annotations
@@ -13,13 +19,16 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.family import Family, Tolerance
 
+if TYPE_CHECKING:
+    from harness.gpu.compile import Argument
+
 MIN_SEEDS = 3
 
-# kernel(*arguments): every argument, outputs included, in the PrimFunc's order.
+# kernel(*inputs) -> its output, or a list of them in the signature's order.
 KernelRun = Callable[..., Any]
 
 
@@ -27,36 +36,105 @@ class FamilyCallError(ValueError):
     """A family's inputs or reference raised, or do not fit the kernel; the message names the family file."""
 
 
+class Memory(Protocol):
+    """Where a kernel's outputs are allocated: PyTorch's CUDA caching allocator, or a test's stand-in."""
+
+    def settle(self) -> None:
+        """Finish the queued work and hand the cache's free blocks back to the driver."""
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        """An uninitialized tensor from the cache."""
+
+
+@dataclass(frozen=True)
+class CudaCache:
+    """PyTorch's CUDA caching allocator, which TileLang's output allocation goes through."""
+
+    device: str = "cuda"
+
+    def settle(self) -> None:
+        import torch
+
+        torch.cuda.synchronize(self.device)  # frees waiting on queued work become reusable
+        torch.cuda.empty_cache()
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        import torch
+
+        return torch.empty(shape, dtype=dtype, device=self.device)
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output the kernel returns: its name in the signature and the tolerance it is held to."""
+
+    name: str
+    tolerance: Tolerance
+
+
 @dataclass
-class SeedCheck:
-    seed: int
+class OutputCheck:
+    """One output against its reference on one seed."""
+
+    output: Output
     mismatches: int = 0  # elements outside the tolerance (non-finite ones included)
-    nonfinite: int = 0  # NaN or Inf in the output, unwritten (still poisoned) elements included
+    nonfinite: int = 0  # NaN or Inf, unwritten (still poisoned) elements included
     max_abs_error: float = 0.0  # over finite elements
-    inputs_unchanged: bool = True
-    allowed_mismatches: int = 0
-    error: str | None = None  # the kernel raised, or the reference does not fit the outputs
 
     @property
     def passed(self) -> bool:
-        return (
-            self.error is None
-            and self.mismatches <= self.allowed_mismatches
-            and self.nonfinite == 0
-            and self.inputs_unchanged
-        )
+        return self.nonfinite == 0 and self.mismatches <= self.output.tolerance.mismatches
 
-    def problem(self, tolerance: Tolerance) -> str | None:
+    def problems(self) -> list[str]:
+        tolerance, found = self.output.tolerance, []
+        if self.nonfinite:
+            found.append(f"{self.nonfinite} NaN/Inf elements (unwritten output stays NaN)")
+        if self.mismatches > tolerance.mismatches:
+            found.append(
+                f"{self.mismatches} elements outside atol={tolerance.atol:g}, rtol={tolerance.rtol:g} "
+                f"({tolerance.mismatches} allowed; max abs error {self.max_abs_error:.4g})"
+            )
+        return found
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "output": self.output.name,
+            "mismatches": self.mismatches,
+            "nonfinite": self.nonfinite,
+            "max_abs_error": self.max_abs_error,
+        }
+
+
+@dataclass
+class SeedCheck:
+    seed: int
+    outputs: list[OutputCheck] = field(default_factory=list)  # one per output once the kernel has run
+    inputs_unchanged: bool = True
+    error: str | None = None  # the kernel raised, returned what its signature does not, or could not be poisoned
+
+    @property
+    def passed(self) -> bool:
+        checked = bool(self.outputs) and all(o.passed for o in self.outputs)
+        return self.error is None and checked and self.inputs_unchanged
+
+    # Over all outputs: what the report shows per seed.
+    @property
+    def mismatches(self) -> int:
+        return sum(o.mismatches for o in self.outputs)
+
+    @property
+    def nonfinite(self) -> int:
+        return sum(o.nonfinite for o in self.outputs)
+
+    @property
+    def max_abs_error(self) -> float:
+        return max((o.max_abs_error for o in self.outputs), default=0.0)
+
+    def problem(self) -> str | None:
         if self.error:
             return f"seed {self.seed}: {self.error}"
-        parts = []
-        if self.nonfinite:
-            parts.append(f"{self.nonfinite} NaN/Inf elements (unwritten output stays NaN)")
-        if self.mismatches > self.allowed_mismatches:
-            parts.append(
-                f"{self.mismatches} elements outside atol={tolerance.atol:g}, rtol={tolerance.rtol:g} "
-                f"({self.allowed_mismatches} allowed; max abs error {self.max_abs_error:.4g})"
-            )
+        several = len(self.outputs) > 1
+        parts = [f"output {o.output.name}: {p}" if several else p for o in self.outputs for p in o.problems()]
         if not self.inputs_unchanged:
             parts.append("the kernel modified its inputs")
         return f"seed {self.seed}: " + ", ".join(parts) if parts else None
@@ -65,7 +143,7 @@ class SeedCheck:
 @dataclass
 class NumericsResult:
     reference: str  # what the family compares with, in words
-    tolerance: Tolerance
+    outputs: list[Output]
     seeds: list[SeedCheck] = field(default_factory=list)
 
     @property
@@ -73,14 +151,20 @@ class NumericsResult:
         return bool(self.seeds) and all(s.passed for s in self.seeds)
 
     def problems(self) -> list[str]:
-        return [p for s in self.seeds if (p := s.problem(self.tolerance))]
+        return [p for s in self.seeds if (p := s.problem())]
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "reference": self.reference,
-            "atol": self.tolerance.atol,
-            "rtol": self.tolerance.rtol,
-            "allowed_mismatches": self.tolerance.mismatches,
+            "tolerances": [
+                {
+                    "output": o.name,
+                    "atol": o.tolerance.atol,
+                    "rtol": o.tolerance.rtol,
+                    "allowed_mismatches": o.tolerance.mismatches,
+                }
+                for o in self.outputs
+            ],
             "passed": self.passed,
             "seeds": [
                 {
@@ -90,6 +174,7 @@ class NumericsResult:
                     "max_abs_error": s.max_abs_error,
                     "inputs_unchanged": s.inputs_unchanged,
                     "error": s.error,
+                    "outputs": [o.as_dict() for o in s.outputs],
                 }
                 for s in self.seeds
             ],
@@ -104,7 +189,20 @@ class NumericsCase:
     family: Family
     params: Mapping[str, Any]
     run: KernelRun
-    arguments: Sequence[Any]  # (shape, dtype) per kernel argument: harness.gpu.compile.Argument
+    arguments: Sequence[Argument]  # every kernel argument as the PrimFunc declares it
+    outputs: Sequence[int]  # positions of the arguments the kernel returns, ascending
+    tolerances: Sequence[Tolerance]  # one per output
+
+    @property
+    def output_arguments(self) -> list[Argument]:
+        return [self.arguments[i] for i in self.outputs]
+
+    def checked_outputs(self) -> list[Output]:
+        """Each output with its tolerance, named as the signature names it (else by its position)."""
+        return [
+            Output(self.arguments[i].name or str(i), tolerance)
+            for i, tolerance in zip(self.outputs, self.tolerances, strict=True)
+        ]
 
 
 def fresh_seeds(count: int = MIN_SEEDS) -> list[int]:
@@ -140,132 +238,194 @@ def torch_dtype(name: str) -> Any:
     return dtype
 
 
-def poisoned_outputs(family: Family, arguments: Sequence[Any], device: str = "cuda") -> list[Any]:
-    """Every output the kernel writes, allocated from its signature, filled with a value it should not produce:
-    NaN for floats, the minimum for integers (False for bool, which has no value to spare)."""
+def poison_value(dtype: Any) -> Any:
+    """A value the kernel should not produce: NaN for floats, the minimum for integers (False for bool,
+    which has no value to spare)."""
     import torch
 
-    outputs = []
-    for position in family.outputs:
-        argument = arguments[position]
-        try:
-            dtype = torch_dtype(argument.dtype)
-        except FamilyCallError as error:
-            raise FamilyCallError(f"{family.file}: output {position}: {error}") from None
-        if dtype.is_floating_point:
-            poison: Any = float("nan")
-        elif dtype == torch.bool:
-            poison = False
-        else:
-            poison = torch.iinfo(dtype).min
-        outputs.append(torch.full(argument.shape, poison, device=device, dtype=dtype))
-    return outputs
+    if dtype.is_floating_point:
+        return float("nan")
+    return False if dtype == torch.bool else torch.iinfo(dtype).min
+
+
+def poison(outputs: Sequence[Argument], memory: Memory) -> list[tuple[int, int]]:
+    """Poison the memory the kernel's outputs will be allocated from; the byte ranges poisoned.
+
+    The caching allocator picks a block by the state of its cache alone. Allocating the outputs' sizes
+    in order and freeing them leaves that state as it was (freed blocks merge back), so the kernel's
+    allocations of the same sizes in the same order get the same blocks, still filled. Emptying the
+    cache first leaves little else to pick from. That makes it likely; `unpoisoned` proves it.
+    """
+    memory.settle()
+    blocks = []
+    for argument in outputs:
+        dtype = torch_dtype(argument.dtype)
+        blocks.append(memory.empty(argument.shape, dtype).fill_(poison_value(dtype)))
+    ranges = [byte_range(block) for block in blocks]
+    del blocks  # back to the cache, still poisoned (the fill is queued before any later use of the block)
+    return ranges
+
+
+def byte_range(tensor: Any) -> tuple[int, int]:
+    """[first, last + 1) of the bytes the tensor's elements occupy, a view's strides included."""
+    start = tensor.data_ptr()
+    if tensor.numel() == 0:
+        return start, start
+    extent = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
+    return start, start + extent * tensor.element_size()
+
+
+def unpoisoned(outputs: Sequence[Any], ranges: Sequence[tuple[int, int]]) -> list[int]:
+    """Indices of the outputs not entirely inside one poisoned range (an empty output has nothing to poison)."""
+    found = []
+    for index, output in enumerate(outputs):
+        first, end = byte_range(output)
+        if first != end and not any(low <= first and end <= high for low, high in ranges):
+            found.append(index)
+    return found
 
 
 @dataclass
 class Prepared:
-    """One case's tensors for one seed: inputs, poisoned outputs, all arguments in order, the expected outputs."""
+    """One case's tensors for one seed: the inputs, and when checking, their copies and the expected outputs."""
 
     inputs: list[Any]
-    outputs: list[Any]
-    arguments: list[Any]
-    expected: list[Any] | None
+    originals: list[Any] = field(default_factory=list)
+    expected: list[Any] = field(default_factory=list)
 
 
-def prepare(
-    family: Family, params: Mapping[str, Any], arguments: Sequence[Any], seed: int, device: str, reference: bool
-) -> Prepared:
+def prepare(case: NumericsCase, seed: int, device: str, checking: bool) -> Prepared:
     """Everything a family's callables make for a run; whatever goes wrong in them is a FamilyCallError."""
+    family = case.family
     try:
-        inputs = make_inputs(family, params, seed, device)
-        outputs = poisoned_outputs(family, arguments, device)
-        ordered = kernel_arguments(family, inputs, outputs, len(arguments))
-        expected = expected_outputs(family, params, inputs, outputs) if reference else None
+        inputs = make_inputs(family, case.params, seed, device)
+        taken = len(case.arguments) - len(case.outputs)
+        if len(inputs) != taken:
+            raise FamilyCallError(
+                f"{family.file}: inputs() made {len(inputs)} tensors, but the kernel takes {taken} inputs (its "
+                f"{len(case.arguments)} arguments less the {len(case.outputs)} it returns); make inputs() return "
+                "every argument that is not an output, in order"
+            )
+        if not checking:
+            return Prepared(inputs)
+        expected = expected_outputs(family, case.params, inputs, case.output_arguments)
+        return Prepared(inputs, [tensor.clone() for tensor in inputs], expected)
     except FamilyCallError:
         raise
     except Exception as error:  # the family's own code raised: its failure, reported as such
         raise FamilyCallError(
             f"{family.file}: making the inputs or the reference raised {type(error).__name__}: {error}"
         ) from error
-    return Prepared(inputs, outputs, ordered, expected)
 
 
-def kernel_arguments(family: Family, inputs: Sequence[Any], outputs: Sequence[Any], count: int) -> list[Any]:
-    """Inputs and outputs interleaved into the kernel's argument order."""
-    positions = [p % count for p in family.outputs]
-    if len(inputs) + len(outputs) != count:
-        raise FamilyCallError(
-            f"{family.file}: inputs() made {len(inputs)} tensors and outputs lists {len(outputs)}, but the kernel "
-            f"takes {count} arguments; make inputs() return every argument that is not an output, in order"
-        )
-    given = iter(inputs)
-    written = dict(zip(positions, outputs, strict=True))
-    return [written[i] if i in written else next(given) for i in range(count)]
-
-
-def expected_outputs(family: Family, params: Mapping[str, Any], inputs: Sequence[Any], like: Sequence[Any]) -> list:
+def expected_outputs(
+    family: Family, params: Mapping[str, Any], inputs: Sequence[Any], like: Sequence[Argument]
+) -> list[Any]:
     """The reference's outputs, checked to match the kernel's outputs in number, shape and kind."""
     expected = family.reference(params, *inputs)
     expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
     if len(expected) != len(like):
         raise FamilyCallError(
             f"{family.file}: the reference returned {len(expected)} tensor(s) for {len(like)} output(s); return one "
-            "tensor per entry of outputs, in order"
+            "tensor per output, in order"
         )
     for index, (reference, output) in enumerate(zip(expected, like, strict=True)):
+        dtype = torch_dtype(output.dtype)
         shape_ok = tuple(getattr(reference, "shape", ())) == tuple(output.shape)
         kind_ok = getattr(reference, "dtype", None) is not None and (
-            reference.dtype.is_floating_point == output.dtype.is_floating_point
+            reference.dtype.is_floating_point == dtype.is_floating_point
         )
         if not (shape_ok and kind_ok):
             raise FamilyCallError(
                 f"{family.file}: reference output {index} is {getattr(reference, 'dtype', type(reference).__name__)} "
-                f"{tuple(getattr(reference, 'shape', ()))}, the kernel writes {output.dtype} {tuple(output.shape)}; "
+                f"{tuple(getattr(reference, 'shape', ()))}, the kernel returns {dtype} {tuple(output.shape)}; "
                 "return a tensor of the output's shape (a wider float type is fine)"
             )
     return expected
 
 
-def check_numerics(
-    cases: Sequence[NumericsCase], seeds: Sequence[int], device: str = "cuda"
-) -> dict[str, NumericsResult]:
-    """key -> result for every case, each seed's inputs made afresh from the case's own parameters."""
+def returned_outputs(returned: Any, like: Sequence[Argument]) -> list[Any]:
+    """What the kernel returned, as one tensor per output; ValueError unless it is what its signature says."""
     import torch
 
-    results = {c.key: NumericsResult(c.family.label(c.params), c.family.tolerance) for c in cases}
+    several = isinstance(returned, (list, tuple))
+    outputs = list(returned) if several and len(like) > 1 else [returned]
+    fits = len(outputs) == len(like) and all(
+        isinstance(t, torch.Tensor) and tuple(t.shape) == tuple(a.shape) and t.dtype == torch_dtype(a.dtype)
+        for t, a in zip(outputs, like, strict=False)
+    )
+    if not fits:
+        got = ", ".join(
+            f"{t.dtype} {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__ for t in outputs
+        )
+        wanted = ", ".join(f"{torch_dtype(a.dtype)} {tuple(a.shape)}" for a in like)
+        raise ValueError(f"the kernel returned {got}; its signature's outputs are {wanted}")
+    return outputs
+
+
+def check_numerics(
+    cases: Sequence[NumericsCase], seeds: Sequence[int], device: str = "cuda", memory: Memory | None = None
+) -> dict[str, NumericsResult]:
+    """key -> result for every case, each seed's inputs made afresh from the case's own parameters.
+
+    `memory` is where the kernels' outputs come from: the CUDA caching allocator unless a test stands in.
+    """
+    memory = CudaCache(device) if memory is None else memory
+    results = {c.key: NumericsResult(c.family.label(c.params), c.checked_outputs()) for c in cases}
     for seed in validate_seeds(seeds):
         for case in cases:
-            family, tolerance = case.family, case.family.tolerance
-            check = SeedCheck(seed, allowed_mismatches=tolerance.mismatches)
-            results[case.key].seeds.append(check)
-            try:
-                prepared = prepare(family, case.params, case.arguments, seed, device, reference=True)
-            except FamilyCallError as error:
-                check.error = str(error)
-                continue
-            before = [tensor.clone() for tensor in prepared.inputs]
-            try:
-                case.run(*prepared.arguments)
-                if device.startswith("cuda"):
-                    torch.cuda.synchronize()  # launch errors surface here, inside this case's check
-            except Exception as error:  # a launch failure is this case's failure, not the run's
-                check.error = f"the kernel raised {type(error).__name__}: {error}"
-                continue
-            for output, reference in zip(prepared.outputs, prepared.expected or [], strict=True):
-                _compare(check, output, reference, tolerance)
-            check.inputs_unchanged = all(torch.equal(a, b) for a, b in zip(prepared.inputs, before, strict=True))
-            del prepared, before
+            results[case.key].seeds.append(check_seed(case, seed, device, memory))
     return results
 
 
-def _compare(check: SeedCheck, output: Any, expected: Any, tolerance: Tolerance) -> None:
+def check_seed(case: NumericsCase, seed: int, device: str, memory: Memory) -> SeedCheck:
+    """One case on one seed; its tensors are freed on return, before the next case's are made."""
     import torch
 
-    output = output.to(expected.dtype)
-    finite = torch.isfinite(output) if output.dtype.is_floating_point else torch.ones_like(output, dtype=torch.bool)
-    check.nonfinite += int((~finite).sum().item())
-    close = torch.isclose(output, expected, rtol=tolerance.rtol, atol=tolerance.atol)
-    check.mismatches += int((~close).sum().item())
-    errors = (output.double() - expected.double()).abs()
-    worst = float(errors[finite].max().item()) if bool(finite.any()) else float("inf")
-    check.max_abs_error = max(check.max_abs_error, worst)
+    check = SeedCheck(seed)
+    try:
+        prepared = prepare(case, seed, device, checking=True)
+        ranges = poison(case.output_arguments, memory)  # last: nothing else may take the poisoned blocks
+    except FamilyCallError as error:
+        check.error = str(error)
+        return check
+    try:
+        returned = case.run(*prepared.inputs)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()  # launch errors surface here, inside this case's check
+    except Exception as error:  # a launch failure is this case's failure, not the run's
+        check.error = f"the kernel raised {type(error).__name__}: {error}"
+        return check
+    try:
+        outputs = returned_outputs(returned, case.output_arguments)
+    except ValueError as error:
+        check.error = str(error)
+        return check
+    checked = case.checked_outputs()
+    lost = unpoisoned(outputs, ranges)
+    if lost:
+        check.error = (
+            f"output {', '.join(checked[i].name for i in lost)} could not be poisoned: the kernel returned it "
+            "outside the memory filled before the call, so an element it never writes could pass unseen"
+        )
+        return check
+    check.outputs = [compare(*each) for each in zip(checked, outputs, prepared.expected, strict=True)]
+    check.inputs_unchanged = all(torch.equal(a, b) for a, b in zip(prepared.inputs, prepared.originals, strict=True))
+    return check
+
+
+def compare(output: Output, tensor: Any, expected: Any) -> OutputCheck:
+    """One returned output against its reference, at its own tolerance."""
+    import torch
+
+    tolerance = output.tolerance
+    tensor = tensor.to(expected.dtype)
+    finite = torch.isfinite(tensor) if tensor.dtype.is_floating_point else torch.ones_like(tensor, dtype=torch.bool)
+    close = torch.isclose(tensor, expected, rtol=tolerance.rtol, atol=tolerance.atol)
+    errors = (tensor.double() - expected.double()).abs()
+    return OutputCheck(
+        output,
+        mismatches=int((~close).sum().item()),
+        nonfinite=int((~finite).sum().item()),
+        max_abs_error=float(errors[finite].max().item()) if bool(finite.any()) else float("inf"),
+    )

@@ -18,7 +18,7 @@ from harness.gpu.sweep import SweepCurve, conclusions
 from harness.gpu.timing import Throughput
 from harness.static.snapshot import atomic_write
 
-REPORT_FORMAT = 2
+REPORT_FORMAT = 3  # 3: numerics per output, each with its own tolerance
 REPORT = "report.json"
 SUMMARY = "summary.md"
 MARKDOWN_HEADER = "<!-- Written by `nox -s gpu` (scripts/gpu_check.py) from one run; report.json holds the data. -->"

@@ -53,10 +53,10 @@ def parse_step(spec: str, families: Sequence[Family], target: str) -> Step:
 def run_steps(specs: Sequence[str], rounds: int, seeds: Sequence[int], log: Callable[[str], None] = print) -> list[str]:
     """Time every step on the current GPU; the table's lines (ratio to the reference, change to the step before)."""
     from harness.family import registry
-    from harness.gpu.check import timed_pair
+    from harness.gpu.check import numerics_case, timed_pair
     from harness.gpu.compile import compile_cases
     from harness.gpu.device import require_cuda
-    from harness.gpu.numerics import NumericsCase, check_numerics
+    from harness.gpu.numerics import check_numerics
     from harness.gpu.results import VariantResult
     from harness.gpu.timing import make_bench, measure_pairs
 
@@ -73,10 +73,7 @@ def run_steps(specs: Sequence[str], rounds: int, seeds: Sequence[int], log: Call
         if built.kernel is None:
             numerics[step.spec] = f"did not compile: {built.error}"
             continue
-        case = step.case
-        checked = check_numerics(
-            [NumericsCase(case.key, case.family, case.params, built.kernel, built.arguments)], seeds
-        )[case.key]
+        checked = check_numerics([numerics_case(built)], seeds)[step.case.key]
         numerics[step.spec] = "pass" if checked.passed else "; ".join(checked.problems())
         if checked.passed:
             result = VariantResult(built, device.shared_memory_per_block_bytes, "")

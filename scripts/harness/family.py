@@ -257,7 +257,7 @@ def load_families(package_name: str = "kernels") -> Registry:
                 raise FamilyError(
                     f"{file}: remove `from __future__ import annotations`: it turns every annotation into a string, "
                     "and TileLang resolves a kernel's `T.Tensor(...)` annotations from those strings, so a kernel "
-                    "whose shapes use local names (e.g. `A_shape`) fails to trace with NameError"
+                    "whose shapes use names local to its factory fails to trace with NameError"
                 )
             family = getattr(module, "FAMILY", None)
             if not isinstance(family, Family):

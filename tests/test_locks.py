@@ -303,3 +303,22 @@ def test_upgrade_preview_says_when_the_version_does_not_install(noxfile, tmp_pat
     with pytest.raises(SessionError, match="TileLang 9.9.9 could not be installed"):
         noxfile.upgrade_preview(session)
     assert session.runs == []
+
+
+# --- the tests session ----------------------------------------------------------------------------
+
+
+def test_the_tests_session_runs_the_paths_given_and_only_those(noxfile, tmp_path):
+    import tomllib
+
+    one_file = RecordingSession(["tests/test_facts.py", "-k", "layouts"], tmp_path)
+    noxfile.tests(one_file)
+    (run,) = one_file.runs
+    assert run[0] == "pytest" and "tests" not in run and run[-3:] == ("tests/test_facts.py", "-k", "layouts")
+    everything = RecordingSession([], tmp_path)
+    noxfile.tests(everything)
+    assert not [a for a in everything.runs[0][1:] if not a.startswith("-") and a != "auto"]
+    # with no path, pytest runs its configured testpaths: the whole suite
+    assert tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["testpaths"] == [
+        "tests"
+    ]

@@ -56,40 +56,76 @@ def test_an_eager_kernel_returns_several_outputs_in_order():
     assert [p.name for p in built.prim_func.params][1:] == ["Sum_handle", "SumSquares_handle"]
 
 
-def test_declared_outputs_that_disagree_with_t_empty_are_refused():
-    family = styles.family(styles.eager_scale, outputs=[0])
-    with pytest.raises(BuildError, match=r"kernels/styles.py: variant 'only': its T.empty results are arguments \[1\]"):
-        build(family)
+# (kernel, params, Family overrides, what the refusal says); each names the file and the variant too.
+REFUSALS = [
+    pytest.param(
+        styles.eager_scale, None, {"outputs": [0]}, r"its T.empty results are arguments \[1\]", id="outputs disagree"
+    ),
+    pytest.param(
+        styles.scale_factory, None, {}, r"the kernel does not say which arguments it writes", id="no outputs anywhere"
+    ),
+    *[
+        pytest.param(
+            kernel,
+            {"block_rows": 8, "thread": 256},
+            {"outputs": [1]},
+            r"the kernel does not take 'thread' \(did you mean 'threads'\?\)",
+            id=f"misspelled ({style})",
+        )
+        for style, kernel in (
+            ("eager", styles.eager_scale),
+            ("lazy", styles.lazy_scale),
+            ("factory", styles.scale_factory),
+        )
+    ],
+    pytest.param(
+        styles.eager_ignores_threads,
+        {"block_rows": 8, "threads": 256},
+        {},
+        r"the kernel takes 'threads' but never reads it",
+        id="taken and ignored",
+    ),
+    pytest.param(
+        styles.eager_scale,
+        {"block_rows": 8, "X": 1},
+        {},
+        r"'X' is a tensor argument of the kernel",
+        id="tensor as param",
+    ),
+    pytest.param(
+        styles.ready_scale,
+        {"threads": 128},
+        {"outputs": [1]},
+        r"a ready @T.prim_func takes no parameters",
+        id="ready prim_func with params",
+    ),
+    pytest.param(
+        styles.autotuned_scale,
+        {"block_rows": 16, "threads": 64},
+        {},
+        r"pins one of its configurations.*sets none of these 4 completely",
+        id="autotune config not pinned",
+    ),
+    pytest.param(
+        styles.eager_row_stats,
+        {"block_rows": 4, "threads": 128},
+        {},
+        r"the kernel has 2 output\(s\) and the family gives 1 tolerance",
+        id="one tolerance for two outputs",
+    ),
+]
+
+
+@pytest.mark.parametrize(("kernel", "params", "overrides", "message"), REFUSALS)
+def test_a_declaration_the_kernel_contradicts_is_refused_naming_file_and_variant(kernel, params, overrides, message):
+    with pytest.raises(BuildError, match=message) as refused:
+        build(styles.family(kernel, params, **overrides))
+    assert str(refused.value).startswith("kernels/styles.py: ")
+    assert "variant 'only'" in str(refused.value)
 
 
 def test_declared_outputs_that_agree_with_t_empty_are_accepted():
     assert build(styles.family(styles.eager_scale, outputs=[-1])).outputs == (1,)
-
-
-def test_a_kernel_that_names_no_outputs_needs_the_family_to():
-    with pytest.raises(BuildError, match=r"variant 'only': the kernel does not say which arguments it writes"):
-        build(styles.family(styles.scale_factory))
-
-
-@pytest.mark.parametrize("kernel", [styles.eager_scale, styles.lazy_scale, styles.scale_factory])
-def test_a_misspelled_parameter_is_refused_with_the_closest_name(kernel):
-    family = styles.family(kernel, {"block_rows": 8, "thread": 256}, outputs=[1])
-    with pytest.raises(
-        BuildError, match=r"variant 'only': the kernel does not take 'thread' \(did you mean 'threads'\?\)"
-    ):
-        build(family)
-
-
-def test_a_parameter_the_kernel_takes_and_ignores_is_refused():
-    family = styles.family(styles.eager_ignores_threads, {"block_rows": 8, "threads": 256})
-    with pytest.raises(BuildError, match=r"variant 'only': the kernel takes 'threads' but never reads it"):
-        build(family)
-
-
-def test_a_tensor_argument_passed_as_a_parameter_is_refused():
-    family = styles.family(styles.eager_scale, {"block_rows": 8, "X": 1})
-    with pytest.raises(BuildError, match=r"'X' is a tensor argument of the kernel"):
-        build(family)
 
 
 def test_a_dimension_named_differently_from_the_kernels_t_const_is_refused_then_mapped():
@@ -108,17 +144,6 @@ def test_a_rename_of_an_undeclared_dimension_is_a_family_error():
         styles.family(styles.eager_scale, variants=[Variant("only", styles.eager_scale, dimension_names={"M": "rows"})])
 
 
-def test_a_ready_prim_func_with_parameters_is_refused():
-    with pytest.raises(BuildError, match=r"a ready @T.prim_func takes no parameters"):
-        build(styles.family(styles.ready_scale, {"threads": 128}, outputs=[1]))
-
-
-def test_an_autotuned_kernel_must_pin_one_of_its_configurations():
-    family = styles.family(styles.autotuned_scale, {"block_rows": 16, "threads": 64})
-    with pytest.raises(BuildError, match=r"pins one of its configurations.*sets none of these 4 completely"):
-        build(family)
-
-
 def test_an_autotuned_kernel_lowers_as_its_pinned_configuration():
     tuned = styles.family(styles.autotuned_scale, {"block_rows": 4, "threads": 64})
     plain = styles.family(styles.eager_scale, {"block_rows": 4, "threads": 64})
@@ -135,12 +160,6 @@ def test_a_kernel_of_an_unknown_kind_is_refused_with_the_kinds_accepted(kernel):
         build(family)
     assert "variant 'only'" in str(refused.value)
     assert all(kind in str(refused.value) for kind in KERNEL_KINDS)
-
-
-def test_one_tolerance_per_output_is_required():
-    family = styles.family(styles.eager_row_stats, {"block_rows": 4, "threads": 128})
-    with pytest.raises(BuildError, match=r"the kernel has 2 output\(s\) and the family gives 1 tolerance"):
-        build(family)
 
 
 def test_a_kernel_error_names_the_line_of_the_kernel_that_raised():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import nox
@@ -26,16 +27,19 @@ LINT_LOCK = "requirements-lint.txt"
 # torch's CPU build is served by PyTorch's own index only. The sessions take torch, and nothing
 # else, from there; every other package comes from PyPI. pip has no per-package index, hence two steps.
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-# For pip-compile: the index's page of torch alone, so no other package can resolve from it.
+# For pip-compile: the index's page of torch alone, so no other package can resolve from it. It is
+# named inside requirements.in, where every pip-compile run reads it, Dependabot's included.
 TORCH_CPU_PAGE = f"{TORCH_CPU_INDEX}/torch/"
+PYPI = "https://pypi.org/simple"
 PIP_TOOLS = "pip-tools==7.6.2"
-# lock -> (its input, pip-compile options of its own). Written into each lock's header by pip-compile,
-# which is how `nox -s lock` and Dependabot regenerate it the same way.
-LOCKS: dict[str, tuple[str, tuple[str, ...]]] = {
-    CPU_LOCK: ("requirements.in", ("--find-links", TORCH_CPU_PAGE)),
-    GPU_LOCK: ("requirements-gpu.in", ()),
-    LINT_LOCK: ("requirements-lint.in", ()),
-    "requirements-nox.txt": ("requirements-nox.in", ()),
+# lock -> its input. Each lock's options are pip-compile's flags below (its header records them) and the
+# options inside its input; Dependabot rebuilds the flags from the lock's content, not from its header
+# (tests/test_locks.py holds the list it keeps), so no lock may need a flag outside that list.
+LOCKS: dict[str, str] = {
+    CPU_LOCK: "requirements.in",
+    GPU_LOCK: "requirements-gpu.in",
+    LINT_LOCK: "requirements-lint.in",
+    "requirements-nox.txt": "requirements-nox.in",
 }
 PIP_COMPILE = [
     "pip-compile",
@@ -43,10 +47,14 @@ PIP_COMPILE = [
     "--generate-hashes",
     "--allow-unsafe",  # setuptools is a dependency of torch; hash-checking mode needs it locked too
     "--strip-extras",
-    # No source of the machine that ran the lock ends up in it: installs name their sources.
-    "--no-emit-index-url",
-    "--no-emit-find-links",
+    "--no-emit-index-url",  # the installs name their index; a mirror of the machine that ran it stays out
+    # Hashes from the sources of this run only, never carried over from the lock being replaced (pip-tools
+    # reuses them by default, which kept a hash of another file; left out of the header by pip-compile).
+    "--no-reuse-hashes",
 ]
+# Where PyTorch's page is out of reach, a folder holding its `+cpu` wheel may stand in for it (the lock
+# then carries that file's hash only); the folder is struck from the lock, which names the page alone.
+TORCH_CPU_WHEELS = "TORCH_CPU_WHEELS"
 
 
 def lock_entries(text: str) -> dict[str, str]:
@@ -159,21 +167,32 @@ def lint(session: nox.Session) -> None:
     session.run("zizmor", "--offline", "--strict-collection", "--min-severity", "medium", *workflows)
 
 
+def lock_env(environ: Mapping[str, str], find_links: str | None = None) -> dict[str, str | None]:
+    """pip's environment for pip-compile: no configuration file and no PIP_* setting of the caller, PyPI only.
+
+    So the locks come out the same on any machine: a wheel folder or a mirror configured for pip would
+    otherwise offer its own files (a local `torch-2.13.0+cpu` satisfies `torch==2.13.0`).
+    `find_links` adds one folder (PIP_FIND_LINKS), for the stand-in above.
+    """
+    env: dict[str, str | None] = dict.fromkeys(name for name in environ if name.startswith("PIP_"))
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=PYPI, PIP_FIND_LINKS=find_links)
+    return env
+
+
 @nox.session(python="3.11", default=False)
 def lock(session: nox.Session) -> None:
     """Regenerate every hashed lock from its .in file with pip-compile, for CPython 3.11 (CI's Python).
 
     Options after `--` go to every pip-compile run, e.g. `-- --upgrade-package numpy` (the pins in
-    the .in files are kept; only what they leave open moves).
+    the .in files are kept; only what they leave open moves). TORCH_CPU_WHEELS=DIR: the stand-in above.
     """
     session.install(PIP_TOOLS)
-    for output, (source, options) in LOCKS.items():
-        env: dict[str, str | None] = {
-            "PIP_CONFIG_FILE": os.devnull,  # no pip.conf: PyPI and the sources named above, nothing else
-            "PIP_CONSTRAINT": None,
-            # A folder of wheels in PIP_FIND_LINKS may stand in for the PyTorch page where it is not
-            # reachable (the hash is then that file's), for the CPU lock only: elsewhere a local
-            # `+cpu` build would win over PyPI's torch.
-            "PIP_FIND_LINKS": os.environ.get("PIP_FIND_LINKS") if options else None,
-        }
-        session.run(*PIP_COMPILE, *options, "--output-file", output, source, *session.posargs, env=env)
+    stand_in = os.environ.get(TORCH_CPU_WHEELS)
+    for output, source in LOCKS.items():
+        find_links = stand_in if stand_in and TORCH_CPU_PAGE in Path(source).read_text() else None
+        session.run(
+            *PIP_COMPILE, "--output-file", output, source, *session.posargs, env=lock_env(os.environ, find_links)
+        )
+        if find_links:
+            lock = Path(output)
+            lock.write_text(lock.read_text().replace(f"--find-links {find_links}\n", ""))

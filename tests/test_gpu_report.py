@@ -288,3 +288,15 @@ def test_a_corrupt_baseline_fails_the_run_naming_the_file(tmp_path):
     assert comparison.status == "corrupt" and str(path) in comparison.message
     assert not run.passed
     assert any(line.startswith("::error title=gpu timing baseline::") for line in workflow_commands(run))
+
+
+def test_workflow_commands_are_escaped_and_capped_like_the_static_summarys(monkeypatch):
+    """A raw `%`, CR or LF would end or corrupt the command; GitHub shows 10 annotations of a kind per step."""
+    results = [fake.result(fake.single_case(f"bad{i}"), 1024, numerics_ok=False) for i in range(12)]
+    monkeypatch.setattr(type(results[0]), "hard_problems", lambda self: ["100% off\r\nby 2, at x:1"])
+    lines = workflow_commands(fake.run(results))
+    errors = [line for line in lines if line.startswith("::error ")]
+    assert len(errors) == 10 and all(line.endswith("::100%25 off%0D%0Aby 2, at x:1") for line in errors)
+    assert errors[0].startswith("::error title=gpu check f/bad0::")
+    assert lines[-1].startswith("::notice title=more errors::2 more GPU finding(s) not annotated")
+    assert not any("\n" in line or "\r" in line for line in lines)

@@ -17,8 +17,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOWS = REPO / ".github" / "workflows"
 GPU_LABELS = ["self-hosted", "linux", "x64", "gpu"]
-GPU_LABEL = "gpu-ci"
-FORK_GUARD = "github.event.pull_request.head.repo.full_name == github.repository"
+# Events a pull request can start: a workflow with one of them must never reach a self-hosted runner.
+PULL_REQUEST_EVENTS = {"pull_request", "pull_request_target", "pull_request_review", "pull_request_review_comment",
+                       "issue_comment", "workflow_run", "merge_group"}  # fmt: skip
 # Contexts an outside contributor can set: they may only reach a shell through `env:`.
 UNTRUSTED = re.compile(r"github\.event\.|inputs\.|github\.head_ref")
 PINNED_USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<action>[\w.-]+/[\w./-]+)@(?P<ref>\S+)(?P<comment>\s*#.*)?$")
@@ -82,7 +83,7 @@ def nox_sessions_called(shell: str) -> list[str]:
             continue
         rest = tokens[start + 1 :]
         for index, arg in enumerate(rest):
-            if arg == "--" or not re.fullmatch(r"[\w./=-]+", arg):
+            if arg == "--" or not re.fullmatch(r"[\w./=$-]+", arg):  # `$`: an option's value from the environment
                 break
             if arg in ("-s", "--session", "--sessions"):
                 for name in rest[index + 1 :]:
@@ -124,10 +125,17 @@ def test_triggers():
     assert set(regen) == {"workflow_dispatch"}
     filter_input = regen["workflow_dispatch"]["inputs"]["filter"]
     assert filter_input["required"] is False and filter_input["type"] == "string"
+    # No `types`: GitHub's default for pull_request, opened, synchronize and reopened (no label events).
+    assert static["pull_request"] == {}
     gpu = triggers(found["gpu.yml"])
-    assert set(gpu) == {"push", "workflow_dispatch", "pull_request"}
-    assert gpu["push"]["branches"] == ["main"]
-    assert "labeled" in gpu["pull_request"]["types"], "applying the label must start the GPU run"
+    assert set(gpu) == {"push", "workflow_dispatch"}, "no pull request event may start the GPU workflow"
+    assert gpu["push"] == {"branches": ["main"]}
+    assert {
+        name: (i["required"], i["type"], i["default"]) for name, i in gpu["workflow_dispatch"]["inputs"].items()
+    } == {
+        "pr": (False, "string", ""),
+        "sha": (False, "string", ""),
+    }
 
 
 @pytest.mark.parametrize("name", [path.name for path in workflow_files()])
@@ -136,21 +144,29 @@ def test_no_privileged_pull_request_triggers(name):
     assert not set(triggers(load(WORKFLOWS / name))) & {"pull_request_target", "workflow_run"}
 
 
-def test_gpu_job_runs_only_on_labelled_branches_of_this_repository():
+def test_gpu_job_checks_out_the_commit_a_maintainer_named_verified_on_a_github_hosted_runner():
     jobs = workflows()["gpu.yml"]["jobs"]
-    assert len(jobs) == 1
-    job = next(iter(jobs.values()))
-    assert job["runs-on"] == GPU_LABELS
-    condition = " ".join(job["if"].split())
-    # Other events pass; a pull request needs all three clauses.
-    assert condition.startswith("github.event_name != 'pull_request' || (")
-    assert FORK_GUARD in condition
-    assert f"contains(github.event.pull_request.labels.*.name, '{GPU_LABEL}')" in condition
-    assert f"github.event.label.name == '{GPU_LABEL}'" in condition, "adding another label must not rerun it"
+    assert set(jobs) == {"commit", "gpu"}
+    commit, gpu = jobs["commit"], jobs["gpu"]
+    assert commit["runs-on"] == "ubuntu-24.04", "the token that reads the pull request stays off the GPU machine"
+    assert commit["permissions"] == {"pull-requests": "read"}
+    (step,) = commit["steps"]
+    assert step["env"] == {
+        "GH_TOKEN": "${{ github.token }}",
+        "PULL_REQUEST": "${{ inputs.pr }}",
+        "SHA": "${{ inputs.sha }}",
+    }
+    assert 'gh api "repos/$GITHUB_REPOSITORY/pulls/$PULL_REQUEST" --jq .head.sha' in step["run"]
+    assert '[ "$head" != "$SHA" ]' in step["run"] and "^[0-9a-f]{40}$" in step["run"]
+    assert commit["outputs"] == {"sha": "${{ steps.commit.outputs.sha }}"}
+    assert gpu["needs"] == "commit" and "if" not in gpu and gpu["runs-on"] == GPU_LABELS
+    (checkout,) = [s for s in gpu["steps"] if s.get("uses", "").startswith("actions/checkout@")]
+    assert checkout["with"] == {"ref": "${{ needs.commit.outputs.sha }}", "persist-credentials": False}
 
 
 @pytest.mark.parametrize("name", [path.name for path in workflow_files()])
 def test_self_hosted_runners_never_see_forks(name):
+    """A workflow a pull request event starts runs the pull request's copy of its file: no self-hosted job there."""
     workflow = load(WORKFLOWS / name)
     for job_name, job in workflow["jobs"].items():
         labels = job["runs-on"] if isinstance(job["runs-on"], list) else [job["runs-on"]]
@@ -158,8 +174,7 @@ def test_self_hosted_runners_never_see_forks(name):
             assert all(str(label).startswith("ubuntu-") for label in labels), f"{name}:{job_name}: {labels}"
             continue
         assert labels == GPU_LABELS, f"{name}:{job_name}: self-hosted jobs use exactly {GPU_LABELS}"
-        if "pull_request" in triggers(workflow):
-            assert FORK_GUARD in " ".join(job.get("if", "").split()), f"{name}:{job_name}: no fork guard"
+        assert not set(triggers(workflow)) & PULL_REQUEST_EVENTS, f"{name}: a pull request can start {job_name}"
 
 
 @pytest.mark.parametrize("path", workflow_files(), ids=lambda p: p.name)
@@ -220,8 +235,11 @@ def test_concurrency_cancels_superseded_pull_request_runs_but_never_gpu_runs():
     static = found["static.yml"]["concurrency"]
     assert "github.event.pull_request.number" in static["group"]
     assert static["cancel-in-progress"] == "${{ github.event_name == 'pull_request' }}", "runs on main must finish"
-    for name in ("static.yml", "regen.yml"):
-        assert "group" in found[name].get("concurrency", {}), f"{name}: no concurrency group"
+    # One regen per branch and filter: a second dispatch of the same supersedes the first.
+    assert found["regen.yml"]["concurrency"] == {
+        "group": "${{ github.workflow }}-${{ github.ref }}-${{ inputs.filter }}",
+        "cancel-in-progress": True,
+    }
 
 
 def test_every_push_to_main_gets_its_own_static_run():
@@ -231,18 +249,20 @@ def test_every_push_to_main_gets_its_own_static_run():
     assert "github.ref" not in group
 
 
-def test_gpu_concurrency_is_on_the_job_so_skipped_events_cannot_cancel_a_gpu_run():
+def test_gpu_runs_queue_in_one_group_and_none_is_dropped_or_cancelled():
+    """`queue: max` keeps every pending run (GitHub's default keeps one and cancels the older)."""
     gpu = workflows()["gpu.yml"]
-    assert "concurrency" not in gpu, "a workflow-level group is joined before the job's if: is evaluated"
-    (job,) = gpu["jobs"].values()
-    assert job["concurrency"]["cancel-in-progress"] is False
-    assert "group" in job["concurrency"]
+    assert "concurrency" not in gpu, "on the job: the commit job never waits for the GPU"
+    assert gpu["jobs"]["gpu"]["concurrency"] == {"group": "gpu", "cancel-in-progress": False, "queue": "max"}
+    assert "concurrency" not in gpu["jobs"]["commit"]
 
 
-def test_a_pull_request_opened_with_the_label_is_gpu_checked_once():
-    """Opening a labelled pull request fires `opened` and `labeled`; only one may start the job."""
-    types = triggers(workflows()["gpu.yml"])["pull_request"]["types"]
-    assert "opened" not in types and {"labeled", "synchronize", "reopened"} <= set(types)
+@pytest.mark.parametrize("name", [path.name for path in workflow_files()])
+def test_artifacts_of_a_rerun_replace_the_first_attempts(name):
+    """Artifact names are unique in a run: a re-run's upload of the same name fails without `overwrite`."""
+    for job_name, step in steps(load(WORKFLOWS / name)):
+        if step.get("uses", "").startswith("actions/upload-artifact@"):
+            assert step["with"].get("overwrite") is True, f"{name}:{job_name}: {step['with']['name']}"
 
 
 @pytest.mark.parametrize("name", [path.name for path in workflow_files()])
@@ -286,6 +306,7 @@ def test_nox_command_parser():
     assert nox_sessions_called("nox -s static tests lint") == ["static", "tests", "lint"]
     assert nox_sessions_called('if [ -n "$F" ]; then nox -s regen-golden -- -k "$F"; fi') == ["regen-golden"]
     assert nox_sessions_called("echo nox # nox -s hidden") == []
+    assert nox_sessions_called('nox --envdir "$RUNNER_TEMP/nox" -s gpu -- --output d') == ["gpu"]
 
 
 NOX_LOCK_INSTALL = "python -m pip install --require-hashes -r requirements-nox.txt"
@@ -303,10 +324,10 @@ def test_nox_comes_from_its_hashed_lock_everywhere():
     readme = re.search(r"pip install nox==(\S+)", (REPO / "README.md").read_text())
     assert locked and readme and readme[1] == locked[1], "README's set-up command and requirements-nox.txt disagree"
     for name, workflow in workflows().items():
-        if name == "gpu.yml":  # the runner's own Python brings nox (docs/ci.md)
-            continue
         for job_name, job in workflow["jobs"].items():
             runs = _commands(job)
+            if not any(nox_sessions_called(run) for run in runs):
+                continue  # gpu.yml's commit job runs no nox
             first_nox = next(i for i, run in enumerate(runs) if nox_sessions_called(run))
             assert NOX_LOCK_INSTALL in runs[:first_nox], f"{name}:{job_name}: nox not installed from its lock"
 
@@ -445,14 +466,22 @@ def test_regen_forces_writes_under_ci_and_uploads_golden_and_patch():
     assert any("git diff" in run and ".patch" in run for run in _commands(job))
 
 
-def test_gpu_job_runs_the_session_in_the_runner_python_and_uploads_its_report():
-    job = next(iter(workflows()["gpu.yml"]["jobs"].values()))
-    runs = [run for run in _commands(job) if "nox" in run]
-    assert len(runs) == 1 and runs[0].startswith("nox --no-venv --no-install -s gpu -- ")
+def test_gpu_job_builds_its_tools_afresh_in_the_runner_temp_folder_and_uploads_its_report():
+    """No state from a former job: nox and the session's venv (the GPU lock, by hash) live under
+    $RUNNER_TEMP, which the runner empties for every job; nothing is taken from the runner's PATH but python3."""
+    job = workflows()["gpu.yml"]["jobs"]["gpu"]
+    runs = _commands(job)
+    assert runs[0].splitlines() == [
+        'python3 -m venv "$RUNNER_TEMP/venv"',
+        'echo "$RUNNER_TEMP/venv/bin" >> "$GITHUB_PATH"',
+    ]
+    assert runs[1] == NOX_LOCK_INSTALL
+    (session,) = [run for run in runs if nox_sessions_called(run)]
+    assert session.startswith('nox --envdir "$RUNNER_TEMP/nox" -s gpu -- ') and "--no-venv" not in session
     folder = job["env"]["GPU_REPORT_DIR"]
     import gpu_check  # the session's entry script: its parser must accept what the workflow passes
 
-    options = shlex.split(runs[0].split(" -- ", 1)[1].replace("$GPU_REPORT_DIR", folder))
+    options = shlex.split(session.split(" -- ", 1)[1].replace("$GPU_REPORT_DIR", folder))
     assert gpu_check.parse_args(options).output == Path(folder)
     upload = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["with"]["path"] == "${{ env.GPU_REPORT_DIR }}" and folder.startswith("build/")
@@ -478,10 +507,258 @@ def test_dependabot_updates_the_action_pins_and_the_python_pins():
 
 
 def test_the_runner_instructions_work_for_a_real_runner():
-    """docs/ci.md: root for the service, nvcc for TileLang, the job's PATH, a Node 24 runner."""
+    """docs/ci.md: root for the service, nvcc for TileLang, nothing from .path (read by the service
+    only, not by ./run.sh), a Node 24 runner, and the settings GitHub's guidance asks for."""
     text = (REPO / "docs" / "ci.md").read_text()
     assert "sudo ./svc.sh install <runner-user>" in text and "(`./svc.sh install &&" not in text
     assert "CUDA_HOME" in text and "nvcc" in text, "a runner without a CUDA toolkit cannot compile kernels"
-    assert ".path" in text and "config.sh" in text, "the runner's PATH is saved when config.sh runs"
+    assert "`.env`" in text and "./run.sh" in text and "> .path" not in text, "both run modes read .env only"
     assert "2.327.1" in text, "the pinned actions run on Node 24"
-    assert "**set** Settings" in text, "approval for all external contributors is not the default"
+    assert '"Require approval for all external contributors"' in text, "not the default"
+    for page in ("Secure use reference", "Adding self-hosted runners", "Manually running a workflow"):
+        assert f'"{page}"' in text, f"the threat model cites GitHub's {page}"
+
+
+# --- `if:` semantics: a small evaluator for the part of GitHub's expression syntax the workflows use ---
+
+_TOKEN = re.compile(
+    r"\s*(?:(?P<string>'(?:[^']|'')*')|(?P<number>\d+(?:\.\d+)?)"
+    r"|(?P<op>==|!=|&&|\|\||[!().,*])|(?P<name>[A-Za-z_][\w-]*))"
+)
+STATUS_FUNCTIONS = ("success", "failure", "cancelled", "always")
+STATUS_CALL = re.compile(r"\b(?:" + "|".join(STATUS_FUNCTIONS) + r")\(\)")
+
+
+def _loose(value: Any) -> Any:
+    """GitHub's comparison: strings ignore case; other types compare as numbers."""
+    if isinstance(value, str):
+        return value.casefold()
+    if value is None or isinstance(value, bool):
+        return float(bool(value))
+    return float(value)
+
+
+def _equal(left: Any, right: Any) -> bool:
+    if isinstance(left, str) != isinstance(right, str):
+        try:
+            return float(left if isinstance(left, str) else right) == _loose(right if isinstance(left, str) else left)
+        except ValueError:
+            return False
+    return _loose(left) == _loose(right)
+
+
+def evaluate(expression: str, context: dict[str, Any], status: str = "success") -> Any:
+    """Value of a GitHub expression: literals, contexts with `.name` and `.*`, `!`, `==`, `!=`, `&&`, `||`,
+    parentheses, contains() and the status functions. Anything else raises, so a new construct is noticed."""
+    text = expression.strip()
+    if text.startswith("${{") and text.endswith("}}"):
+        text = text[3:-2]
+    tokens, position = [], 0
+    while text[position:].strip():
+        match = _TOKEN.match(text, position)
+        assert match, f"cannot read {text[position:]!r}"
+        tokens.append((match.lastgroup, match[match.lastgroup]))
+        position = match.end()
+    tokens.append(("end", ""))
+    index = 0
+
+    def take(expected: str | None = None) -> tuple[str, str]:
+        nonlocal index
+        kind, value = tokens[index]
+        assert expected is None or value == expected, f"expected {expected!r}, found {value!r} in {text!r}"
+        index += 1
+        return kind, value
+
+    def either(operator: str, operand: Any, short_circuit: Any) -> Any:
+        left = operand()
+        while tokens[index][1] == operator:
+            take()
+            right = operand()
+            left = left if short_circuit(left) else right
+        return left
+
+    def disjunction() -> Any:
+        return either("||", conjunction, bool)
+
+    def conjunction() -> Any:
+        return either("&&", comparison, lambda value: not value)
+
+    def comparison() -> Any:
+        left = unary()
+        while tokens[index][1] in ("==", "!="):
+            operator = take()[1]
+            left = _equal(left, unary()) == (operator == "==")
+        return left
+
+    def unary() -> Any:
+        if tokens[index][1] == "!":
+            take()
+            return not unary()
+        return primary()
+
+    def primary() -> Any:
+        kind, value = take()
+        if value == "(":
+            inner = disjunction()
+            take(")")
+            return inner
+        if kind == "string":
+            return value[1:-1].replace("''", "'")
+        if kind == "number":
+            return float(value)
+        assert kind == "name", f"unexpected {value!r} in {text!r}"
+        if value in ("true", "false", "null"):
+            return {"true": True, "false": False, "null": None}[value]
+        if tokens[index][1] == "(":
+            take("(")
+            args = []
+            while tokens[index][1] != ")":
+                args.append(disjunction())
+                if tokens[index][1] == ",":
+                    take()
+            take(")")
+            if value in STATUS_FUNCTIONS:
+                return {"success": status == "success", "failure": status == "failure",
+                        "cancelled": status == "cancelled", "always": True}[value]  # fmt: skip
+            assert value == "contains", f"function {value}() is not known to this evaluator"
+            haystack, needle = args
+            if isinstance(haystack, list):
+                return any(_equal(item, needle) for item in haystack)
+            return str(needle).casefold() in str(haystack or "").casefold()
+        found: Any = context.get(value)
+        while tokens[index][1] == ".":
+            take()
+            kind, name = take()
+            if name == "*":
+                found = list(found.values()) if isinstance(found, dict) else list(found or [])
+            elif isinstance(found, list):
+                found = [item.get(name) for item in found if isinstance(item, dict)]
+            else:
+                found = found.get(name) if isinstance(found, dict) else None
+        return found
+
+    result = disjunction()
+    assert tokens[index][0] == "end", f"left over in {text!r}: {tokens[index:]}"
+    return result
+
+
+def runs_if(condition: str | None, context: dict[str, Any], status: str = "success") -> bool:
+    """Whether a job or step with this `if:` runs; without a status function GitHub adds `success() &&`."""
+    if condition is None:
+        return status == "success"
+    value = bool(evaluate(str(condition), context, status))
+    uses_status = STATUS_CALL.search(str(condition))
+    return value if uses_status else value and status == "success"
+
+
+def test_the_evaluator_follows_githubs_rules():
+    context = {"github": {"event_name": "Push", "event": {"pull_request": {"labels": [{"name": "a"}, {"name": "B"}]}}}}
+    assert evaluate("github.event_name == 'push'", context) is True, "string comparison ignores case"
+    assert evaluate("contains(github.event.pull_request.labels.*.name, 'b')", context) is True
+    assert evaluate("github.missing.deeper == null", context) is True
+    assert evaluate("'' || 'x'", context) == "x" and evaluate("'a' && ''", context) == ""
+    assert evaluate("!(1 == 1) || 2 == '2'", context) is True
+    assert runs_if("${{ !cancelled() }}", context, "failure") and not runs_if("github.event_name", context, "failure")
+    with pytest.raises(AssertionError, match="not known"):
+        evaluate("startsWith(github.ref, 'refs/')", context)
+
+
+REPOSITORY = "owner/kernels"
+
+
+def _event(name: str, ref: str = "refs/heads/main", **event: Any) -> dict[str, Any]:
+    return {"event_name": name, "ref": ref, "repository": REPOSITORY, "sha": "1" * 40, "event": event}
+
+
+def _pull_request(head_repo: str, action: str, labels: tuple[str, ...] = (), label: str | None = None) -> dict:
+    pull_request = {"number": 7, "head": {"repo": {"full_name": head_repo}, "sha": "2" * 40},
+                    "labels": [{"name": name} for name in labels]}  # fmt: skip
+    extra = {"label": {"name": label}} if label else {}
+    return _event("pull_request", "refs/pull/7/merge", action=action, pull_request=pull_request, **extra)
+
+
+SAMPLE_EVENTS = {
+    "fork PR": _pull_request("someone/kernels", "synchronize"),
+    "fork PR labelled": _pull_request("someone/kernels", "labeled", ("gpu-ci",), "gpu-ci"),
+    "same-repo PR": _pull_request(REPOSITORY, "opened"),
+    "same-repo PR labelled": _pull_request(REPOSITORY, "labeled", ("gpu-ci",), "gpu-ci"),
+    "push to main": _event("push"),
+    "push to a branch": _event("push", "refs/heads/topic"),
+    "dispatch from main": _event("workflow_dispatch", inputs={"pr": "7", "sha": "2" * 40, "filter": ""}),
+    "dispatch from a branch": _event(
+        "workflow_dispatch", "refs/heads/topic", inputs={"pr": "", "sha": "", "filter": ""}
+    ),
+}
+# pull_request's types when a workflow names none (GitHub's default).
+DEFAULT_PULL_REQUEST_TYPES = ["opened", "synchronize", "reopened"]
+
+
+def started(workflow: dict[str, Any], github: dict[str, Any]) -> bool:
+    """Whether GitHub starts the workflow for the event: its trigger, branch filter and activity types."""
+    config = triggers(workflow).get(github["event_name"])
+    if config is None and github["event_name"] not in triggers(workflow):
+        return False
+    config = config or {}
+    if github["event_name"] == "push" and "branches" in config:
+        return github["ref"].removeprefix("refs/heads/") in config["branches"]
+    if github["event_name"] == "pull_request":
+        return github["event"]["action"] in config.get("types", DEFAULT_PULL_REQUEST_TYPES)
+    return True
+
+
+def what_runs(cache_hit: str = "false") -> dict[str, set[str]]:
+    """For each workflow job and each step with an `if:`, the sample events it runs for (a passing job,
+    shard 1 of a matrix, a venv cache that missed); a job also needs the jobs it `needs`."""
+    table: dict[str, set[str]] = {}
+    for name, workflow in workflows().items():
+        for event_name, github in SAMPLE_EVENTS.items():
+            if not started(workflow, github):
+                continue
+            context = {"github": github, "inputs": github["event"].get("inputs", {}), "matrix": {"shard": 1},
+                       "steps": {"venv": {"outputs": {"cache-hit": cache_hit}}}}  # fmt: skip
+            ran: set[str] = set()
+            for job_name, job in workflow["jobs"].items():  # a job's needs come before it in these files
+                needs = [job["needs"]] if isinstance(job.get("needs"), str) else job.get("needs", [])
+                if not (all(need in ran for need in needs) and runs_if(job.get("if"), context)):
+                    continue
+                ran.add(job_name)
+                table.setdefault(f"{name}:{job_name}", set()).add(event_name)
+                for step in job["steps"]:
+                    if "if" in step and not STATUS_CALL.search(str(step["if"])):
+                        label = step.get("name", step.get("uses", step.get("run", "")))
+                        if runs_if(step["if"], context):
+                            table.setdefault(f"{name}:{job_name}:{label}", set()).add(event_name)
+    return table
+
+
+PULL_REQUESTS = {"fork PR", "same-repo PR"}
+MAIN = {"push to main"}
+
+
+def test_if_expressions_against_sample_events():
+    """Swapping `&&` and `||`, or dropping a clause, changes who reaches a runner or writes a cache."""
+    assert what_runs() == {
+        **{f"static.yml:{job}": PULL_REQUESTS | MAIN for job in ("golden", "orphans", "tests", "lint")},
+        # caches: written by pushes to main only, by one shard
+        "static.yml:golden:Save the static venv": MAIN,
+        "static.yml:tests:Save the tests venv": MAIN,
+        "static.yml:lint:Save the lint venv": MAIN,
+        "regen.yml:regen": {"dispatch from main", "dispatch from a branch"},
+        # the GPU runner: merged code, or main's workflow started by a maintainer; no pull request event
+        "gpu.yml:commit": MAIN | {"dispatch from main"},
+        "gpu.yml:gpu": MAIN | {"dispatch from main"},
+    }
+    assert "static.yml:golden:Save the static venv" not in what_runs(cache_hit="true"), (
+        "a cached key is never rewritten"
+    )
+
+
+@pytest.mark.parametrize(("status", "runs"), [("success", True), ("failure", True), ("cancelled", False)])
+def test_reports_are_written_after_a_failure_but_not_after_a_cancel(status, runs):
+    for name, workflow in workflows().items():
+        for job_name, job in workflow["jobs"].items():
+            for step in job["steps"]:
+                if str(step.get("if")) == "${{ !cancelled() }}":
+                    assert runs_if(step["if"], {}, status) is runs, f"{name}:{job_name}: {step.get('name')}"
+                elif str(step.get("if")) == "${{ failure() }}":
+                    assert runs_if(step["if"], {}, status) is (status == "failure"), f"{name}:{job_name}"

@@ -138,23 +138,48 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
+def workflow_command(command: str, message: str, **properties: str) -> str:
+    """One workflow command (`::error title=...::message`), its properties and message escaped."""
+    listed = ",".join(f"{name}={escape_property(value)}" for name, value in properties.items())
+    return f"::{command}{' ' + listed if listed else ''}::{escape_data(message)}"
+
+
+def capped(commands: list[str], noun: str, limit: int = MAX_ERROR_ANNOTATIONS) -> list[str]:
+    """At most `limit` annotations of each kind (GitHub shows 10 per step); a notice per kind counts the rest."""
+    kept: list[str] = []
+    shown: dict[str, int] = {}
+    hidden: dict[str, int] = {}
+    for line in commands:
+        kind = re.match(r"::(\w+)", line)[1]
+        if shown.get(kind, 0) < limit:
+            kept.append(line)
+            shown[kind] = shown.get(kind, 0) + 1
+        else:
+            hidden[kind] = hidden.get(kind, 0) + 1
+    return kept + [
+        workflow_command(
+            "notice",
+            f"{count} more {noun} not annotated (GitHub shows {limit} {kind}s per step); see the job summary",
+            title=f"more {kind}s",
+        )
+        for kind, count in hidden.items()
+    ]
+
+
 def error_annotations(report: StaticReport, limit: int = MAX_ERROR_ANNOTATIONS) -> list[str]:
     """`::error` lines: one per failing snapshot file, one per failing check that names no file."""
     errors = []
     for check in report.failed:
         accept = [f"{ACCEPT_PREFIX} {check.accept_command}"] if check.accept_command else []
         for problem in check.problems:
-            title = escape_property(f"{check.label}: {problem.headline}")
-            body = escape_data("\n".join([*problem.details, *accept]) or check.short_message)
+            body = "\n".join([*problem.details, *accept]) or check.short_message
             # GitHub shows an annotation in "Files changed" only with a line; the file's first is the honest one.
-            errors.append(f"::error file={escape_property(problem.path)},line=1,title={title}::{body}")
+            errors.append(
+                workflow_command("error", body, file=problem.path, line="1", title=f"{check.label}: {problem.headline}")
+            )
         if not check.problems:
-            errors.append(f"::error title={escape_property(check.label)}::{escape_data(check.short_message)}")
-    if len(errors) > limit:
-        hidden = len(errors) - limit
-        notice = f"{hidden} more failing snapshot(s) not annotated (GitHub shows {limit} per step); see the job summary"
-        errors = errors[:limit] + [f"::notice title=more failures::{escape_data(notice)}"]
-    return errors
+            errors.append(workflow_command("error", check.short_message, title=check.label))
+    return capped(errors, "failing snapshot(s)", limit)
 
 
 def _code_block(text: str) -> str:
@@ -251,7 +276,7 @@ def publish(
     try:
         report = read_junit(junit)
     except JUnitReportError as error:
-        print(f"::error title={escape_property(title)}::{escape_data(str(error))}", file=out)
+        print(workflow_command("error", str(error), title=title), file=out)
         return 1
     for line in error_annotations(report):
         print(line, file=out)

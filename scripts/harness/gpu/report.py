@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from harness.ci.job_summary import capped, workflow_command
 from harness.gpu.baseline import CORRUPT
 from harness.gpu.results import DOES_NOT_FIT, FAIL, PASS, GpuRun, VariantResult
 from harness.gpu.sweep import SweepCurve, conclusions
@@ -212,14 +213,15 @@ def _pct(value: float | None) -> str:
 
 
 def workflow_commands(run: GpuRun) -> list[str]:
-    """GitHub Actions workflow commands for what a maintainer must see without opening the log."""
-    lines = [f"::error title=gpu check {v.key}::{p}" for v in run.failures for p in v.hard_problems()]
-    lines += [f"::warning title=gpu check::{w}" for w in run.warnings()]
+    """GitHub Actions workflow commands for what a maintainer must see without opening the log,
+    escaped and capped as the static summary's are (GitHub shows 10 of each kind per step)."""
+    lines = [workflow_command("error", p, title=f"gpu check {v.key}") for v in run.failures for p in v.hard_problems()]
+    lines += [workflow_command("warning", w, title="gpu check") for w in run.warnings()]
     if run.comparison is not None and run.comparison.status == CORRUPT:
-        lines.append(f"::error title=gpu timing baseline::{run.comparison.message}")
+        lines.append(workflow_command("error", run.comparison.message, title="gpu timing baseline"))
     if run.comparison is not None and run.comparison.status in ("missing", "key mismatch"):
-        lines.append(f"::notice title=gpu timing baseline::{run.comparison.message}")
-    return [line.replace("\n", " ") for line in lines]
+        lines.append(workflow_command("notice", run.comparison.message, title="gpu timing baseline"))
+    return capped(lines, "GPU finding(s)")
 
 
 def write_reports(

@@ -83,12 +83,12 @@ def install(session: nox.Session, *, without: tuple[str, ...] = ()) -> None:
     torch_lock.write_text(entries["torch"])
     # --no-deps: only torch comes from that index; its dependencies are in the lock, from PyPI.
     session.install("--require-hashes", "--no-deps", "--index-url", TORCH_CPU_INDEX, "-r", str(torch_lock))
-    lock = CPU_LOCK
-    if without:
-        lock = str(tmp / "cpu-lock.txt")
-        Path(lock).write_text("".join(entry for name, entry in entries.items() if name not in without))
+    # The lock's entries alone: its `--find-links` line names PyTorch's page for pip-compile, and torch
+    # is installed by now; where that page is out of reach, pip would retry it for every package.
+    lock = tmp / "cpu-lock.txt"
+    lock.write_text("".join(entry for name, entry in entries.items() if name not in without))
     # torch is installed by now, so this step takes nothing from PyPI under torch's name.
-    session.install("--require-hashes", "-r", lock)
+    session.install("--require-hashes", "-r", str(lock))
 
 
 @nox.session

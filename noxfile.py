@@ -19,7 +19,8 @@ nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["static", "tests"]
 
-GOLDEN = ["-p", "harness.static.plugin", "scripts/golden_test.py"]
+# The static session's items live in the package; --pyargs collects that module by its name.
+GOLDEN = ["-p", "harness.static.plugin", "--pyargs", "harness.static.session_items"]
 
 CPU_LOCK = "requirements.txt"
 GPU_LOCK = "requirements-gpu.txt"
@@ -89,6 +90,13 @@ def install(session: nox.Session, *, without: tuple[str, ...] = ()) -> None:
     lock.write_text("".join(entry for name, entry in entries.items() if name not in without))
     # torch is installed by now, so this step takes nothing from PyPI under torch's name.
     session.install("--require-hashes", "-r", str(lock))
+    install_project(session)
+
+
+def install_project(session: nox.Session) -> None:
+    """This project (the harness and the families), editable, with nothing else: its dependencies are the
+    lock's, and setuptools, which builds it, is in the lock too."""
+    session.install("--no-deps", "--no-build-isolation", "-e", ".")
 
 
 @nox.session
@@ -140,7 +148,8 @@ def gpu(session: nox.Session) -> None:
     """Numeric and timing checks of every variant on the CUDA GPU at hand (docs/gpu.md); not run by CI.
 
     `nox --no-venv --no-install -s gpu` runs it in the calling Python, for a runner that already
-    has CUDA PyTorch; options after `--` go to scripts/gpu_check.py.
+    has CUDA PyTorch and this project (`pip install --no-deps -e .`); options after `--` go to
+    scripts/gpu_check.py.
     """
     import sys
 
@@ -148,6 +157,7 @@ def gpu(session: nox.Session) -> None:
         python = sys.executable  # the runner's own Python and packages
     else:
         session.install("--require-hashes", "-r", GPU_LOCK)  # PyPI's CUDA torch and its triton
+        install_project(session)
         python = "python"
     session.run(python, "scripts/gpu_check.py", *session.posargs)
 

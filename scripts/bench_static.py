@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "scripts")]
 
 
 def time_lowerings() -> list[tuple[str, float]]:

@@ -14,10 +14,9 @@ import argparse
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "scripts")]
+from harness.gpu.timing import DEFAULT_ROUNDS
 
-from harness.gpu.timing import DEFAULT_ROUNDS  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> int:

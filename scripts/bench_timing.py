@@ -22,10 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "scripts")]
+from harness.gpu.timing import TIMERS
 
-from harness.gpu.timing import TIMERS  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> int:

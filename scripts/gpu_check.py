@@ -11,11 +11,9 @@ import fnmatch
 import sys
 from pathlib import Path
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1])]  # the repository root: `kernels`
-
-from harness.gpu.device import gpu_unavailable  # noqa: E402
-from harness.gpu.numerics import MIN_SEEDS  # noqa: E402
-from harness.gpu.timing import DEFAULT_ROUNDS, REPEAT_MS, TIMERS, WARMUP_MS  # noqa: E402
+from harness.gpu.device import gpu_unavailable
+from harness.gpu.numerics import MIN_SEEDS
+from harness.gpu.timing import DEFAULT_ROUNDS, REPEAT_MS, TIMERS, WARMUP_MS
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -16,10 +16,9 @@ import os
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "scripts")]
+from harness.gpu.timing import REPEAT_MS, TIMERS
 
-from harness.gpu.timing import REPEAT_MS, TIMERS  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,16 +14,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-REPO = Path(__file__).resolve().parents[1]
-for folder in (REPO / "scripts", REPO):  # harness/ lives beside this file, kernels/ at the root
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
-
-from harness.static.lowering import tilelang_unavailable  # noqa: E402
-from kernels import TARGETS  # noqa: E402
+try:
+    from harness.static.lowering import tilelang_unavailable
+    from kernels import TARGETS
+except ModuleNotFoundError as missing:  # a Python without this project (or without anything installed)
+    print(f"cannot import the harness ({missing}); install this project: pip install --no-deps -e .", file=sys.stderr)
+    raise SystemExit(3) from None  # EXIT_CANNOT_RUN
 
 if TYPE_CHECKING:
     from harness.family import Claim
+
+REPO = Path(__file__).resolve().parents[1]
 
 EXIT_CRITERION_FAILED = 1
 EXIT_CANNOT_RUN = 3

@@ -20,14 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-for folder in (REPO / "scripts", REPO):  # harness/ lives beside this file, kernels/ at the root
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))
+try:
+    from harness.gpu.numerics import MIN_SEEDS  # standard library only until it runs
+    from harness.static.lowering import tilelang_unavailable
+    from kernels import TARGETS
+except ModuleNotFoundError as missing:  # a Python without this project (or without anything installed)
+    print(f"cannot import the harness ({missing}); install this project: pip install --no-deps -e .", file=sys.stderr)
+    raise SystemExit(3) from None  # EXIT_CANNOT_RUN
 
-from harness.gpu.numerics import MIN_SEEDS  # noqa: E402  (standard library only until it runs)
-from harness.static.lowering import tilelang_unavailable  # noqa: E402
-from kernels import TARGETS  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 EXIT_FAILED = 1
 EXIT_CANNOT_RUN = 3

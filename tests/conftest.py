@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import tilelang  # noqa: F401  (imported once here: in-process pytester runs must not re-import it)
 
+import harness.static
 from harness.family import registry
 
 registry()  # import the kernel modules before pytester snapshots sys.modules
@@ -12,7 +13,9 @@ registry()  # import the kernel modules before pytester snapshots sys.modules
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
-GOLDEN_TEST = REPO / "scripts" / "golden_test.py"
+# The module's file, found without importing it: each in-process session must import it afresh, so that
+# its parametrization reads the registry as a test has patched it.
+GOLDEN_TEST = Path(harness.static.__file__).with_name("session_items.py")
 # A case that lowers in a fraction of a second: used wherever any case would do.
 SMALL_CASE = "gemm_num_stages/ns0_64x64x32/sm_90"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from conftest import SMALL_CASE
+from script_runner import load_script
 
-from ci_summary import main
 from harness.ci import job_summary as ci_summary
 from harness.ci.job_summary import (
     MAX_ERROR_ANNOTATIONS,
@@ -20,6 +20,8 @@ from harness.ci.job_summary import (
     read_junit,
     render_job_summary,
 )
+
+main = load_script("ci_summary").main
 
 
 def write_junit(path: Path, cases: dict[str, str | None], traceback: bool = False) -> Path:

@@ -12,6 +12,7 @@ import gpu_fakes as fake
 import pytest
 import torch
 from conftest import REPO
+from script_runner import load_script
 
 from harness.family import Work
 from harness.gpu.check import _with_snapshot, device_cases, run_gpu_check
@@ -320,7 +321,7 @@ def test_nvcc_is_found_where_tilelang_looks(tmp_path):
 
 
 def test_without_nvcc_the_entry_stops_before_compiling_with_status_2(monkeypatch, capsys, tmp_path):
-    import gpu_check as entry
+    entry = load_script("gpu_check")
     from harness.gpu import device
 
     monkeypatch.setattr(device, "require_cuda", fake.device)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from script_runner import run_script
+from script_runner import load_script, run_script
 
 from harness.family import registry
 from harness.gpu.steps import BadStep, parse_step
@@ -52,9 +52,8 @@ def test_a_bad_step_says_what_is_wrong(spec, message):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
 @pytest.mark.parametrize("script", ["bench_steps", "bench_timing", "gpu_timing_worker"])
 def test_without_a_gpu_each_gpu_script_stops_with_status_2_and_says_why(script):
-    import importlib
 
-    module = importlib.import_module(script)
+    module = load_script(script)
     argv = ["some_family/some_variant"] if script == "bench_steps" else []
     status, out, err = run_script(module.main, *argv)
     from harness.gpu.device import gpu_unavailable

@@ -162,6 +162,16 @@ def noxfile(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     return load_noxfile(monkeypatch)
 
 
+PROJECT_INSTALL = ("--no-deps", "--no-build-isolation", "-e", ".")
+
+
+def locked_installs(installs: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    """A session's installs but the last, which must be this project itself (editable, nothing else)."""
+    *locked, project = installs
+    assert project == PROJECT_INSTALL, f"the project is installed last, alone: {installs}"
+    return locked
+
+
 def lock_files_in(installs: list[tuple[str, ...]]) -> list[Path]:
     return [Path(args[args.index("-r") + 1]) for args in installs if "-r" in args]
 
@@ -360,7 +370,7 @@ def test_a_stand_in_for_torchs_page_serves_the_cpu_lock_only_and_leaves_no_trace
 def test_cpu_install_takes_torch_alone_from_the_cpu_index_then_the_lock_by_hash(noxfile, tmp_path):
     session = RecordingSession([], tmp_path)
     noxfile.static(session)
-    torch_step, lock_step = session.installs
+    torch_step, lock_step = locked_installs(session.installs)
     assert torch_step[:4] == ("--require-hashes", "--no-deps", "--index-url", "https://download.pytorch.org/whl/cpu")
     (torch_lock,) = lock_files_in([torch_step])
     assert list(lock_pins(torch_lock.read_text())) == ["torch"], "only torch comes from the PyTorch index"
@@ -374,9 +384,10 @@ def test_every_session_installs_only_hashed_locks(noxfile, tmp_path, name):
     session = RecordingSession([], tmp_path)
     getattr(noxfile, name)(session)
     assert session.installs, f"{name} installs nothing"
-    for args in session.installs:
+    installs = session.installs if name == "lint" else locked_installs(session.installs)
+    for args in installs:
         assert "--require-hashes" in args and "-r" in args, f"{name}: {args}"
-    committed = {path.name for path in lock_files_in(session.installs) if path.parent == Path(".")}
+    committed = {path.name for path in lock_files_in(installs) if path.parent == Path(".")}
     assert committed <= set(noxfile.LOCKS)
 
 
@@ -385,7 +396,7 @@ def test_the_cpu_installs_read_the_locks_entries_without_its_options(noxfile, tm
     for every package where that page is out of reach."""
     session = RecordingSession([], tmp_path)
     noxfile.static(session)
-    installed = [path.read_text() for path in lock_files_in(session.installs)]
+    installed = [path.read_text() for path in lock_files_in(locked_installs(session.installs))]
     assert not [line for text in installed for line in text.splitlines() if line.startswith("--")]
     assert set(lock_pins("".join(installed))) == set(lock_pins((REPO / "requirements.txt").read_text()))
 
@@ -404,7 +415,8 @@ def test_upgrade_preview_passes_options_after_the_version_to_the_script(noxfile,
 def test_upgrade_preview_installs_the_lock_without_tilelang_then_the_requested_tilelang(noxfile, tmp_path):
     session = RecordingSession(["0.1.14"], tmp_path)
     noxfile.upgrade_preview(session)
-    *locked, requested = session.installs
+    *installs, requested = session.installs
+    locked = locked_installs(installs)
     assert requested == ("tilelang==0.1.14",), "the requested version has no hash: installed on its own"
     assert all("--require-hashes" in args for args in locked)
     rest = lock_pins(lock_files_in(locked)[-1].read_text())

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from script_runner import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOWS = REPO / ".github" / "workflows"
@@ -479,7 +480,7 @@ def test_gpu_job_builds_its_tools_afresh_in_the_runner_temp_folder_and_uploads_i
     (session,) = [run for run in runs if nox_sessions_called(run)]
     assert session.startswith('nox --envdir "$RUNNER_TEMP/nox" -s gpu -- ') and "--no-venv" not in session
     folder = job["env"]["GPU_REPORT_DIR"]
-    import gpu_check  # the session's entry script: its parser must accept what the workflow passes
+    gpu_check = load_script("gpu_check")  # the session's entry script: its parser must accept what the workflow passes
 
     options = shlex.split(session.split(" -- ", 1)[1].replace("$GPU_REPORT_DIR", folder))
     assert gpu_check.parse_args(options).output == Path(folder)

@@ -1,6 +1,6 @@
 """pytest plugin for the golden sessions: options, sharding, write policy, regen counts.
 
-`nox -s static` and `nox -s regen-golden` run `pytest -p harness.static.plugin scripts/golden_test.py`;
+`nox -s static` and `nox -s regen-golden` run `pytest -p harness.static.plugin --pyargs harness.static.session_items`;
 pytest provides parametrization, `-k`, xdist and JUnit XML, this plugin the rest.
 """
 

@@ -20,11 +20,21 @@ READS_IR = {
 # Which layers each layer may import from (besides itself and the standard library).
 ALLOWED = {
     "harness": set(),
+    "harness.files": set(),  # below both halves: atomic writes
+    "harness.environment": set(),  # below both halves: CI or not
     "harness.family": set(),
     "harness.build": {"harness.family"},
-    "harness.static": {"harness.family", "harness.build", "kernels"},
+    "harness.static": {"harness.family", "harness.build", "harness.files", "harness.environment", "kernels"},
     # harness.ci: the workflow-command escaping and capping, shared with the static summary
-    "harness.gpu": {"harness.family", "harness.build", "harness.static", "harness.ci", "kernels"},
+    "harness.gpu": {
+        "harness.family",
+        "harness.build",
+        "harness.static",
+        "harness.ci",
+        "harness.files",
+        "harness.environment",
+        "kernels",
+    },
     "harness.ci": set(),
 }
 

@@ -6,7 +6,9 @@ import pytest
 import yaml
 from conftest import REPO
 
-from harness.static.golden import RegenRefused, check_may_write, regen_files, running_under_ci
+from harness.environment import running_under_ci
+from harness.files import atomic_write
+from harness.static.golden import RegenRefused, check_may_write, regen_files
 from harness.static.snapshot import (
     CUDA_FORMAT_VERSION,
     FACTS_SCHEMA,
@@ -14,7 +16,6 @@ from harness.static.snapshot import (
     FORMAT_VERSION,
     CorruptSnapshot,
     SnapshotStore,
-    atomic_write,
     cuda_header,
     parse_facts,
 )

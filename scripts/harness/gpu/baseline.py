@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from harness.static.golden import running_under_ci
-from harness.static.snapshot import atomic_write
+from harness.environment import running_under_ci
+from harness.files import atomic_write
 
 TIMING_DIR = Path("golden") / "timing"
 # Measured by scripts/bench_timing.py on the H200 (docs/gpu.md, "How sharp the gate is").

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.ci.job_summary import capped, workflow_command
+from harness.files import atomic_write
 from harness.gpu.baseline import CORRUPT
 from harness.gpu.results import DOES_NOT_FIT, FAIL, PASS, GpuRun, VariantResult
 from harness.gpu.sweep import SweepCurve, conclusions
 from harness.gpu.timing import Throughput
-from harness.static.snapshot import atomic_write
 
 REPORT_FORMAT = 3  # 3: numerics per output, each with its own tolerance
 REPORT = "report.json"

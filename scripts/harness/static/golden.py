@@ -5,18 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from harness.environment import running_under_ci
 from harness.static.diff import describe_mismatch, regen_command, text_diff
 from harness.static.snapshot import SnapshotStore
-
-TRUE_WORDS = {"1", "true", "yes", "on"}
 
 
 class RegenRefused(RuntimeError):
     """Writing snapshots is not allowed here (CI without the force flag, or nondeterminism)."""
-
-
-def running_under_ci(environ: Mapping[str, str] = os.environ) -> bool:
-    return environ.get("CI", "").strip().lower() in TRUE_WORDS
 
 
 def check_may_write(force: bool, environ: Mapping[str, str] = os.environ) -> None:

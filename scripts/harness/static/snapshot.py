@@ -7,13 +7,13 @@ file either old or new.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from harness.files import atomic_write
 
 # The snapshot format: what a `.cu` and a `.yaml` under golden/ hold. A change that makes old
 # snapshots unreadable or different bumps it and adds a line here.
@@ -100,21 +100,6 @@ def parse_facts(text: str, path: str) -> dict[str, Any]:
     if problems:
         raise CorruptSnapshot(f"{path}: {'; '.join(problems)}")
     return data
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write `text` to `path` so that a reader sees the old file or the new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 @dataclass(frozen=True)

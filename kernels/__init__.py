@@ -1,12 +1,9 @@
-"""Kernel families: one module per family, each defining `FAMILY = Family(...)`, and the targets.
+"""Kernel families: one module per family, each defining `FAMILY = Family(...)`.
 
 Every module here whose name does not start with `_` is a family and is found by the harness
-(`harness.family.load_families`); adding a family is adding one file. A target is one entry in
-`TARGETS`. README, "Adding a kernel family", walks through a complete example.
+(`harness.family.load_families`); adding a family is adding one file. A family imports from the
+harness only `harness.family` (what it declares) and `harness.analysis` (what its checks may
+compute); tests/test_layers.py holds that. README, "Adding a kernel family", walks through a
+complete example. The targets every family is lowered for are a project setting:
+`harness.targets`.
 """
-
-# name -> TVM target description. Lowering needs no GPU: the arch is pinned, never detected.
-TARGETS: dict[str, dict[str, str]] = {
-    "sm_80": {"kind": "cuda", "arch": "sm_80"},  # Ampere: cp.async + mma.sync
-    "sm_90": {"kind": "cuda", "arch": "sm_90"},  # Hopper: TMA, mbarrier, wgmma, warp specialization
-}

@@ -6,19 +6,13 @@ from this file's source and compares the dataflow of the four, so keep everythin
 four bodies identical.
 """
 
-import itertools
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import tilelang
 import tilelang.language as T
-from tvm import DataType, arith, tirx
-from tvm.tirx.stmt_functor import pre_order_visit
 
+from harness.analysis import dataflow, source_lines_changed
 from harness.family import CaseFacts, Claim, Family, Twin, Variant
-from harness.static.variant_effects import dataflow, source_lines_changed
 from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul_relu
 
 
@@ -223,69 +217,3 @@ FAMILY = Family(
     # for the same K (docs/gpu.md); the gate's benchmark needs only that it is clearly slower.
     twin=Twin(BASELINE, "K", 8704),
 )
-
-
-# The swizzle criterion seed 03 quotes from TileLang's examples (their own `make_swizzle_layout`
-# helper, not the library's `make_swizzled_layout`): a tile swizzles only when its last
-# dimension holds 64 bytes, otherwise the helper falls back to the identity layout.
-SWIZZLE_CRITERION_BITS = 512
-
-
-@dataclass(frozen=True)
-class ExplicitLayout:
-    """A shared buffer given a layout by `T.annotate_layout`, and what that layout does to it."""
-
-    buffer: str
-    shape: list[int]
-    dtype: str
-    last_dim_bytes: int
-    meets_swizzle_criterion: bool  # shape[-1] * dtype bits == SWIZZLE_CRITERION_BITS
-    elements_moved: int  # elements the layout stores away from their row-major offset
-    elements: int
-
-
-def explicit_layouts(prim_func: Any) -> list[ExplicitLayout]:
-    """Every buffer a kernel annotates with a layout, the layout evaluated on its whole index space."""
-    blocks: list[Any] = []
-
-    def visit(node: Any) -> bool:
-        if isinstance(node, tirx.SBlock):
-            blocks.append(node)
-        return True
-
-    pre_order_visit(prim_func.body, visit)
-    buffers = [b for block in blocks for b in block.alloc_buffers]
-    analyzer = arith.Analyzer()
-    found = []
-    for block in blocks:
-        for var, layout in (block.annotations.get("layout_map") or {}).items():
-            buffer = next(b for b in buffers if b.data.same_as(var))
-            shape = [int(d) for d in buffer.shape]
-            out_shape = [int(d) for d in layout.get_output_shape()]
-            moved = 0
-            for index in itertools.product(*(range(d) for d in shape)):
-                mapped = layout.map_forward_index([tirx.IntImm("int32", i) for i in index])
-                offset = 0
-                for value, extent in zip((int(analyzer.simplify(e)) for e in mapped), out_shape, strict=True):
-                    offset = offset * extent + value
-                moved += offset != _row_major(index, shape)
-            bits = DataType(str(buffer.dtype)).bits
-            found.append(
-                ExplicitLayout(
-                    buffer=str(buffer.name),
-                    shape=shape,
-                    dtype=str(buffer.dtype),
-                    last_dim_bytes=shape[-1] * bits // 8,
-                    meets_swizzle_criterion=shape[-1] * bits == SWIZZLE_CRITERION_BITS,
-                    elements_moved=moved,
-                    elements=math.prod(shape),
-                )
-            )
-    return found
-
-
-def _row_major(index: tuple[int, ...], shape: list[int]) -> int:
-    offset = 0
-    for i, extent in zip(index, shape, strict=True):
-        offset = offset * extent + i
-    return offset

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 try:
     from harness.static.lowering import tilelang_unavailable
-    from kernels import TARGETS
+    from harness.targets import TARGETS
 except ModuleNotFoundError as missing:  # a Python without this project (or without anything installed)
     print(f"cannot import the harness ({missing}); install this project: pip install --no-deps -e .", file=sys.stderr)
     raise SystemExit(3) from None  # EXIT_CANNOT_RUN

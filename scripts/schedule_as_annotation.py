@@ -14,6 +14,8 @@ import argparse
 import enum
 import importlib
 import inspect
+import itertools
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,7 +25,7 @@ from typing import Any
 try:
     from harness.gpu.numerics import MIN_SEEDS  # standard library only until it runs
     from harness.static.lowering import tilelang_unavailable
-    from kernels import TARGETS
+    from harness.targets import TARGETS
 except ModuleNotFoundError as missing:  # a Python without this project (or without anything installed)
     print(f"cannot import the harness ({missing}); install this project: pip install --no-deps -e .", file=sys.stderr)
     raise SystemExit(3) from None  # EXIT_CANNOT_RUN
@@ -111,7 +113,7 @@ def render_api_checklist(checks: Sequence[ApiCheck]) -> list[str]:
 def schedule_table() -> list[str]:
     """Variant, schedule dimension, source lines that differ from the baseline (and what the seed's
     table says), and the differing lines themselves."""
-    from harness.static.variant_effects import changed_source, source_lines_changed
+    from harness.analysis import changed_source, source_lines_changed
     from kernels import gemm_relu_schedules
 
     base_build = gemm_relu_schedules.SCHEDULES[gemm_relu_schedules.BASELINE][0]
@@ -154,10 +156,71 @@ def render_effects(effects: Sequence[Any]) -> list[str]:
     return lines
 
 
+# The swizzle criterion seed 03 quotes from TileLang's examples (their own `make_swizzle_layout`
+# helper, not the library's `make_swizzled_layout`): a tile swizzles only when its last
+# dimension holds 64 bytes, otherwise the helper falls back to the identity layout.
+SWIZZLE_CRITERION_BITS = 512
+
+
+@dataclass(frozen=True)
+class ExplicitLayout:
+    """A shared buffer given a layout by `T.annotate_layout`, and what that layout does to it."""
+
+    buffer: str
+    shape: list[int]
+    dtype: str
+    last_dim_bytes: int
+    meets_swizzle_criterion: bool  # shape[-1] * dtype bits == SWIZZLE_CRITERION_BITS
+    elements_moved: int  # elements the layout stores away from their row-major offset
+    elements: int
+
+
+def explicit_layouts(prim_func: Any) -> list[ExplicitLayout]:
+    """Every buffer a kernel annotates with a layout, the layout evaluated on its whole index space."""
+    from tvm import DataType, arith, tirx
+
+    from harness.analysis import ir_nodes
+
+    blocks = [node for node in ir_nodes(prim_func.body) if isinstance(node, tirx.SBlock)]
+    buffers = [b for block in blocks for b in block.alloc_buffers]
+    analyzer = arith.Analyzer()
+    found = []
+    for block in blocks:
+        for var, layout in (block.annotations.get("layout_map") or {}).items():
+            buffer = next(b for b in buffers if b.data.same_as(var))
+            shape = [int(d) for d in buffer.shape]
+            out_shape = [int(d) for d in layout.get_output_shape()]
+            moved = 0
+            for index in itertools.product(*(range(d) for d in shape)):
+                mapped = layout.map_forward_index([tirx.IntImm("int32", i) for i in index])
+                offset = 0
+                for value, extent in zip((int(analyzer.simplify(e)) for e in mapped), out_shape, strict=True):
+                    offset = offset * extent + value
+                moved += offset != _row_major(index, shape)
+            bits = DataType(str(buffer.dtype)).bits
+            found.append(
+                ExplicitLayout(
+                    buffer=str(buffer.name),
+                    shape=shape,
+                    dtype=str(buffer.dtype),
+                    last_dim_bytes=shape[-1] * bits // 8,
+                    meets_swizzle_criterion=shape[-1] * bits == SWIZZLE_CRITERION_BITS,
+                    elements_moved=moved,
+                    elements=math.prod(shape),
+                )
+            )
+    return found
+
+
+def _row_major(index: tuple[int, ...], shape: list[int]) -> int:
+    offset = 0
+    for i, extent in zip(index, shape, strict=True):
+        offset = offset * extent + i
+    return offset
+
+
 def render_swizzle(layouts: Sequence[Any]) -> list[str]:
     """The seed's swizzle criterion for every buffer v2 annotates, and what the layout really does."""
-    from kernels.gemm_relu_schedules import SWIZZLE_CRITERION_BITS
-
     lines = [
         f"Swizzle criterion the seed quotes (shape[-1] * dtype bits == {SWIZZLE_CRITERION_BITS}, "
         f"a {SWIZZLE_CRITERION_BITS // 8}-byte last dimension), for the buffers v2_swizzled_layout annotates:"
@@ -196,7 +259,6 @@ def static_report() -> int:
     from harness.static.lowering import LoweringError
     from harness.static.produce import produce
     from harness.static.variant_effects import variant_effects
-    from kernels.gemm_relu_schedules import explicit_layouts
 
     family = seed_schedules()
     try:

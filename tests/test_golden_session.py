@@ -13,7 +13,7 @@ import harness.static.lowering
 import harness.static.produce
 from harness.static.cases import all_cases
 from harness.static.snapshot import FORMAT_VERSION
-from kernels import TARGETS
+from harness.targets import TARGETS
 
 
 def small_registry(monkeypatch, *ids: str) -> None:

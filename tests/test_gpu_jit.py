@@ -22,7 +22,7 @@ from harness.gpu.compile import (
 )
 from harness.static.cases import Case
 from harness.static.snapshot import SnapshotStore, parse_facts
-from kernels import TARGETS
+from harness.targets import TARGETS
 
 GOLDEN = REPO / "golden"
 

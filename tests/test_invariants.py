@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from harness.static.variant_effects import changed_cuda_lines, source_lines_changed
+from harness.analysis import source_lines_changed
+from harness.static.variant_effects import changed_cuda_lines
 from kernels.gemm_num_stages import CRITERIA as NUM_STAGES_CRITERIA
 from kernels.gemm_num_stages import num_stages_criteria
 

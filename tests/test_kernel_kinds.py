@@ -18,7 +18,7 @@ from harness.static.cases import Case
 from harness.static.normalize import normalize_cuda
 from harness.static.produce import produce
 from harness.static.snapshot import SnapshotStore, strip_cuda_header
-from kernels import TARGETS
+from harness.targets import TARGETS
 from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul
 
 GOLDEN = SnapshotStore(Path(__file__).resolve().parents[1] / "golden")

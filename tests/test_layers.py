@@ -22,18 +22,27 @@ ALLOWED = {
     "harness": set(),
     "harness.files": set(),  # below both halves: atomic writes
     "harness.environment": set(),  # below both halves: CI or not
+    "harness.targets": set(),  # a project setting both halves read
     "harness.family": set(),
+    "harness.analysis": set(),  # what families' checks compute: with harness.family, all they may import
     "harness.build": {"harness.family"},
-    "harness.static": {"harness.family", "harness.build", "harness.files", "harness.environment", "kernels"},
+    "harness.static": {
+        "harness.family",
+        "harness.analysis",
+        "harness.build",
+        "harness.targets",
+        "harness.files",
+        "harness.environment",
+    },
     # harness.ci: the workflow-command escaping and capping, shared with the static summary
     "harness.gpu": {
         "harness.family",
         "harness.build",
         "harness.static",
         "harness.ci",
+        "harness.targets",
         "harness.files",
         "harness.environment",
-        "kernels",
     },
     "harness.ci": set(),
 }
@@ -114,3 +123,27 @@ def test_the_harness_names_no_family():
         if word in path.read_text()
     ]
     assert not mentions, "\n".join(mentions)
+
+
+# What a family file may import of the harness: what it declares, and what its checks may compute.
+FAMILY_API = {"harness.family", "harness.analysis"}
+
+
+def test_families_import_only_the_public_family_api():
+    """kernels/*.py use harness.family and harness.analysis only (and no TVM internals), so the harness
+    can change behind them."""
+    wrong = []
+    for path in sorted((REPO / "kernels").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [node.module]
+                if isinstance(node, ast.ImportFrom) and node.module
+                else [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            for name in names:
+                root = name.split(".")[0]
+                if (root == "harness" and name not in FAMILY_API) or root in ("tvm", "tvm_ffi"):
+                    wrong.append(f"kernels/{path.name} imports {name}")
+    assert not wrong, "\n".join(wrong) + f"\na family may import {sorted(FAMILY_API)} of the harness, and no TVM"

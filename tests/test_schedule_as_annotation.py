@@ -6,10 +6,12 @@ import pytest
 from hidden_tilelang import HOW, run_without_tilelang
 from script_runner import load_script, run_script
 
+from harness.analysis import changed_source, source_lines_changed
 from harness.static.produce import produce
-from harness.static.variant_effects import VariantEffect, changed_source, source_lines_changed, variant_effects
-from kernels import TARGETS, gemm_relu_schedules
-from kernels.gemm_relu_schedules import FAMILY, SWIZZLE_CRITERION_BITS, ExplicitLayout, explicit_layouts
+from harness.static.variant_effects import VariantEffect, variant_effects
+from harness.targets import TARGETS
+from kernels import gemm_relu_schedules
+from kernels.gemm_relu_schedules import FAMILY
 
 script = load_script("schedule_as_annotation")
 
@@ -156,22 +158,22 @@ def test_render_effects_marks_no_effect_and_a_different_dataflow():
 
 def test_swizzle_criterion_is_computed_for_the_annotated_tiles():
     v2 = gemm_relu_schedules.v2_swizzled_layout(**SHAPE)
-    layouts = {layout.buffer: layout for layout in explicit_layouts(v2)}
+    layouts = {layout.buffer: layout for layout in script.explicit_layouts(v2)}
     assert sorted(layouts) == ["A_s", "B_s"]
     for layout in layouts.values():
         assert layout.dtype == "float16"
         assert layout.last_dim_bytes == layout.shape[-1] * 2
-        assert layout.meets_swizzle_criterion == (layout.shape[-1] * 16 == SWIZZLE_CRITERION_BITS)
+        assert layout.meets_swizzle_criterion == (layout.shape[-1] * 16 == script.SWIZZLE_CRITERION_BITS)
     assert layouts["A_s"].shape == [128, 32] and layouts["A_s"].meets_swizzle_criterion  # 64-byte rows
     assert layouts["B_s"].shape == [32, 128] and not layouts["B_s"].meets_swizzle_criterion  # 256-byte rows
     # Observed in TileLang 0.1.15: make_swizzled_layout permutes both tiles, B_s despite the criterion.
     assert all(0 < layout.elements_moved < layout.elements for layout in layouts.values())
-    assert explicit_layouts(gemm_relu_schedules.v0_baseline(**SHAPE)) == []
+    assert script.explicit_layouts(gemm_relu_schedules.v0_baseline(**SHAPE)) == []
 
 
 def test_render_swizzle_says_where_the_criterion_mispredicts():
-    agree = ExplicitLayout("A_s", [128, 32], "float16", 64, True, 3072, 4096)
-    identity = ExplicitLayout("C_s", [64, 32], "float16", 64, True, 0, 2048)
+    agree = script.ExplicitLayout("A_s", [128, 32], "float16", 64, True, 3072, 4096)
+    identity = script.ExplicitLayout("C_s", [64, 32], "float16", 64, True, 0, 2048)
     lines = script.render_swizzle([agree, identity])
     assert "A_s float16 128x32: last dimension 64 bytes, criterion met" in lines[1]
     assert lines[2].endswith("moves 0 of 2048 elements (the identity)")

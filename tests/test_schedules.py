@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.static.variant_effects import dataflow, source_lines_changed
+from harness.analysis import dataflow, source_lines_changed
 from kernels import gemm_num_stages, gemm_relu_schedules
 
 SHAPE = {"M": 1024, "N": 1024, "K": 1024}

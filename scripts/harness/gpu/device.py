@@ -1,7 +1,7 @@
 """The CUDA device a GPU check runs on: what it is, which snapshot target it maps to, its limits.
 
 Everything here is queried from the device and the installed packages, never assumed, so the
-same code runs on any CUDA GPU whose compute capability has a target in `kernels.TARGETS`.
+same code runs on any CUDA GPU whose compute capability has a target in `harness.targets.TARGETS`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from kernels import TARGETS
+from harness.targets import TARGETS
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class UnknownTarget(RuntimeError):
 class Device:
     name: str
     capability: tuple[int, int]
-    target: str  # the kernels.TARGETS name whose static snapshots describe this device
+    target: str  # the harness.targets.TARGETS name whose static snapshots describe this device
     shared_memory_per_block_bytes: int  # the opt-in maximum a kernel may ask for
     multiprocessors: int
     versions: dict[str, str]  # cuda, torch, tilelang: part of the timing baseline's key
@@ -103,7 +103,7 @@ def target_for_capability(major: int, minor: int) -> str:
     name = f"sm_{major}{minor}"
     if name not in TARGETS:
         raise UnknownTarget(
-            f"this GPU has compute capability {major}.{minor} ({name}), but kernels.TARGETS only has "
+            f"this GPU has compute capability {major}.{minor} ({name}), but harness.targets.TARGETS only has "
             f"{sorted(TARGETS)}: add {name!r} to TARGETS in kernels/__init__.py and run "
             "`nox -s regen-golden` so the GPU checks have snapshots to compare with"
         )

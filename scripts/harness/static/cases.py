@@ -8,7 +8,7 @@ from typing import Any
 
 import harness.family
 from harness.family import Family, Variant
-from kernels import TARGETS
+from harness.targets import TARGETS
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.build import BuildError, build_kernel
 from harness.static.cases import Case
-from kernels import TARGETS
+from harness.targets import TARGETS
 
 # Passes whose output IR the fact extraction reads (captured through a pass instrument).
 CAPTURED_PASSES = (

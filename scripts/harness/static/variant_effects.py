@@ -2,23 +2,23 @@
 
 For every family with such pairs, per target: how many CUDA lines and which facts differ. A
 variant whose CUDA is byte-identical to its comparison's is an annotation without effect on
-that target; the session prints it and `golden/<family>/SUMMARY.md` commits it. Also the
-generic comparisons family checks build on: source lines changed, and the dataflow of a kernel.
+that target; the session prints it and `golden/<family>/SUMMARY.md` commits it. The comparisons
+of source and dataflow it builds on are `harness.analysis`, which families use too.
 """
 
 from __future__ import annotations
 
 import difflib
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from harness.analysis import dataflow, source_lines_changed
 from harness.build import build_kernel
 from harness.family import Family, Variant
 from harness.static.cases import Case
 from harness.static.diff import changed_fields
-from kernels import TARGETS
+from harness.targets import TARGETS
 
 SUMMARY_NAME = "SUMMARY.md"
 
@@ -31,73 +31,7 @@ def has_pairs(family: Family) -> bool:
     return any(v.compare_with for v in family.variants)
 
 
-# -- source and dataflow ------------------------------------------------------------------------
-
-
-def _source(kernel: Any) -> list[str]:
-    """The kernel's Python source without its `def` line (a jit factory's, not the decorator's)."""
-    text = getattr(kernel, "func_source", None) or inspect.getsource(kernel)
-    lines = text.splitlines()
-    while lines and not lines[0].lstrip().startswith("def "):
-        lines.pop(0)  # decorators
-    return lines[1:]
-
-
-def _source_changes(baseline: Callable[..., Any], variant: Callable[..., Any]) -> list[tuple[list[str], list[str]]]:
-    """(baseline lines, variant lines) of each differing block of source, the `def` line excluded."""
-    old, new = _source(baseline), _source(variant)
-    opcodes = difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()
-    return [(old[i1:i2], new[j1:j2]) for tag, i1, i2, j1, j2 in opcodes if tag != "equal"]
-
-
-def source_lines_changed(baseline: Callable[..., Any], variant: Callable[..., Any]) -> int:
-    """Lines of `variant`'s source that differ from `baseline`'s, the `def` line excluded."""
-    return sum(max(len(old), len(new)) for old, new in _source_changes(baseline, variant))
-
-
-def changed_source(baseline: Callable[..., Any], variant: Callable[..., Any]) -> list[str]:
-    """The differing lines as `variant` has them (`- line` for a line it only removed), stripped."""
-    lines: list[str] = []
-    for old, new in _source_changes(baseline, variant):
-        lines += [line.strip() for line in new] if new else [f"- {line.strip()}" for line in old]
-    return lines
-
-
-def dataflow(prim_func: Any) -> list[tuple[str, ...]]:
-    """The order of tile operations, loops and stores with the buffers they touch.
-
-    Schedule annotations (loop annotations, layout maps, GEMM warp policy, any non-buffer
-    argument) are left out, so two kernels with one dataflow give the same list.
-    """
-    from tvm import tirx
-    from tvm.tirx.stmt_functor import pre_order_visit
-
-    steps: list[tuple[str, ...]] = []
-
-    def buffers_in(node: Any) -> tuple[str, ...]:
-        names: list[str] = []
-
-        def visit(n: Any) -> bool:
-            if isinstance(n, (tirx.BufferLoad, tirx.BufferStore)):
-                names.append(str(n.buffer.name))
-            return True
-
-        pre_order_visit(node, visit)
-        return tuple(names)
-
-    def visit(node: Any) -> bool:
-        if isinstance(node, tirx.For):
-            steps.append(("loop", str(node.extent)))
-        elif isinstance(node, tirx.Evaluate) and isinstance(node.value, tirx.Call):
-            steps.append((str(getattr(node.value.op, "name", node.value.op)), *buffers_in(node.value)))
-            return False
-        elif isinstance(node, tirx.BufferStore):
-            steps.append(("store", *buffers_in(node)))
-            return False
-        return True
-
-    pre_order_visit(prim_func.body, visit)
-    return steps
+# -- CUDA -----------------------------------------------------------------------------------------
 
 
 def changed_cuda_lines(baseline: str, variant: str) -> int:

@@ -112,3 +112,30 @@ def test_two_differing_lowerings_are_refused_in_one_readable_message(tmp_path):
     assert "-workspace" in message and "+workspace_1" in message
     assert "first lowering/f/v/sm_80.cu" in message and "docs/nondeterminism.md" in message
     assert golden.files() == set()
+
+
+def test_one_changed_count_is_one_changed_line_of_the_facts():
+    """Mappings are written one entry per line, so a reviewer's diff shows the count that moved, alone."""
+    import difflib
+
+    import yaml
+
+    from harness.static.snapshot import render_facts
+
+    facts = yaml.safe_load((REPO / "golden/layer_norm/threads256/sm_90.yaml").read_text())
+    before = render_facts(facts)
+    name = sorted(facts["instructions"])[0]
+    facts["instructions"][name] += 1
+    facts["layouts"]["x"] = "fragment 00000000"
+    after = render_facts(facts)
+    changed = [
+        line
+        for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+        if line[:1] in "+-" and line[:3] not in ("+++", "---")
+    ]
+    old_x = yaml.safe_load(before)["layouts"]["x"]
+    count = facts["instructions"][name]
+    assert sorted(changed) == sorted(
+        [f"-  x: {old_x}", "+  x: fragment 00000000", f"-  {name}: {count - 1}", f"+  {name}: {count}"]
+    )
+    assert yaml.safe_load(after) == facts

@@ -24,10 +24,12 @@ FORMAT_CHANGELOG = {
     3: "facts that explain the CUDA: layouts (per shared buffer and fragment), instructions (call sites per "
     "instruction and shape), loops (per kind and trip count), vector_stores (per buffer and width), "
     "shared_addressing (address fingerprints per shared buffer and instruction)",
+    4: "every mapping in the facts in block style, one entry per line, so one changed count is one changed line "
+    "in a diff (lists of scalars stay inline)",
 }
 FORMAT_VERSION = max(FORMAT_CHANGELOG)
 # The last format that changed what a `.cu` holds: its header names that one, so a format change
-# confined to the facts (3) leaves every `.cu` byte-identical.
+# confined to the facts (3, 4) leaves every `.cu` byte-identical.
 CUDA_FORMAT_VERSION = 2
 MANIFEST = "MANIFEST.yaml"
 FACTS_HEADER = "# Facts of one lowering, written by `nox -s regen-golden`; never edit by hand.\n"
@@ -51,9 +53,24 @@ class CorruptSnapshot(ValueError):
     """A snapshot file that cannot be read as what it claims to be; the message names it."""
 
 
+class _FactsDumper(yaml.SafeDumper):
+    """Mappings in block style, one entry per line; lists of scalars inline, other lists in block style."""
+
+    def represent_dict(self, data: Any) -> Any:
+        return self.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=False)
+
+    def represent_list(self, data: Any) -> Any:
+        scalars = all(not isinstance(item, (dict, list, tuple)) for item in data)
+        return self.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=scalars)
+
+
+_FactsDumper.add_representer(dict, _FactsDumper.represent_dict)
+_FactsDumper.add_representer(list, _FactsDumper.represent_list)
+
+
 def render_facts(facts: dict[str, Any]) -> str:
-    """Facts as YAML: keys in extraction order, scalar lists inline, safe types only."""
-    return FACTS_HEADER + yaml.safe_dump(facts, sort_keys=False, default_flow_style=None, width=120)
+    """Facts as YAML: keys in extraction order, every mapping one entry per line, safe types only."""
+    return FACTS_HEADER + yaml.dump(facts, Dumper=_FactsDumper, sort_keys=False, width=120)
 
 
 # Top-level keys of a facts file and the type each must have.
@@ -107,6 +124,11 @@ class SnapshotStore:
     """A folder of snapshot files (`golden/`, or the pending folder beside it)."""
 
     root: Path
+
+    @property
+    def prefix(self) -> str:
+        """How reports name this store's files: its folder's name and a slash (`golden/`), as `diff -ru` does."""
+        return f"{self.root.name}/"
 
     def read(self, relative: str) -> str | None:
         path = self.root / relative

@@ -54,12 +54,13 @@ def main(argv: list[str] | None = None) -> int:
         seeds=options.seeds, rounds=2, golden=options.golden_dir, timer=options.timer, repeat_ms=options.repeat_ms,
         log=log,
     )  # fmt: skip
+    verdicts = {r.key: run.verdict(r) for r in run.variants}
     hello = {
         "tilelang": run.device.versions["tilelang"],
         "torch": run.device.versions["torch"],
         "device": run.device.name,
         "seeds": list(run.seeds),
-        "variants": {r.key: {"status": r.status, "problems": r.hard_problems()} for r in run.variants},
+        "variants": {key: {"status": v.status, "problems": list(v.problems)} for key, v in verdicts.items()},
     }
     bench, pairs = make_bench(options.timer, repeat_ms=options.repeat_ms), list(run.pairs.values())
 

@@ -10,7 +10,7 @@ from harness.family import Family, Params, Sweep, Variant
 from harness.gpu.compile import Argument, CompiledCase
 from harness.gpu.device import Device
 from harness.gpu.numerics import NumericsCase, NumericsResult, Output, OutputCheck, SeedCheck, torch_dtype
-from harness.gpu.results import GpuRun, VariantResult
+from harness.gpu.results import GpuRun, SnapshotCheck, VariantResult, fits_in
 from harness.gpu.timing import PairedTiming, Timing, throughput
 from harness.static.cases import Case
 from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul, torch_matmul_relu
@@ -180,6 +180,33 @@ def single_case(name: str, family: str = "f", **declared: Any) -> Case:
 V0 = case(GEMM_RELU, "v0_baseline")
 
 
+# -- the GPU's clock -------------------------------------------------------------------------------
+
+
+class FakeClock:
+    """The GPU's time as the timer sees it, on the CPU: a launch advances it by its known duration, and
+    `timer` reads it before and after each launch as CUDA events do (a `harness.gpu.timing.LaunchTimer`)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.launched: list[str] = []  # every launch's name, in order
+
+    def launch(self, name: str, ms: float) -> Callable[[], None]:
+        def run() -> None:
+            self.launched.append(name)
+            self.now += ms
+
+        return run
+
+    def timer(self, launches: Sequence[Callable[[], Any]]) -> list[float]:
+        times = []
+        for launch in launches:
+            start = self.now
+            launch()
+            times.append(self.now - start)
+        return times
+
+
 # -- results and runs ------------------------------------------------------------------------------
 
 
@@ -189,41 +216,48 @@ def result(
     rounds_ms: tuple[float, ...] | None = (2.0, 2.02, 1.98),
     reference_ms: float = 1.0,
     numerics_ok: bool = True,
+    gpu: Device | None = None,
+    **compiled: Any,
 ) -> VariantResult:
-    """A checked case: compiled, matching its snapshot; timed unless it does not fit or rounds_ms is None."""
-    compiled = CompiledCase(
-        c,
-        kernel=object(),
-        arguments=gemm_arguments(c.params),
-        outputs=GEMM_OUTPUTS,
-        tolerances=(c.family.tolerance,),
-        dynamic_shared_memory_bytes=shared,
-        registers_per_thread=168,
-        compile_target="sm_90a",
+    """A checked case on `gpu` (the fake H200 by default): compiled, matching its snapshot; timed unless it does
+    not fit or rounds_ms is None. `compiled` overrides fields of its CompiledCase."""
+    built = CompiledCase(
+        **{
+            "case": c,
+            "kernel": object(),
+            "arguments": gemm_arguments(c.params),
+            "outputs": GEMM_OUTPUTS,
+            "tolerances": (c.family.tolerance,),
+            "dynamic_shared_memory_bytes": shared,
+            "registers_per_thread": 168,
+            "compile_target": "sm_90a",
+            **compiled,
+        }
     )
-    r = VariantResult(
-        compiled, LIMIT, f"golden/{c.id}.yaml", snapshot_shared_memory_bytes=shared, cuda_matches_snapshot=True
-    )
-    if not r.fits:
-        return r
+    gpu = gpu or device()
+    snapshot = SnapshotCheck(f"golden/{c.id}.yaml", shared, cuda_matches=True)
+    if not fits_in(built, snapshot, gpu.shared_memory_per_block_bytes):
+        return VariantResult(built, gpu, snapshot)
     output = Output("C", c.family.tolerance)
-    r.numerics = NumericsResult(
-        c.family.label(c.params), [output], [SeedCheck(s, [OutputCheck(output)]) for s in SEEDS]
-    )
+    seeds = [SeedCheck(s, [OutputCheck(output)]) for s in SEEDS]
     if not numerics_ok:
-        r.numerics.seeds[1].outputs[0] = OutputCheck(output, mismatches=7, max_abs_error=3.5)
-        return r
-    if rounds_ms is not None:
+        seeds[1] = SeedCheck(SEEDS[1], [OutputCheck(output, mismatches=7, max_abs_error=3.5)])
+    numerics = NumericsResult(c.family.label(c.params), [output], seeds)
+    paired = None
+    if numerics_ok and rounds_ms is not None:
         # the reference measured beside the variant in every round, steady at reference_ms
         paired = PairedTiming(Timing(rounds_ms), Timing(tuple(reference_ms for _ in rounds_ms)))
-        r.timing, r.paired, r.ratio = paired.variant, paired, paired.ratio
-    return r
+    return VariantResult(built, gpu, snapshot, numerics=numerics, paired=paired)
 
 
 def run(
-    results: list[VariantResult], references: Mapping[str, float] | None = None, gpu: Device | None = None
+    results: list[VariantResult],
+    references: Mapping[str, float] | None = None,
+    gpu: Device | None = None,
+    **fields: Any,
 ) -> GpuRun:
-    """The run `check_cases` would return for these results on `gpu` (the fake H200 by default).
+    """The run `check_cases` would return for these results on `gpu` (the fake H200 by default);
+    `fields` sets any other field of the GpuRun (a comparison, a remeasure).
 
     `references`: reference name (`VariantResult.reference`) -> its median ms; by default 1 ms for
     each reference a timed result names. Throughputs are computed from each family's work, as
@@ -234,11 +268,7 @@ def run(
     gpu = gpu or device()
     timed = [r for r in results if r.timing is not None]
     references = {r.reference: 1.0 for r in timed} if references is None else references
-    work = {}
-    for r in timed:
-        c = r.compiled.case
-        work[r.reference] = c.family.work(c.params)
-        r.throughput = throughput(c.family.work(c.params), r.timing.median_ms, gpu.peak)
+    work = {r.reference: r.compiled.case.family.work(r.compiled.case.params) for r in timed}
     return GpuRun(
         device=gpu,
         seeds=list(SEEDS),
@@ -251,4 +281,5 @@ def run(
         sweeps=build_sweeps(results),
         compile_seconds=12.0,
         wall_seconds=95.0,
+        **fields,
     )

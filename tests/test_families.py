@@ -81,7 +81,7 @@ def test_a_family_in_one_new_file_is_lowered_snapshotted_and_compared(kernels_di
     regen.assert_outcomes(passed=5)
     regen.stdout.fnmatch_lines(["*golden files: 9 created, 0 updated, 0 deleted, 0 unchanged*"])
     facts = (golden_session.golden / "tiny_scale/threads64/sm_90.yaml").read_text()
-    assert "params: {rows: 256, cols: 128, block_rows: 8, threads: 64}" in facts
+    assert "params:\n  rows: 256\n  cols: 128\n  block_rows: 8\n  threads: 64\n" in facts
     assert "threads: [64, 1, 1]" in facts
     summary = (golden_session.golden / "tiny_scale/SUMMARY.md").read_text()
     assert "| threads64 | threads128 | threads: 128 -> 64 | yes |" in summary
@@ -202,7 +202,7 @@ def test_the_readme_example_is_a_working_family(kernels_dir, golden_session):
     golden_session("--regen", "-k", "scale_fp16").assert_outcomes(passed=5)
     golden_session("-k", "scale_fp16").assert_outcomes(passed=5)
     assert (
-        "params: {rows: 8192, cols: 4096, block_rows: 8, threads: 256}"
+        "params:\n  rows: 8192\n  cols: 4096\n  block_rows: 8\n  threads: 256\n"
         in (golden_session.golden / "scale_fp16/threads256/sm_80.yaml").read_text()
     )
 

@@ -1,4 +1,5 @@
-"""The timing baseline: comparison (warn, fail only when confirmed), keys, files and the CI refusal."""
+"""The timing gate against a baseline (warn, fail only when confirmed), and the baseline's keys, files and
+CI refusal."""
 
 from __future__ import annotations
 
@@ -8,19 +9,17 @@ import pytest
 import yaml
 
 from harness.gpu.baseline import (
-    FAIL_SLOWER,
-    WARN_SLOWER,
     Baseline,
     BaselineRefused,
     CorruptBaseline,
     baseline_key,
     baseline_path,
-    compare,
     read_baseline,
     render_baseline,
-    slower_by,
     write_baseline,
 )
+from harness.gpu.gate import FAIL_SLOWER, WARN_SLOWER, compare
+from harness.gpu.timing import slower_by
 
 VERSIONS = {"cuda": "13.0", "torch": "2.11.0+cu130", "tilelang": "0.1.15"}
 KEY = baseline_key("NVIDIA H200", VERSIONS)
@@ -82,8 +81,8 @@ def test_within_the_warning_threshold_is_ok_and_faster_is_ok():
 
 
 def test_slower_by_is_time_per_unit_of_the_reference():
-    assert slower_by(ratio=0.5, baseline_ratio=0.525) == pytest.approx(0.05)  # 5 % more time per reference ms
-    assert slower_by(ratio=0.55, baseline_ratio=0.5) == pytest.approx(-1 / 11)
+    assert slower_by(ratio=0.5, earlier_ratio=0.525) == pytest.approx(0.05)  # 5 % more time per reference ms
+    assert slower_by(ratio=0.55, earlier_ratio=0.5) == pytest.approx(-1 / 11)
 
 
 def test_between_the_thresholds_warns_without_remeasuring():

@@ -15,15 +15,17 @@ from conftest import REPO
 from script_runner import load_script
 
 from harness.family import Work
-from harness.gpu.check import _with_snapshot, device_cases, run_gpu_check
-from harness.gpu.compile import CompiledCase
+from harness.gpu.check import check_snapshot, device_cases, run_gpu_check
+from harness.gpu.compile import CompiledCase, read_driver_resources
 from harness.gpu.device import PEAKS, Peak, UnknownTarget, target_for_capability
+from harness.gpu.results import VariantResult
 from harness.gpu.timing import (
     Pair,
     PairedTiming,
     Throughput,
     Timing,
     abba,
+    interleaved_bench,
     make_bench,
     measure_pairs,
     one_after_the_other,
@@ -143,14 +145,19 @@ def snapshot_result(tmp_path, launched: int, snapshot: int | None, cuda: str = "
         store.write(f"{V0.id}.yaml", FACTS.format(format=FORMAT_VERSION, shared=snapshot))
         store.write(f"{V0.id}.cu", cuda_header(V0.id, "sm_90") + "__global__ void k() {}\n")
     compiled = CompiledCase(V0, SimpleNamespace(kernel_source=cuda), dynamic_shared_memory_bytes=launched)
-    return _with_snapshot(compiled, fake.device(), store)
+    return check_snapshot(compiled, store)
 
 
 def test_shared_memory_equal_to_the_snapshot_passes(tmp_path):
     result = snapshot_result(tmp_path, 49152, 49152)
-    assert result.problems == [] and result.snapshot_shared_memory_bytes == 49152
-    assert result.cuda_matches_snapshot is True
-    assert result.compiled.resources_note.startswith("registers not available")
+    assert result.problems == () and result.shared_memory_bytes == 49152
+    assert result.cuda_matches is True
+
+
+def test_without_the_kernels_binary_registers_are_not_available():
+    compiled = CompiledCase(V0, SimpleNamespace(kernel_source=""))
+    read_driver_resources(compiled)
+    assert compiled.resources_note.startswith("registers not available") and compiled.registers_per_thread is None
 
 
 def test_shared_memory_different_from_the_snapshot_fails_naming_file_and_command(tmp_path):
@@ -160,7 +167,7 @@ def test_shared_memory_different_from_the_snapshot_fails_naming_file_and_command
     assert problem.startswith(f"{path}: dynamic_shared_memory_bytes is 49152 in the snapshot")
     assert "launches with 65536" in problem
     assert 'nox -s regen-golden -- -k "gemm_relu_schedules/v0_baseline/sm_90"' in problem
-    assert result.cuda_matches_snapshot is False
+    assert result.cuda_matches is False
 
 
 def test_a_missing_snapshot_fails(tmp_path):
@@ -175,14 +182,15 @@ def test_the_snapshot_of_the_devices_target_is_the_one_read(tmp_path):
     sm80 = fake.case(fake.GEMM_RELU, "v0_baseline", "sm_80")
     store.write(f"{sm80.id}.yaml", FACTS.format(format=FORMAT_VERSION, shared=49152))
     compiled = CompiledCase(sm80, SimpleNamespace(kernel_source=""), dynamic_shared_memory_bytes=49152)
-    result = _with_snapshot(compiled, fake.device(), store)
-    assert result.problems == [] and result.snapshot_path == f"{tmp_path.as_posix()}/{sm80.id}.yaml"
+    result = check_snapshot(compiled, store)
+    assert result.problems == () and result.path == f"{tmp_path.as_posix()}/{sm80.id}.yaml"
 
 
 def test_a_compile_error_is_the_variants_failure(tmp_path):
     compiled = CompiledCase(V0, None, error="TileLang could not compile it: boom")
-    result = _with_snapshot(compiled, fake.device(), SnapshotStore(tmp_path))
-    assert result.status == "fail" and result.problems == [f"{V0.id}: TileLang could not compile it: boom"]
+    result = VariantResult(compiled, fake.device(), check_snapshot(compiled, SnapshotStore(tmp_path)))
+    assert result.problems == [f"{V0.id}: TileLang could not compile it: boom"]
+    assert fake.run([result]).verdict(result).status == "fail"
 
 
 # -- timing rounds -----------------------------------------------------------------------------
@@ -217,6 +225,33 @@ def test_interleaved_launches_take_turns_so_neither_side_always_goes_first():
     assert firsts.count(0) == firsts.count(1), "each side leads half the pairs"
     follows = list(zip(order, order[1:], strict=False))
     assert abs(follows.count((0, 0)) - follows.count((1, 1))) <= 1, "each side follows itself about equally often"
+
+
+def test_the_interleaved_timer_gives_each_side_its_own_launches_medians():
+    """On a fake clock: a variant of 2 ms and a reference of 1 ms come back as (2, 1), whichever goes first,
+    the timed launches taking turns ABBA after a short estimate and a warm-up sized from it."""
+    clock = fake.FakeClock()
+    variant, reference = clock.launch("v", 2.0), clock.launch("r", 1.0)
+    bench = interleaved_bench(clock.timer, warmup_ms=9, repeat_ms=30)
+    assert bench(variant, reference) == (2.0, 1.0)
+    # 3 ms a pair: 3 pairs to estimate, 9 / 3 pairs of warm-up, then 30 / 3 pairs timed in ABBA order
+    assert clock.launched == ["v", "r"] * 3 + ["v", "r"] * 3 + [("v", "r")[side] for side in abba(10)]
+    assert bench(reference, variant) == (1.0, 2.0)
+
+
+def test_the_interleaved_timer_keeps_each_sides_rounds_through_measure_pairs():
+    """Variant and reference figures stay on their sides whoever goes first in a round (the order is random)."""
+    clock = fake.FakeClock()
+    pairs = [
+        Pair("a", clock.launch("a", 2.0), "ref", clock.launch("ref", 1.0)),
+        Pair("b", clock.launch("b", 4.0), "ref", clock.launch("ref", 1.0)),
+    ]
+    timed = measure_pairs(pairs, rounds=6, bench=interleaved_bench(clock.timer, warmup_ms=5, repeat_ms=20), seed=3)
+    assert timed["a"].variant.rounds_ms == (2.0,) * 6 and timed["b"].variant.rounds_ms == (4.0,) * 6
+    assert timed["a"].reference.rounds_ms == timed["b"].reference.rounds_ms == (1.0,) * 6
+    assert timed["a"].ratio == 0.5 and timed["b"].ratio == 0.25
+    firsts = {clock.launched[i] for i in range(0, len(clock.launched), 2)}
+    assert {"a", "b", "ref"} <= firsts, "both orders of a pair were measured"
 
 
 def test_an_unknown_timer_is_refused_with_the_choices():

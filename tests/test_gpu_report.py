@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -10,8 +11,9 @@ import gpu_fakes as fake
 import pytest
 
 from harness.family import Sweep, Variant, Work
-from harness.gpu.baseline import FAIL_SLOWER, WARN_SLOWER, baseline_key, baseline_path, compare, render_baseline
+from harness.gpu.baseline import baseline_key, baseline_path, render_baseline
 from harness.gpu.check import compare_with_baseline
+from harness.gpu.gate import DOES_NOT_FIT, FAIL, FAIL_SLOWER, PASS, WARN_SLOWER, compare
 from harness.gpu.report import (
     MARKDOWN_HEADER,
     REPORT,
@@ -23,7 +25,7 @@ from harness.gpu.report import (
     workflow_commands,
     write_reports,
 )
-from harness.gpu.results import DOES_NOT_FIT, FAIL, PASS, reference_name
+from harness.gpu.results import reference_name
 from harness.gpu.sweep import conclusions
 
 V0 = fake.V0
@@ -34,14 +36,17 @@ PLOT = plot_name("gemm_num_stages")
 FAILED_SEED = "seed 22: 7 elements outside atol=0.01, rtol=0.01 (0 allowed; max abs error 3.5)"
 
 
-def sweep_results():
+def sweep_results(gpu=None):
     curve = {0: 4.6, 1: 7.5, 2: 3.9, 3: 3.2, 4: 2.6, 6: 2.6}
-    return [fake.result(fake.sweep_case(n, (128, 128, 32)), 16384 * max(n, 1), (ms, ms, ms)) for n, ms in curve.items()]
+    return [
+        fake.result(fake.sweep_case(n, (128, 128, 32)), 16384 * max(n, 1), (ms, ms, ms), gpu=gpu)
+        for n, ms in curve.items()
+    ]
 
 
-def full_run(**options):
-    results = [fake.result(V0, 49152, reference_ms=1.7), *sweep_results(), fake.result(TOO_BIG, 294912)]
-    return fake.run(results, {MATMUL: 1.0, MATMUL_RELU: 1.7}, **options)
+def full_run(gpu=None, **fields):
+    results = [fake.result(V0, 49152, reference_ms=1.7, gpu=gpu), *sweep_results(gpu), fake.result(TOO_BIG, 294912)]
+    return fake.run(results, {MATMUL: 1.0, MATMUL_RELU: 1.7}, gpu, **fields)
 
 
 def block_k_run():
@@ -66,7 +71,7 @@ def test_reference_name_is_the_op_and_its_problem():
 def test_a_variant_that_does_not_fit_is_listed_not_passed_and_not_failed():
     run = full_run()
     too_big = run.variants[-1]
-    assert too_big.status == DOES_NOT_FIT and too_big.numerics is None and too_big.timing is None
+    assert run.verdict(too_big).status == DOES_NOT_FIT and too_big.numerics is None and too_big.timing is None
     assert run.passed, "not fitting does not fail the gate"
     note = "does not fit on this GPU (needs 294912 bytes of shared memory per block, device allows 232448)"
     assert f"**{TOO_BIG.key} {note}**" in render_markdown(run)
@@ -77,10 +82,9 @@ def test_a_variant_that_does_not_fit_is_listed_not_passed_and_not_failed():
 
 
 def test_static_shared_memory_counts_towards_fitting():
-    almost = fake.result(fake.single_case("edge"), fake.LIMIT)
-    assert almost.fits
-    almost.compiled.static_shared_memory_bytes = 1024
-    assert not almost.fits and "needs 233472 bytes" in almost.fit_note()
+    assert fake.result(fake.single_case("edge"), fake.LIMIT).fits
+    over = fake.result(fake.single_case("edge"), fake.LIMIT, static_shared_memory_bytes=1024)
+    assert not over.fits and "needs 233472 bytes" in over.fit_note()
 
 
 def test_a_numeric_failure_fails_the_gate_and_is_reported():
@@ -97,9 +101,9 @@ def test_nothing_checked_never_passes():
 
 
 def test_a_fitting_variant_that_was_never_checked_fails():
-    unchecked = fake.result(V0, 49152)
-    unchecked.numerics = None
-    assert unchecked.status == FAIL
+    unchecked = dataclasses.replace(fake.result(V0, 49152, rounds_ms=None), numerics=None)
+    run = fake.run([unchecked])
+    assert run.verdict(unchecked).status == FAIL and not run.passed
 
 
 def test_markdown_opens_with_its_header_then_the_verdict():
@@ -202,12 +206,15 @@ def test_baseline_verdicts_reach_variants_and_summary(tmp_path):
         render_baseline(key, recorded, {k: "M=8192 N=8192 K=8192" for k in recorded}, run.timer)
     )
     asked = []
-    run.remeasure = lambda keys: asked.append(list(keys)) or {k: recorded[k] * 0.5 for k in keys}
+    run = dataclasses.replace(
+        run, remeasure=lambda keys: asked.append(list(keys)) or {k: recorded[k] * 0.5 for k in keys}
+    )
     comparison = compare_with_baseline(run, tmp_path)
     assert asked == [[V0.key]]
     assert comparison.status == "compared"
+    run = dataclasses.replace(run, comparison=comparison)
     v0, ns2 = run.variants[0], run.variants[3]
-    assert v0.status == FAIL and ns2.status == PASS and not run.passed
+    assert run.verdict(v0).status == FAIL and run.verdict(ns2).status == PASS and not run.passed
     summary = render_markdown(run)
     assert "| fail (+100.0% time) |" in summary and f"| warn (+{between:.1%} time) |" in summary
     assert "### Timing warnings" in summary and f"gemm_num_stages/ns2_128x128x32: {between:.1%} slower" in summary
@@ -220,8 +227,9 @@ def test_other_key_in_baseline_is_reported_not_compared(tmp_path):
         render_baseline(key, {V0.key: 100.0}, {V0.key: "M=8192 N=8192 K=8192"}, run.timer)
     )
     comparison = compare_with_baseline(run, tmp_path)
+    run = dataclasses.replace(run, comparison=comparison)
     assert comparison.status == "key mismatch" and run.passed
-    assert all(v.verdict is None for v in run.variants)
+    assert all(run.verdict(v).timing is None for v in run.variants)
     assert "timings are reported only" in render_markdown(run)
 
 
@@ -273,8 +281,8 @@ def test_no_workflow_commands_outside_actions(tmp_path):
 
 
 def test_workflow_commands_for_failures_and_missing_baseline():
-    run = fake.run([fake.result(fake.single_case("bad"), 1024, numerics_ok=False)])
-    run.comparison = compare(None, Path("golden/timing/nvidia-h200.yaml"), {"gpu": "NVIDIA H200"}, {}, lambda k: {})
+    missing = compare(None, Path("golden/timing/nvidia-h200.yaml"), {"gpu": "NVIDIA H200"}, {}, lambda k: {})
+    run = fake.run([fake.result(fake.single_case("bad"), 1024, numerics_ok=False)], comparison=missing)
     lines = workflow_commands(run)
     assert lines[0] == f"::error title=gpu check f/bad::{FAILED_SEED}"
     assert lines[-1].startswith("::notice title=gpu timing baseline::no timing baseline for NVIDIA H200")
@@ -285,15 +293,18 @@ def test_a_corrupt_baseline_fails_the_run_naming_the_file(tmp_path):
     path = baseline_path(run.device.name, tmp_path)
     path.write_text("format: [")
     comparison = compare_with_baseline(run, tmp_path)
+    run = dataclasses.replace(run, comparison=comparison)
     assert comparison.status == "corrupt" and str(path) in comparison.message
     assert not run.passed
     assert any(line.startswith("::error title=gpu timing baseline::") for line in workflow_commands(run))
 
 
-def test_workflow_commands_are_escaped_and_capped_like_the_static_summarys(monkeypatch):
+def test_workflow_commands_are_escaped_and_capped_like_the_static_summarys():
     """A raw `%`, CR or LF would end or corrupt the command; GitHub shows 10 annotations of a kind per step."""
-    results = [fake.result(fake.single_case(f"bad{i}"), 1024, numerics_ok=False) for i in range(12)]
-    monkeypatch.setattr(type(results[0]), "hard_problems", lambda self: ["100% off\r\nby 2, at x:1"])
+    results = [
+        dataclasses.replace(fake.result(fake.single_case(f"bad{i}"), 1024), reference_error="100% off\r\nby 2, at x:1")
+        for i in range(12)
+    ]
     lines = workflow_commands(fake.run(results))
     errors = [line for line in lines if line.startswith("::error ")]
     assert len(errors) == 10 and all(line.endswith("::100%25 off%0D%0Aby 2, at x:1") for line in errors)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.gpu.baseline import FAIL_SLOWER, WARN_SLOWER, Baseline, compare
+from harness.gpu.baseline import Baseline
+from harness.gpu.gate import FAIL_SLOWER, WARN_SLOWER, compare
 from harness.gpu.gpu_state import summarize
 from harness.gpu.timing_bench import Repetition, criteria, identical_groups, spread
 

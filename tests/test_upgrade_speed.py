@@ -13,8 +13,10 @@ import pytest
 from conftest import REPO
 from script_runner import load_script
 
-from harness.gpu.baseline import FAIL_SLOWER, WARN_SLOWER
 from harness.gpu.upgrade_speed import (
+    FASTER_BELOW,
+    MAYBE_SLOWER_ABOVE,
+    SLOWER_ABOVE,
     ProcessWorker,
     SpeedRow,
     WorkerFailed,
@@ -60,10 +62,10 @@ def test_a_variant_is_compared_block_by_block_and_only_where_both_timed_it():
 @pytest.mark.parametrize(
     ("candidate", "verdict"),
     [
-        ([1 / (1 + FAIL_SLOWER + 0.01)] * 3, "slower"),
-        ([1 / (1 + FAIL_SLOWER + 0.01)] * 2 + [1.0], "unchanged"),  # one block disagrees: no verdict
-        ([1 / (1 + (WARN_SLOWER + FAIL_SLOWER) / 2)] * 3, "maybe slower"),
-        ([1 / (1 - WARN_SLOWER - 0.01)] * 3, "faster"),
+        ([1 / (1 + SLOWER_ABOVE + 0.01)] * 3, "slower"),
+        ([1 / (1 + SLOWER_ABOVE + 0.01)] * 2 + [1.0], "unchanged"),  # one block disagrees: no verdict
+        ([1 / (1 + (MAYBE_SLOWER_ABOVE + SLOWER_ABOVE) / 2)] * 3, "maybe slower"),
+        ([1 / (1 + FASTER_BELOW - 0.01)] * 3, "faster"),
         ([1.0] * 3, "unchanged"),
     ],
 )

@@ -1,18 +1,17 @@
-"""Timing baselines: one committed file per GPU model under golden/timing/, and the soft gate.
+"""Timing baselines: one committed file per GPU model under golden/timing/, read, written and keyed.
 
 A baseline holds each variant's ratio to its reference (reference ms / variant ms, so higher
-is faster), keyed by the GPU name and the CUDA, torch and TileLang versions.
-Ratios, not milliseconds, because cuBLAS in the same process absorbs most of what a shared
-GPU's clocks and neighbours do to both. A variant more than WARN_SLOWER slower per unit of its
-reference than the baseline warns; more than FAIL_SLOWER fails, but only if a re-measurement
-confirms it (docs/gpu.md says how these were chosen). Another key, or no file: report only.
+is faster) and the problem it was measured at, keyed by the GPU name and the CUDA, torch and
+TileLang versions. Ratios, not milliseconds, because cuBLAS in the same process absorbs most of
+what a shared GPU's clocks and neighbours do to both. What a run's ratios are held to against
+it is harness.gpu.gate's to decide.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,19 +22,12 @@ from harness.environment import running_under_ci
 from harness.files import atomic_write
 
 TIMING_DIR = Path("golden") / "timing"
-# Measured by scripts/bench_timing.py on the H200 (docs/gpu.md, "How sharp the gate is").
-WARN_SLOWER = 0.03
-FAIL_SLOWER = 0.04
 BASELINE_FORMAT = 1
-CORRUPT = "corrupt"  # the Comparison status for a baseline file that cannot be read
 RECORD_COMMAND = "nox -s gpu -- --record-baseline"
 HEADER = (
     "# Timing baseline for one GPU model: each variant's ratio to its reference (reference ms / variant ms).\n"
     f"# Written by `{RECORD_COMMAND}` on that GPU; never edit by hand.\n"
 )
-
-# variant keys -> their re-measured ratios
-Remeasure = Callable[[Sequence[str]], Mapping[str, float]]
 
 
 class CorruptBaseline(ValueError):
@@ -53,32 +45,6 @@ class Baseline:
     problems: dict[str, str] = field(default_factory=dict)  # variant -> the problem its ratio was measured at
 
 
-@dataclass
-class Verdict:
-    variant: str
-    level: str  # ok | warn | fail | new
-    ratio: float
-    baseline_ratio: float | None = None
-    remeasured_ratio: float | None = None
-    message: str = ""
-
-    @property
-    def slower_by(self) -> float | None:
-        return None if self.baseline_ratio is None else slower_by(self.ratio, self.baseline_ratio)
-
-
-@dataclass
-class Comparison:
-    status: str  # compared | missing | key mismatch | recorded | corrupt
-    path: str
-    message: str
-    verdicts: dict[str, Verdict] = field(default_factory=dict)
-    not_checked: list[str] = field(default_factory=list)  # in the baseline, absent from this run
-
-    def of_level(self, level: str) -> list[Verdict]:
-        return [v for v in self.verdicts.values() if v.level == level]
-
-
 def baseline_path(gpu_name: str, root: Path = TIMING_DIR) -> Path:
     """`NVIDIA H200` -> golden/timing/nvidia-h200.yaml."""
     slug = re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
@@ -91,11 +57,13 @@ def baseline_key(gpu_name: str, versions: Mapping[str, str]) -> dict[str, str]:
     return {"gpu": str(gpu_name), **{name: str(versions[name]) for name in ("cuda", "torch", "tilelang")}}
 
 
-def slower_by(ratio: float, baseline_ratio: float) -> float:
-    """How much more time per unit of the reference than the baseline: 0.05 = 5 % slower, negative = faster.
-
-    A kernel doing 5 % more work, at the same speed, is 5 % slower by this measure."""
-    return baseline_ratio / ratio - 1.0
+def key_differences(baseline: Baseline, key: Mapping[str, str]) -> list[str]:
+    """`name: baseline 'x', now 'y'` for every part of `key` the baseline was recorded under otherwise."""
+    return [
+        f"{name}: baseline {baseline.key.get(name)!r}, now {value!r}"
+        for name, value in key.items()
+        if baseline.key.get(name) != value
+    ]
 
 
 def read_baseline(path: Path) -> Baseline | None:
@@ -149,87 +117,3 @@ def check_may_record(force: bool, environ: Mapping[str, str] = os.environ) -> No
 def write_baseline(path: Path, text: str, force: bool, environ: Mapping[str, str] = os.environ) -> None:
     check_may_record(force, environ)
     atomic_write(path, text)
-
-
-def compare(
-    baseline: Baseline | None,
-    path: Path,
-    key: Mapping[str, str],
-    ratios: Mapping[str, float],
-    remeasure: Remeasure,
-    problems: Mapping[str, str] | None = None,
-) -> Comparison:
-    """The soft gate for every measured ratio; `remeasure` is asked only about suspected failures."""
-    if baseline is None:
-        return Comparison(
-            "missing",
-            str(path),
-            f"no timing baseline for {key['gpu']} ({path}): timings are reported only. "
-            f"Record one on this GPU with `{RECORD_COMMAND}` and commit it.",
-        )
-    differing = [
-        f"{name}: baseline {baseline.key.get(name)!r}, now {value!r}"
-        for name, value in key.items()
-        if baseline.key.get(name) != value
-    ]
-    if differing:
-        return Comparison(
-            "key mismatch",
-            str(path),
-            f"{path} was recorded under another key ({'; '.join(differing)}): ratios are not compared, "
-            f"timings are reported only. Record a baseline for this setup with `{RECORD_COMMAND}`.",
-        )
-    verdicts: dict[str, Verdict] = {}
-    suspects: list[str] = []
-    for variant, ratio in ratios.items():
-        if variant not in baseline.ratios:
-            verdicts[variant] = Verdict(variant, "new", ratio, message="no baseline entry yet")
-            continue
-        recorded, now = baseline.problems.get(variant), (problems or {}).get(variant)
-        if recorded is not None and now is not None and recorded != now:
-            verdicts[variant] = Verdict(
-                variant, "new", ratio, message=f"problem changed ({recorded} -> {now}): not compared; record again"
-            )
-            continue
-        verdict = Verdict(variant, "ok", ratio, baseline.ratios[variant])
-        change = slower_by(ratio, verdict.baseline_ratio)
-        if change > FAIL_SLOWER:
-            suspects.append(variant)
-        elif change > WARN_SLOWER:
-            verdict.level = "warn"
-            verdict.message = (
-                f"{change:.1%} slower than the baseline ratio {verdict.baseline_ratio:.3f} "
-                f"(warn above {WARN_SLOWER:.0%})"
-            )
-        verdicts[variant] = verdict
-    remeasured = remeasure(suspects) if suspects else {}
-    for variant in suspects:
-        verdict = verdicts[variant]
-        first = slower_by(verdict.ratio, verdict.baseline_ratio)
-        again = remeasured.get(variant)
-        verdict.remeasured_ratio = again
-        if again is not None and slower_by(again, verdict.baseline_ratio) > FAIL_SLOWER:
-            verdict.level = "fail"
-            verdict.message = (
-                f"{first:.1%} slower than the baseline ratio {verdict.baseline_ratio:.3f}, confirmed by a "
-                f"re-measurement ({slower_by(again, verdict.baseline_ratio):.1%} slower; fail above {FAIL_SLOWER:.0%})"
-            )
-        else:
-            verdict.level = "warn"
-            again_text = (
-                "no re-measurement"
-                if again is None
-                else f"{slower_by(again, verdict.baseline_ratio):.1%} on re-measurement"
-            )
-            verdict.message = (
-                f"{first:.1%} slower than the baseline ratio {verdict.baseline_ratio:.3f} at first, "
-                f"{again_text}: not confirmed, so a warning"
-            )
-    not_checked = sorted(set(baseline.ratios) - set(ratios))
-    fails, warns = (
-        len([v for v in verdicts.values() if v.level == "fail"]),
-        len([v for v in verdicts.values() if v.level == "warn"]),
-    )
-    rest = len(verdicts) - fails - warns
-    message = f"compared with {path}: {fails} confirmed regressions, {warns} warnings, {rest} within limits or new"
-    return Comparison("compared", str(path), message, verdicts, not_checked)

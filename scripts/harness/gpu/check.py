@@ -1,11 +1,14 @@
 """The GPU check end to end: compile -> agree with the static snapshot -> numerics -> timing -> sweeps.
 
-`check_cases` is the reusable part (no baseline, no files written); `run_gpu_check` adds
-the baseline comparison or recording and the reports, and returns the exit status.
+`check_cases` is the reusable part (no baseline, no files written): every stage keeps what it
+found per variant, and each variant's result is built once at the end. `run_gpu_check` adds
+the baseline comparison or recording (harness.gpu.gate judges) and the reports, and returns the
+exit status.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -14,23 +17,21 @@ from typing import Any
 
 from harness.family import Family
 from harness.gpu.baseline import (
-    CORRUPT,
     BaselineRefused,
-    Comparison,
     CorruptBaseline,
     baseline_key,
     baseline_path,
     check_may_record,
-    compare,
     read_baseline,
     render_baseline,
     write_baseline,
 )
 from harness.gpu.compile import CompiledCase, compile_cases, read_driver_resources
 from harness.gpu.device import Device, NoCudaDevice, UnknownTarget, require_cuda
+from harness.gpu.gate import CORRUPT, RECORDED, Comparison, compare
 from harness.gpu.gpu_state import GpuState, summarize
 from harness.gpu.numerics import FamilyCallError, NumericsCase, check_numerics, fresh_seeds, prepare, validate_seeds
-from harness.gpu.results import GpuRun, VariantResult, problem_name
+from harness.gpu.results import GpuRun, SnapshotCheck, VariantResult, fits_in, problem_name, reference_name
 from harness.gpu.sweep import SweepCurve, SweepPoint
 from harness.gpu.timing import (
     DEFAULT_ROUNDS,
@@ -40,7 +41,6 @@ from harness.gpu.timing import (
     WARMUP_MS,
     Bench,
     Pair,
-    PairedTiming,
     Timing,
     make_bench,
     measure_pairs,
@@ -86,15 +86,19 @@ def check_cases(
 
     torch.empty(1, device="cuda")  # make the CUDA context current before asking the driver about kernels
     store = SnapshotStore(golden)
-    results = [_with_snapshot(c, device, store) for c in compiled]
-    runnable = [r for r in results if r.compiled.kernel is not None and not r.problems and r.fits]
+    for c in compiled:
+        if not c.error:
+            read_driver_resources(c)
+    snapshots = {c.case.key: check_snapshot(c, store) for c in compiled}
+    limit = device.shared_memory_per_block_bytes
+    runnable = [
+        c for c in compiled
+        if not c.error and not snapshots[c.case.key].problems and fits_in(c, snapshots[c.case.key], limit)
+    ]  # fmt: skip
 
     log(f"numerics: {len(runnable)} kernels x seeds {seeds}")
-    checked = check_numerics([numerics_case(r.compiled) for r in runnable], seeds)
-    for result in runnable:
-        result.numerics = checked[result.key]
+    numerics = check_numerics([numerics_case(c) for c in runnable], seeds)
 
-    timed = [r for r in runnable if r.numerics is not None and r.numerics.passed]
     bench = bench or make_bench(timer, warmup_ms, repeat_ms)
     timing_seed = fresh_seeds(1)[0] if timing_seed is None else timing_seed
     state = GpuState(torch.cuda.current_device())
@@ -102,19 +106,27 @@ def check_cases(
     if others:
         log(f"warning: other processes use this GPU while it is timed (pids {others}); timings may be off")
     pairs: dict[str, Pair] = {}
-    for result in timed:
-        try:
-            pairs[result.key] = timed_pair(result, seeds[0])
-        except FamilyCallError as error:
-            result.problems.append(str(error))
-    timed = [r for r in timed if r.key in pairs]
+    reference_errors: dict[str, str] = {}
+    for c in runnable:
+        if numerics[c.case.key].passed:
+            try:
+                pairs[c.case.key] = timed_pair(c, seeds[0])
+            except FamilyCallError as error:
+                reference_errors[c.case.key] = str(error)
 
-    log(f"timing: {len(timed)} kernels next to their references, {rounds} rounds in random order (seed {timing_seed})")
-    measured = measure_pairs([pairs[r.key] for r in timed], rounds, bench, timing_seed, state.sample)
+    log(f"timing: {len(pairs)} kernels next to their references, {rounds} rounds in random order (seed {timing_seed})")
+    measured = measure_pairs(list(pairs.values()), rounds, bench, timing_seed, state.sample)
+    results = [
+        VariantResult(
+            c, device, snapshots[c.case.key], reference_error=reference_errors.get(c.case.key),
+            numerics=numerics.get(c.case.key), paired=measured.get(c.case.key),
+        )
+        for c in compiled
+    ]  # fmt: skip
+    timed = [r for r in results if r.paired is not None]
     reference_rounds: dict[str, list[float]] = {}
     for result in timed:
-        attach_timing(result, measured[result.key], device)
-        reference_rounds.setdefault(result.reference, []).extend(measured[result.key].reference.rounds_ms)
+        reference_rounds.setdefault(result.reference, []).extend(result.paired.reference.rounds_ms)
     reference_timings = {name: Timing(tuple(values)) for name, values in reference_rounds.items()}
     reference_throughput = {
         r.reference: throughput(r.compiled.case.family.work(r.compiled.case.params),
@@ -139,7 +151,7 @@ def check_cases(
             "paired": True,
             "order_seed": timing_seed,
         },
-        gpu_state=summarize([s for r in timed for s in measured[r.key].states]),
+        gpu_state=summarize([s for r in timed for s in r.paired.states]),
         gpu_state_note=state.note,
         other_processes=others,
         pairs=pairs,
@@ -162,20 +174,12 @@ def numerics_case(compiled: CompiledCase, key: str | None = None) -> NumericsCas
     )
 
 
-def attach_timing(result: VariantResult, paired: PairedTiming, device: Device) -> None:
-    case = result.compiled.case
-    result.timing = paired.variant
-    result.paired = paired
-    result.ratio = paired.ratio
-    result.throughput = throughput(case.family.work(case.params), paired.variant.median_ms, device.peak)
-
-
-def timed_pair(result: VariantResult, seed: int) -> Pair:
+def timed_pair(compiled: CompiledCase, seed: int) -> Pair:
     """The kernel and its PyTorch op on one seed's inputs, ready to be timed; each call returns fresh outputs,
     as it does for the kernel's users."""
-    compiled = result.compiled
-    family, params = compiled.case.family, compiled.case.params
-    prepared = prepare(numerics_case(compiled, result.key), seed, "cuda", checking=False)
+    case = compiled.case
+    family, params = case.family, case.params
+    prepared = prepare(numerics_case(compiled), seed, "cuda", checking=False)
 
     def reference() -> Any:
         return family.speed_reference(params, *prepared.inputs)
@@ -184,40 +188,35 @@ def timed_pair(result: VariantResult, seed: int) -> Pair:
         reference()  # once before timing: a failing op is this case's failure, not the run's
     except Exception as error:
         raise FamilyCallError(f"{family.file}: speed_reference raised {type(error).__name__}: {error}") from error
-    return Pair(result.key, lambda: compiled.kernel(*prepared.inputs), result.reference, reference)
+    return Pair(case.key, lambda: compiled.kernel(*prepared.inputs), reference_name(case), reference)
 
 
-def _with_snapshot(compiled: CompiledCase, device: Device, store: SnapshotStore) -> VariantResult:
-    """Check the compiled kernel against its static snapshot for this device's target."""
+def check_snapshot(compiled: CompiledCase, store: SnapshotStore) -> SnapshotCheck:
+    """The compiled kernel against its static snapshot for its target (nothing to compare when it did not compile)."""
     case = compiled.case
     facts_path = f"{case.id}.yaml"
     shown = (store.root / facts_path).as_posix()
-    result = VariantResult(compiled, device.shared_memory_per_block_bytes, shown)
     if compiled.error:
-        result.problems.append(f"{case.id}: {compiled.error}")
-        return result
-    read_driver_resources(compiled)
+        return SnapshotCheck(shown)
     regen = f'nox -s regen-golden -- -k "{case.id}"'
     text = store.read(facts_path)
     if text is None:
-        result.problems.append(f"{shown}: no static snapshot for this variant and target; run `{regen}` and commit it")
-        return result
+        missing = f"{shown}: no static snapshot for this variant and target; run `{regen}` and commit it"
+        return SnapshotCheck(shown, problems=(missing,))
     try:
         snapshot = parse_facts(text, shown)["dynamic_shared_memory_bytes"]
     except CorruptSnapshot as error:
-        result.problems.append(str(error))
-        return result
-    result.snapshot_shared_memory_bytes = snapshot
+        return SnapshotCheck(shown, problems=(str(error),))
+    problems = ()
     if compiled.dynamic_shared_memory_bytes != snapshot:
-        result.problems.append(
+        problems = (
             f"{shown}: dynamic_shared_memory_bytes is {snapshot} in the snapshot, but the kernel compiled here "
             f"launches with {compiled.dynamic_shared_memory_bytes}; run `nox -s static` to see what changed, "
-            f"then `{regen}`"
+            f"then `{regen}`",
         )
     cuda = store.read(f"{case.id}.cu")
-    if cuda is not None:
-        result.cuda_matches_snapshot = normalize_cuda(compiled.kernel.kernel_source) == strip_cuda_header(cuda)
-    return result
+    matches = None if cuda is None else normalize_cuda(compiled.kernel.kernel_source) == strip_cuda_header(cuda)
+    return SnapshotCheck(shown, snapshot, matches, problems)
 
 
 def build_sweeps(results: Sequence[VariantResult]) -> list[SweepCurve]:
@@ -248,23 +247,18 @@ def _problems(run: GpuRun) -> dict[str, str]:
 
 
 def compare_with_baseline(run: GpuRun, timing_dir: Path) -> Comparison:
-    """Attach the soft gate's verdicts to the run's variants."""
+    """The timing gate's verdicts on the run's ratios, against the baseline of its GPU model."""
     path = baseline_path(run.device.name, timing_dir)
     key = baseline_key(run.device.name, run.device.versions)
     ratios = {r.key: r.ratio for r in run.variants if r.ratio is not None}
     try:
         baseline = read_baseline(path)
     except CorruptBaseline as error:  # a broken committed file fails the run; it must not read as "no baseline"
-        run.comparison = Comparison(CORRUPT, str(path), str(error))
-        return run.comparison
-    comparison = compare(baseline, path, key, ratios, run.remeasure or (lambda keys: {}), _problems(run))
-    for result in run.variants:
-        result.verdict = comparison.verdicts.get(result.key)
-    run.comparison = comparison
-    return comparison
+        return Comparison(CORRUPT, str(path), str(error))
+    return compare(baseline, path, key, ratios, run.remeasure or (lambda keys: {}), _problems(run))
 
 
-def record_baseline(run: GpuRun, timing_dir: Path, force: bool, environ: Mapping[str, str] = os.environ) -> Path:
+def record_baseline(run: GpuRun, timing_dir: Path, force: bool, environ: Mapping[str, str] = os.environ) -> Comparison:
     """Write this run's ratios as the baseline for its GPU model (only from a run without failures)."""
     if run.failures:
         raise BaselineRefused(
@@ -275,13 +269,9 @@ def record_baseline(run: GpuRun, timing_dir: Path, force: bool, environ: Mapping
     key = baseline_key(run.device.name, run.device.versions)
     ratios = {r.key: r.ratio for r in run.variants if r.ratio is not None}
     write_baseline(path, render_baseline(key, ratios, _problems(run), run.timer), force, environ)
-    run.recorded_baseline = str(path)
-    run.comparison = Comparison(
-        "recorded",
-        str(path),
-        f"recorded a new baseline in {path} ({len(ratios)} ratios); review its diff and commit it",
+    return Comparison(
+        RECORDED, str(path), f"recorded a new baseline in {path} ({len(ratios)} ratios); review its diff and commit it"
     )
-    return path
 
 
 def run_gpu_check(
@@ -311,16 +301,17 @@ def run_gpu_check(
     except (NoCudaDevice, UnknownTarget, BaselineRefused) as error:
         log(f"gpu check stopped, nothing was checked: {error}")
         return 2
+    comparison: Comparison | None = None
     if record:
         try:
-            record_baseline(run, timing_dir, force_record, environ)
+            comparison = record_baseline(run, timing_dir, force_record, environ)
         except BaselineRefused as error:
             log(str(error))
     else:
-        compare_with_baseline(run, timing_dir)
-    run.wall_seconds = time.perf_counter() - started
+        comparison = compare_with_baseline(run, timing_dir)
+    run = dataclasses.replace(run, comparison=comparison, wall_seconds=time.perf_counter() - started)
     for path in write_reports(run, output, environ, log):
         log(f"wrote {path}")
-    if record and run.recorded_baseline is None:
+    if record and comparison is None:
         return 1
     return 0 if run.passed else 1

@@ -14,8 +14,8 @@ from typing import Any
 
 from harness.ci.job_summary import capped, workflow_command
 from harness.files import atomic_write
-from harness.gpu.baseline import CORRUPT
-from harness.gpu.results import DOES_NOT_FIT, FAIL, PASS, GpuRun, VariantResult
+from harness.gpu.gate import CORRUPT, DOES_NOT_FIT, FAIL, KEY_MISMATCH, MISSING, NEW, PASS, Verdict
+from harness.gpu.results import GpuRun, VariantResult
 from harness.gpu.sweep import SweepCurve, conclusions
 from harness.gpu.timing import Throughput
 
@@ -48,7 +48,7 @@ def report_data(run: GpuRun) -> dict[str, Any]:
         "compile_seconds": round(run.compile_seconds, 2),
         "wall_seconds": round(run.wall_seconds, 2),
         "counts": _counts(run),
-        "failures": {v.key: v.hard_problems() for v in run.failures},
+        "failures": {v.key: list(run.verdict(v).problems) for v in run.failures},
         "does_not_fit": {v.key: v.fit_note() for v in run.not_fitting},
         "warnings": run.warnings(),
         "gpu_state": run.gpu_state,
@@ -67,13 +67,48 @@ def report_data(run: GpuRun) -> dict[str, Any]:
             "message": run.comparison.message,
             "not_checked": run.comparison.not_checked,
         },
-        "variants": [v.as_dict() for v in run.variants],
+        "variants": [_variant_data(run, v) for v in run.variants],
         "sweeps": {"curves": [s.as_dict() for s in run.sweeps], "conclusions": conclusions(run.sweeps)},
     }
 
 
+def _variant_data(run: GpuRun, v: VariantResult) -> dict[str, Any]:
+    compiled, snapshot, verdict = v.compiled, v.snapshot, run.verdict(v)
+    timing = verdict.timing
+    return {
+        "variant": v.key,
+        "reference": v.reference,
+        "status": verdict.status,
+        "problems": list(verdict.problems) + ([] if v.fits else [v.fit_note()]),
+        "compile_target": compiled.compile_target,
+        "dynamic_shared_memory_bytes": compiled.dynamic_shared_memory_bytes,
+        "snapshot_dynamic_shared_memory_bytes": snapshot.shared_memory_bytes,
+        "snapshot": snapshot.path,
+        "cuda_matches_snapshot": snapshot.cuda_matches,
+        "static_shared_memory_bytes": compiled.static_shared_memory_bytes,
+        "registers_per_thread": compiled.registers_per_thread,
+        "resources_note": compiled.resources_note,
+        "fits": v.fits,
+        "needs_shared_memory_bytes": v.needs_bytes,
+        "numerics": None if v.numerics is None else v.numerics.as_dict(),
+        "timing": None if v.paired is None else v.paired.as_dict(),
+        "ratio_to_reference": v.ratio,
+        "throughput": _as_dict(v.throughput),
+        "baseline": None
+        if timing is None
+        else {
+            "level": timing.level,
+            "baseline_ratio": timing.baseline_ratio,
+            "slower_by": timing.slower_by,
+            "remeasured_ratio": timing.remeasured_ratio,
+            "message": timing.message,
+        },
+    }
+
+
 def _counts(run: GpuRun) -> dict[str, int]:
-    return {status: sum(v.status == status for v in run.variants) for status in (PASS, FAIL, DOES_NOT_FIT)}
+    statuses = [run.verdict(v).status for v in run.variants]
+    return {status: statuses.count(status) for status in (PASS, FAIL, DOES_NOT_FIT)}
 
 
 def _as_dict(value: Throughput | None) -> dict[str, Any] | None:
@@ -105,7 +140,7 @@ def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
         lines.append(f"- fastest: {fastest.key}, {fastest.ratio:.2f}x the speed of its reference ({fastest.reference})")
     if run.failures:
         lines += ["", "### Failures", ""]
-        lines += [f"- {v.key}: {problem}" for v in run.failures for problem in v.hard_problems()]
+        lines += [f"- {v.key}: {problem}" for v in run.failures for problem in run.verdict(v).problems]
     warnings = [w for w in run.warnings() if "does not fit" not in w]
     if warnings:
         lines += ["", "### Timing warnings", ""] + [f"- {w}" for w in warnings]
@@ -161,12 +196,12 @@ def _variant_table(run: GpuRun) -> str:
         timing = v.timing
         cells = [
             v.key,
-            v.status,
+            run.verdict(v).status,
             _num(timing and timing.median_ms, ".3f"),
             _pct(v.paired and v.paired.ratio_spread),
             *_rates(v.throughput),
             _num(v.ratio, ".2f"),
-            _baseline_cell(v),
+            _baseline_cell(run.verdict(v).timing),
             _num(v.shared_memory_bytes, "d"),
             _num(v.compiled.registers_per_thread, "d"),
         ]
@@ -195,11 +230,10 @@ def _sweep_table(curves: list[SweepCurve]) -> str:
     return "\n".join(rows)
 
 
-def _baseline_cell(v: VariantResult) -> str:
-    verdict = v.verdict
+def _baseline_cell(verdict: Verdict | None) -> str:
     if verdict is None:
         return ""
-    if verdict.level == "new":
+    if verdict.level == NEW:
         return "new"
     return f"{verdict.level} ({verdict.slower_by:+.1%} time)"
 
@@ -215,11 +249,13 @@ def _pct(value: float | None) -> str:
 def workflow_commands(run: GpuRun) -> list[str]:
     """GitHub Actions workflow commands for what a maintainer must see without opening the log,
     escaped and capped as the static summary's are (GitHub shows 10 of each kind per step)."""
-    lines = [workflow_command("error", p, title=f"gpu check {v.key}") for v in run.failures for p in v.hard_problems()]
+    lines = [
+        workflow_command("error", p, title=f"gpu check {v.key}") for v in run.failures for p in run.verdict(v).problems
+    ]
     lines += [workflow_command("warning", w, title="gpu check") for w in run.warnings()]
     if run.comparison is not None and run.comparison.status == CORRUPT:
         lines.append(workflow_command("error", run.comparison.message, title="gpu timing baseline"))
-    if run.comparison is not None and run.comparison.status in ("missing", "key mismatch"):
+    if run.comparison is not None and run.comparison.status in (MISSING, KEY_MISMATCH):
         lines.append(workflow_command("notice", run.comparison.message, title="gpu timing baseline"))
     return capped(lines, "GPU finding(s)")
 

@@ -57,7 +57,6 @@ def run_steps(specs: Sequence[str], rounds: int, seeds: Sequence[int], log: Call
     from harness.gpu.compile import compile_cases
     from harness.gpu.device import require_cuda
     from harness.gpu.numerics import check_numerics
-    from harness.gpu.results import VariantResult
     from harness.gpu.timing import make_bench, measure_pairs
 
     device = require_cuda()
@@ -76,8 +75,7 @@ def run_steps(specs: Sequence[str], rounds: int, seeds: Sequence[int], log: Call
         checked = check_numerics([numerics_case(built)], seeds)[step.case.key]
         numerics[step.spec] = "pass" if checked.passed else "; ".join(checked.problems())
         if checked.passed:
-            result = VariantResult(built, device.shared_memory_per_block_bytes, "")
-            pairs.append(timed_pair(result, seeds[0]))  # keyed by the step's spec: its case key
+            pairs.append(timed_pair(built, seeds[0]))  # keyed by the step's spec: its case key
     log(f"timing {len(pairs)} steps next to their references")
     measured = measure_pairs(pairs, rounds, make_bench(), seed=seeds[0])
     previous = None

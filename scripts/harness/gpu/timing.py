@@ -5,6 +5,7 @@ of milliseconds. One measurement therefore times a variant and its reference tog
 - timer "interleaved" (the default): launches alternate, variant and reference, in an ABBA order,
   the L2 cache flushed before each launch as `triton.testing.do_bench` does, each launch timed by
   CUDA events; each side's figure is the median of its launches. Both sides see the same clocks.
+  The loop takes what times a launch as an argument, so the CPU tests run it on a fake clock.
 - timer "events": `do_bench` on the variant, then `do_bench` on the reference (100 ms each), so a
   clock change between the two moves the ratio;
 - timer "cudagraph": the same with `do_bench_cudagraph` (launch gaps replayed from a graph).
@@ -38,6 +39,8 @@ TIMERS = tuple(TIMER_TOOLS)  # the first is the default
 Launch = Callable[[], Any]
 # bench(first, second) -> (first's ms, second's ms) for one launch of each, measured together.
 Bench = Callable[[Launch, Launch], tuple[float, float]]
+# timed(launches) -> each launch's milliseconds, the launches run in the order given.
+LaunchTimer = Callable[[Sequence[Launch]], list[float]]
 # sample() -> the GPU's state right now (clocks, power, throttle reasons), or {} when unknown.
 Sampler = Callable[[], dict[str, Any]]
 
@@ -100,6 +103,13 @@ class PairedTiming:
         }
 
 
+def slower_by(ratio: float, earlier_ratio: float) -> float:
+    """How much more time per unit of the reference than at `earlier_ratio`: 0.05 = 5 % slower, negative = faster.
+
+    A kernel doing 5 % more work, at the same speed, is 5 % slower by this measure."""
+    return earlier_ratio / ratio - 1.0
+
+
 def one_after_the_other(bench: Callable[[Launch], float]) -> Bench:
     """A pair bench from a single-launch one: the first measured, then the second."""
     return lambda first, second: (bench(first), bench(second))
@@ -110,7 +120,7 @@ def make_bench(timer: str = "interleaved", warmup_ms: float = WARMUP_MS, repeat_
     if timer not in TIMERS:
         raise ValueError(f"timer {timer!r}: choose one of {TIMERS}")
     if timer == "interleaved":
-        return _interleaved(warmup_ms, repeat_ms)
+        return interleaved_bench(cuda_event_timer(), warmup_ms, repeat_ms)
     from triton.testing import do_bench, do_bench_cudagraph
 
     if timer == "events":
@@ -125,8 +135,26 @@ def abba(pairs: int) -> list[int]:
     return [side for i in range(pairs) for side in ((0, 1) if i % 2 == 0 else (1, 0))]
 
 
-def _interleaved(warmup_ms: float, repeat_ms: float) -> Bench:
-    """do_bench's loop (flush L2, event, launch, event) over two launches that take turns: ABBA..."""
+def interleaved_bench(timed: LaunchTimer, warmup_ms: float = WARMUP_MS, repeat_ms: float = REPEAT_MS) -> Bench:
+    """do_bench's loop over two launches that take turns, ABBA...; `timed` times each launch (CUDA events
+    on the GPU, a fake clock in the CPU tests), so the bookkeeping here is the same in both."""
+
+    def bench(first: Launch, second: Launch) -> tuple[float, float]:
+        estimate = timed([first, second] * 3)  # like do_bench: size the loop from a short run
+        per_pair_ms = max(sum(estimate) / 3, 1e-3)
+        warmup_pairs, pairs = max(1, round(warmup_ms / per_pair_ms)), max(2, round(repeat_ms / per_pair_ms))
+        timed([first, second] * warmup_pairs)
+        sides = abba(pairs)
+        times = timed([(first, second)[side] for side in sides])
+        first_ms = [t for t, side in zip(times, sides, strict=True) if side == 0]
+        second_ms = [t for t, side in zip(times, sides, strict=True) if side == 1]
+        return statistics.median(first_ms), statistics.median(second_ms)
+
+    return bench
+
+
+def cuda_event_timer() -> LaunchTimer:
+    """Each launch timed by CUDA events, the L2 cache flushed before it as `triton.testing.do_bench` does."""
     import torch
     from triton import runtime
 
@@ -134,7 +162,7 @@ def _interleaved(warmup_ms: float, repeat_ms: float) -> Bench:
     flush_buffer = driver.get_empty_cache_for_benchmark()
     clear = getattr(driver, "clear_cache", None) or (lambda buffer: buffer.zero_())
 
-    def timed_launches(launches: Sequence[Launch]) -> list[float]:
+    def timed(launches: Sequence[Launch]) -> list[float]:
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in launches]
         for launch, (start, stop) in zip(launches, events, strict=True):
             clear(flush_buffer)
@@ -144,18 +172,7 @@ def _interleaved(warmup_ms: float, repeat_ms: float) -> Bench:
         torch.cuda.synchronize()
         return [start.elapsed_time(stop) for start, stop in events]
 
-    def bench(first: Launch, second: Launch) -> tuple[float, float]:
-        estimate = timed_launches([first, second] * 3)  # like do_bench: size the loop from a short run
-        per_pair_ms = max(sum(estimate) / 3, 1e-3)
-        warmup_pairs, pairs = max(1, round(warmup_ms / per_pair_ms)), max(2, round(repeat_ms / per_pair_ms))
-        timed_launches([first, second] * warmup_pairs)
-        sides = abba(pairs)
-        times = timed_launches([(first, second)[side] for side in sides])
-        first_ms = [t for t, side in zip(times, sides, strict=True) if side == 0]
-        second_ms = [t for t, side in zip(times, sides, strict=True) if side == 1]
-        return statistics.median(first_ms), statistics.median(second_ms)
-
-    return bench
+    return timed
 
 
 def measure_pairs(

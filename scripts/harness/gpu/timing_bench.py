@@ -1,5 +1,6 @@
-"""The timing benchmark behind the gate's thresholds (scripts/bench_timing.py): repetitions of the
-session's timing method, and the statistics the timing issue asks of them.
+"""The timing benchmark behind the gate's levels (scripts/bench_timing.py): repetitions of the
+session's timing method, and the statistics the timing issue asks of them, judged by the gate itself
+(harness.gpu.gate's levels and `compare`).
 
 The statistics are pure functions (tested with fakes); `run_benchmark` needs a CUDA GPU.
 """
@@ -11,11 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.gpu.baseline import FAIL_SLOWER, WARN_SLOWER, Comparison, compare, slower_by
+from harness.gpu.gate import FAIL, FAIL_SLOWER, WARN, WARN_SLOWER, Comparison, compare
+from harness.gpu.timing import slower_by
 
 IDENTICAL_WITHIN = 0.01  # criterion 1: byte-identical kernels, max/min - 1 of their ratios
 REPEATABLE_WITHIN = 0.01  # criterion 2: a variant's ratio over the repetitions
-DETECTED_AT = 0.04  # criterion 3: a twin with 5 % more work measured at least this much slower
 
 
 def spread(values: Sequence[float]) -> float:
@@ -52,7 +53,7 @@ def criteria(
     slowdowns = [r.ratios[original] / r.ratios[twin] - 1 for r in repetitions for twin, original in twins.items()]
     twin_levels = [c.verdicts[original].level for r in repetitions for twin, original in twins.items() for c in
                    [r.twins[twin]]]  # fmt: skip
-    alarms = [v for r in repetitions for v in r.unchanged.verdicts.values() if v.level in ("warn", "fail")]
+    alarms = [v for r in repetitions for v in r.unchanged.verdicts.values() if v.level in (WARN, FAIL)]
     return [
         (
             f"1. byte-identical kernels within {IDENTICAL_WITHIN:.0%} of each other in every repetition",
@@ -65,13 +66,14 @@ def criteria(
             f"worst {worst} {repeat[worst]:.2%}; median {sorted(repeat.values())[len(repeat) // 2]:.2%}",
         ),
         (
-            f"3a. every twin measured at least {DETECTED_AT:.0%} slower per unit of its reference",
-            bool(slowdowns) and min(slowdowns) >= DETECTED_AT,
+            # criterion 3: a twin doing a few per cent more work must measure beyond the gate's fail level
+            f"3a. every twin measured at least {FAIL_SLOWER:.0%} slower per unit of its reference",
+            bool(slowdowns) and min(slowdowns) >= FAIL_SLOWER,
             f"slowdowns {min(slowdowns):.2%} to {max(slowdowns):.2%}" if slowdowns else "no twin",
         ),
         (
             "3b. the gate fails every twin against its original's baseline entry",
-            bool(twin_levels) and all(level == "fail" for level in twin_levels),
+            bool(twin_levels) and all(level == FAIL for level in twin_levels),
             f"verdicts: {', '.join(sorted(set(twin_levels)))}",
         ),
         (
@@ -94,11 +96,11 @@ def run_benchmark(
     """The benchmark on the current GPU, with every family's declared twin: table lines and whether
     every criterion holds."""
     from harness.family import registry
-    from harness.gpu.baseline import baseline_key, baseline_path, read_baseline
+    from harness.gpu.baseline import baseline_key, baseline_path, key_differences, read_baseline
     from harness.gpu.check import check_cases, device_cases, timed_pair
     from harness.gpu.compile import compile_cases
     from harness.gpu.gpu_state import GpuState, summarize
-    from harness.gpu.results import VariantResult, problem_name
+    from harness.gpu.results import problem_name
     from harness.gpu.timing import Pair, make_bench, measure_pairs
     from harness.static.cases import Case
     from harness.static.snapshot import SnapshotStore, strip_cuda_header
@@ -111,7 +113,7 @@ def run_benchmark(
     path = baseline_path(device.name, timing_dir)
     baseline = read_baseline(path)
     key = baseline_key(device.name, device.versions)
-    if baseline is None or any(baseline.key.get(k) != v for k, v in key.items()):
+    if baseline is None or key_differences(baseline, key):
         return [f"{path}: no baseline for this setup; record one with `nox -s gpu -- --record-baseline`"], False
     by_key = {r.key: r for r in run.variants}
     problems = {r.key: problem_name(r.compiled.case) for r in run.variants}
@@ -126,9 +128,9 @@ def run_benchmark(
             case.variant, name=f"{case.variant.name}_twin", shape={**case.variant.shape, dimension: value}
         )
         twin_case = Case(case.family, variant, case.target)
-        twin = VariantResult(compile_cases([twin_case])[0], result.device_limit_bytes, "")
-        if twin.compiled.kernel is None:
-            return [f"twin of {original} did not compile: {twin.compiled.error}"], False
+        twin = compile_cases([twin_case])[0]
+        if twin.kernel is None:
+            return [f"twin of {original} did not compile: {twin.error}"], False
         kernel = timed_pair(twin, run.seeds[0]).run
         pairs[twin_case.key] = Pair(twin_case.key, kernel, pairs[original].reference, pairs[original].reference_run)
         twins[twin_case.key] = original

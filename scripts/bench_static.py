@@ -1,7 +1,9 @@
 """How long the static check takes: per-case lowering time, then `nox -s static` end to end.
 
-    python3 scripts/bench_static.py            # both parts (needs the nox venv once: `nox -s static`)
-    python3 scripts/bench_static.py --no-nox   # only the per-case lowering table
+    .nox/static/bin/python scripts/bench_static.py            # both parts (after `nox -s static` once)
+    .nox/static/bin/python scripts/bench_static.py --no-nox   # only the per-case lowering table
+
+It runs in the static session's Python, which holds this project; `nox` itself is taken from PATH.
 
 The nox runs reuse their virtualenv, as a developer's second run would: `-r` (pip still confirms
 the pins) and `-R` (no install step).
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -36,11 +39,9 @@ def time_lowerings() -> list[tuple[str, float]]:
 NOX_REUSE_FLAGS = ("-r", "-R")
 
 
-def time_nox_static(reuse_flag: str) -> tuple[float, int]:
+def time_nox_static(nox: str, reuse_flag: str) -> tuple[float, int]:
     start = time.perf_counter()
-    completed = subprocess.run(
-        [sys.executable, "-m", "nox", reuse_flag, "-s", "static"], cwd=REPO, capture_output=True, text=True
-    )
+    completed = subprocess.run([nox, reuse_flag, "-s", "static"], cwd=REPO, capture_output=True, text=True)
     return time.perf_counter() - start, completed.returncode
 
 
@@ -72,12 +73,16 @@ def main() -> int:
     total = sum(s for _, s in timings)
     print(f"{'all':<34} {len(timings):>5} {total:8.1f}  (serial, one process)")
 
+    nox = shutil.which("nox")
+    if not args.no_nox and nox is None:
+        print("\nnox is not on PATH: `python3 -m pip install nox`, or pass --no-nox", file=sys.stderr)
+        return 2
     if not args.no_nox:
         print()
         print(f"{'command':<22} {'run':>3} {'wall s':>7} {'exit':>5}")
         for run in range(1, args.runs + 1):
             for flag in NOX_REUSE_FLAGS:  # alternated, so both see the same machine load
-                seconds, code = time_nox_static(flag)
+                seconds, code = time_nox_static(nox, flag)
                 print(f"{'nox ' + flag + ' -s static':<22} {run:>3} {seconds:7.1f} {code:>5}")
     return 0
 

@@ -20,7 +20,7 @@ def test_a_problem_dimension_in_a_step_changes_the_problem_not_the_parameters():
     dimension = next(iter(family.shape))
     step = parse_step(f"{family.name}/{variant.name}:{dimension}=1024", registry().families, "sm_90")
     assert step.case.params[dimension] == 1024 and dimension not in step.case.variant.params
-    assert family.problem(step.case.variant)[dimension] == 1024
+    assert family.dimensions(step.case.variant)[dimension] == 1024
 
 
 def test_a_step_is_the_variant_with_the_named_parameters_replaced():

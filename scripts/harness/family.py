@@ -189,13 +189,13 @@ class Family:
                 f"{where}: tolerance must be a Tolerance or one Tolerance per output, got {self.tolerance!r}"
             )
 
-    def problem(self, variant: Variant) -> dict[str, int]:
-        """The variant's problem dimensions: the family's, with the variant's overrides."""
+    def dimensions(self, variant: Variant) -> dict[str, int]:
+        """The variant's shape: the family's dimensions, with the variant's overrides."""
         return {**self.shape, **variant.shape}
 
     def params(self, variant: Variant) -> dict[str, Any]:
         """Dimensions then parameters: what the kernel is built with and the snapshot records."""
-        return {**self.problem(variant), **variant.params}
+        return {**self.dimensions(variant), **variant.params}
 
     def kernel_arguments(self, variant: Variant) -> dict[str, Any]:
         """What the kernel is called with: `params`, each dimension under the kernel's own name."""

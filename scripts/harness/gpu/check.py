@@ -31,7 +31,7 @@ from harness.gpu.device import Device, NoCudaDevice, UnknownTarget, require_cuda
 from harness.gpu.gate import CORRUPT, RECORDED, Comparison, compare
 from harness.gpu.gpu_state import GpuState, summarize
 from harness.gpu.numerics import FamilyCallError, NumericsCase, check_numerics, fresh_seeds, prepare, validate_seeds
-from harness.gpu.results import GpuRun, SnapshotCheck, VariantResult, fits_in, problem_name, reference_name
+from harness.gpu.results import GpuRun, SnapshotCheck, VariantResult, fits_in, reference_name, shape_name
 from harness.gpu.sweep import SweepCurve, SweepPoint
 from harness.gpu.timing import (
     DEFAULT_ROUNDS,
@@ -243,7 +243,7 @@ def build_sweeps(results: Sequence[VariantResult]) -> list[SweepCurve]:
 
 
 def _problems(run: GpuRun) -> dict[str, str]:
-    return {r.key: problem_name(r.compiled.case) for r in run.variants}
+    return {r.key: shape_name(r.compiled.case) for r in run.variants}
 
 
 def compare_with_baseline(run: GpuRun, timing_dir: Path) -> Comparison:

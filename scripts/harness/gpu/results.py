@@ -18,9 +18,9 @@ from harness.gpu.timing import Pair, PairedTiming, Throughput, Timing, throughpu
 from harness.static.cases import Case
 
 
-def problem_name(case: Case) -> str:
+def shape_name(case: Case) -> str:
     """`M=8192 N=8192 K=8192`: the variant's problem dimensions."""
-    return " ".join(f"{k}={v}" for k, v in case.family.problem(case.variant).items())
+    return " ".join(f"{k}={v}" for k, v in case.family.dimensions(case.variant).items())
 
 
 def reference_name(case: Case) -> str:
@@ -29,7 +29,7 @@ def reference_name(case: Case) -> str:
     One timing per distinct name: the family is part of it, since two families may label different
     ops (or inputs) alike.
     """
-    return f"{case.family.name}: {case.family.label(case.params)} [{problem_name(case)}]"
+    return f"{case.family.name}: {case.family.label(case.params)} [{shape_name(case)}]"
 
 
 @dataclass(frozen=True)

@@ -100,7 +100,7 @@ def run_benchmark(
     from harness.gpu.check import check_cases, device_cases, timed_pair
     from harness.gpu.compile import compile_cases
     from harness.gpu.gpu_state import GpuState, summarize
-    from harness.gpu.results import problem_name
+    from harness.gpu.results import shape_name
     from harness.gpu.timing import Pair, make_bench, measure_pairs
     from harness.static.cases import Case
     from harness.static.snapshot import SnapshotStore, strip_cuda_header
@@ -116,7 +116,7 @@ def run_benchmark(
     if baseline is None or key_differences(baseline, key):
         return [f"{path}: no baseline for this setup; record one with `nox -s gpu -- --record-baseline`"], False
     by_key = {r.key: r for r in run.variants}
-    problems = {r.key: problem_name(r.compiled.case) for r in run.variants}
+    problems = {r.key: shape_name(r.compiled.case) for r in run.variants}
     twins: dict[str, str] = {}
     lines = [f"{device.name}, {timer} timer, {rounds} rounds per repetition, {repetitions} repetitions", ""]
     lines += ["| twin | of | dimension | work |", "|---|---|---|---|"]

@@ -6,9 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ElementTree
 
 import pytest
 from conftest import GOLDEN_TEST, REPO, SMALL_CASE
+
+from harness.ci.job_summary import error_annotations, escape_property, read_junit
+from harness.static.cases import all_cases
 
 WORKERS = ("0", "2")  # -n 0: no xdist; -n 2: what `nox -s static` runs (-n auto on 2 cores)
 
@@ -58,8 +62,9 @@ def test_a_family_file_that_does_not_import_fails_with_its_message(tmp_path, wor
     assert "kernels/tiny_typo.py: importing it raised NameError: name 'Famly' is not defined" in result.stdout
 
 
-def test_the_items_of_one_group_run_on_one_worker(tmp_path):
-    """So each case is lowered once per run: the checks and summaries reuse their group's lowerings."""
+def test_the_items_of_one_group_run_on_one_worker_and_the_report_names_them_by_case_id(tmp_path):
+    """So each case is lowered once per run: the checks and summaries reuse their group's lowerings.
+    The group suffix that keeps them together stays out of the names the CI summary gives them."""
     import re
 
     result = session(tmp_path, "2", "-v", "--regen", "-k", "rms_norm or linear_bf16")
@@ -69,3 +74,14 @@ def test_the_items_of_one_group_run_on_one_worker(tmp_path):
         workers.setdefault(group, set()).add(worker)
     assert set(workers) == {"rms_norm", "linear_bf16"}, result.stdout
     assert all(len(ran_on) == 1 for ran_on in workers.values()), workers
+
+    case = next(c for c in all_cases() if c.family.name == "rms_norm")
+    cuda = tmp_path / "golden" / f"{case.id}.cu"
+    cuda.write_text(cuda.read_text() + "// tampered\n")
+    junit = tmp_path / "static-junit.xml"
+    result = session(tmp_path, "2", "-k", case.id, f"--junitxml={junit}")
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout + result.stderr
+    (check,) = read_junit(junit).failed
+    assert check.case_id == case.id and "@" in ElementTree.parse(junit).find(".//testcase").get("name")
+    (annotation,) = error_annotations(read_junit(junit))
+    assert f"title={escape_property(case.id)}%3A comments changed only" in annotation

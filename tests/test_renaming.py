@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.static.changes import ChangeKind
 from harness.static.diff import describe_mismatch
 from harness.static.renaming import all_tokens, classify
 
@@ -71,22 +72,26 @@ def test_swapping_two_locals_is_not_a_renaming():
     assert not classify(old, new).renamed_only
 
 
-def test_a_failing_cu_says_which_class_it_is():
+def test_a_failing_cu_says_which_kind_it_is():
     old, new = pair("ns0_64x64x32_sm_80")
-    lines = describe_mismatch("f/v/sm_80.cu", old, new)
-    assert lines[0] == "golden/f/v/sm_80.cu: CUDA changed (first with local names canonicalized, then as is)"
-    renamed = re.sub(r"\bC_l\b", "accumulator", new)
-    lines = describe_mismatch("f/v/sm_80.cu", new, renamed)
-    assert lines[0] == "golden/f/v/sm_80.cu: identifiers renamed only (1: C_l -> accumulator)"
+    changed = describe_mismatch("f/v/sm_80.cu", old, new, "golden/")
+    assert changed.kind is ChangeKind.CUDA
+    assert changed.lines()[0] == "golden/f/v/sm_80.cu: CUDA changed (first with local names canonicalized, then as is)"
+    assert changed.diff[0] == "--- golden/f/v/sm_80.cu (locals renamed as produced)"
+    renamed = describe_mismatch("f/v/sm_80.cu", new, re.sub(r"\bC_l\b", "accumulator", new), "golden/")
+    assert (renamed.kind, renamed.renaming) == (ChangeKind.RENAMED, (("C_l", "accumulator"),))
+    assert renamed.lines()[0] == "golden/f/v/sm_80.cu: identifiers renamed only (1: C_l -> accumulator)"
+    assert describe_mismatch("f/v/sm_80.cu", new, new, "golden/") is None
 
 
-def test_comment_and_whitespace_edits_get_their_own_label():
-    from harness.static.diff import describe_mismatch
+def test_comment_and_whitespace_edits_get_their_own_kind():
     from harness.static.snapshot import cuda_header
 
     header = cuda_header("f/v/sm_80", "sm_80")
     code = "int main() {\n  int i = 0;\n  return i;\n}\n"
-    commented = describe_mismatch("f/v/sm_80.cu", header + code, header + code.replace("{\n", "{\n  // note\n"))
-    spaced = describe_mismatch("f/v/sm_80.cu", header + code, header + code.replace("int i", "int  i"))
-    assert commented[0] == "golden/f/v/sm_80.cu: comments changed only (the code is the same token for token)"
-    assert spaced[0] == "golden/f/v/sm_80.cu: whitespace changed only (the code is the same token for token)"
+    commented = describe_mismatch("f/v/sm_80.cu", header + code, header + code.replace("{\n", "{\n  // note\n"), "g/")
+    spaced = describe_mismatch("f/v/sm_80.cu", header + code, header + code.replace("int i", "int  i"), "g/")
+    assert (commented.kind, spaced.kind) == (ChangeKind.COMMENTS, ChangeKind.WHITESPACE)
+    assert commented.lines()[0] == "g/f/v/sm_80.cu: comments changed only (the code is the same token for token)"
+    assert spaced.lines()[0] == "g/f/v/sm_80.cu: whitespace changed only (the code is the same token for token)"
+    assert spaced.lines()[1:3] == ["  --- g/f/v/sm_80.cu", "  +++ produced/f/v/sm_80.cu"], "named by the store's prefix"

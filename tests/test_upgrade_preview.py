@@ -11,20 +11,11 @@ from conftest import REPO, SMALL_CASE
 
 import harness.static.upgrade_preview as preview_module
 from harness.static.cases import all_cases
+from harness.static.changes import ChangeKind
 from harness.static.diff import changed_fields
 from harness.static.lowering import LoweringError
 from harness.static.snapshot import SnapshotStore
-from harness.static.upgrade_preview import (
-    CHANGED,
-    FACTS,
-    FAILED,
-    IDENTICAL,
-    NEW,
-    RENAMED,
-    Preview,
-    classify_case,
-    render_markdown,
-)
+from harness.static.upgrade_preview import Preview, classify_case, render_markdown
 
 CASE = next(c for c in all_cases() if c.id == SMALL_CASE)
 
@@ -46,7 +37,7 @@ def row_for(golden, tmp_path):
 
 def test_an_unchanged_case_is_identical_and_its_files_are_written_beside_golden(golden, tmp_path):
     row = row_for(golden, tmp_path)
-    assert (row.status, row.cuda, row.fields) == (IDENTICAL, IDENTICAL, [])
+    assert (row.status, row.cuda, row.fields) == (ChangeKind.IDENTICAL, ChangeKind.IDENTICAL, [])
     assert (tmp_path / "out" / "golden" / f"{SMALL_CASE}.cu").read_text() == (golden / f"{SMALL_CASE}.cu").read_text()
 
 
@@ -54,29 +45,29 @@ def test_a_renamed_local_is_identifiers_renamed_only(golden, tmp_path):
     cuda = golden / f"{SMALL_CASE}.cu"
     cuda.write_text(re.sub(r"\bC_l\b", "accumulator", cuda.read_text()))
     row = row_for(golden, tmp_path)
-    assert (row.status, row.renamed) == (RENAMED, 1)
+    assert (row.status, row.renamed) == (ChangeKind.RENAMED, 1)
 
 
 def test_a_changed_statement_is_a_cuda_change_and_a_changed_fact_names_its_field(golden, tmp_path):
     cuda = golden / f"{SMALL_CASE}.cu"
     cuda.write_text(cuda.read_text().replace("__syncthreads();", "__syncwarp();", 1))
-    assert row_for(golden, tmp_path).status == CHANGED
+    assert row_for(golden, tmp_path).status == ChangeKind.CUDA
     facts = golden / f"{SMALL_CASE}.yaml"
     facts.write_text(facts.read_text().replace("dynamic_shared_memory_bytes: 8192", "dynamic_shared_memory_bytes: 1"))
     row = row_for(golden, tmp_path)
-    assert (row.status, row.cuda, row.fields) == (FACTS, CHANGED, ["dynamic_shared_memory_bytes"])
+    assert (row.status, row.cuda, row.fields) == (ChangeKind.FACTS, ChangeKind.CUDA, ["dynamic_shared_memory_bytes"])
 
 
 def test_a_case_without_snapshot_is_new_and_one_that_fails_names_its_error(golden, tmp_path, monkeypatch):
     (golden / f"{SMALL_CASE}.cu").unlink()
-    assert row_for(golden, tmp_path).status == NEW
+    assert row_for(golden, tmp_path).status == ChangeKind.MISSING
 
     def failing(case, fresh=False):
         raise LoweringError(case.id, "TileLang could not lower this variant (boom)")
 
     monkeypatch.setattr(preview_module, "case_files", failing)
     row = row_for(golden, tmp_path)
-    assert row.status == FAILED and "boom" in row.error
+    assert row.status == ChangeKind.FAILED and "boom" in row.error
 
 
 def test_the_report_counts_per_family_and_target_and_lists_fields_and_checks(golden, tmp_path):
@@ -90,7 +81,9 @@ def test_the_report_counts_per_family_and_target_and_lists_fields_and_checks(gol
     assert "- g: 2. something: recorded holds, now fails" in text
     assert "## Real CUDA changes that no fact explains\n\n- none\n" in text  # its CUDA did not change
     data = json.loads(json.dumps(preview.as_dict()))
-    assert data["totals"] == {FACTS: 1} and data["fields"] == {"dynamic_shared_memory_bytes": 1}
+    assert data["totals"] == {"facts changed": 1} and data["fields"] == {"dynamic_shared_memory_bytes": 1}
+    assert data["counts"] == {"gemm_num_stages/sm_90": {"facts changed": 1}}
+    assert (data["cases"][0]["status"], data["cases"][0]["cuda"]) == ("facts changed", "identical")
 
 
 def test_a_real_cuda_change_that_no_fact_explains_is_counted_per_family_and_target_and_listed(golden, tmp_path):
@@ -103,7 +96,7 @@ def test_a_real_cuda_change_that_no_fact_explains_is_counted_per_family_and_targ
     explained = row_for(golden, tmp_path)
     cuda.write_text(re.sub(r"\bC_l\b", "accumulator", pinned))
     renamed = row_for(golden, tmp_path)
-    assert renamed.cuda == RENAMED  # renaming only is no real change, with or without a fact change
+    assert renamed.cuda == ChangeKind.RENAMED  # renaming only is no real change, with or without a fact change
     preview = Preview("9.9.9", "0.1.15", [unexplained, explained, renamed], [])
     expected = {"cuda_changed": 2, "unexplained": 1, "share": 0.5, "cases": [SMALL_CASE]}
     assert preview.unexplained() == {"gemm_num_stages/sm_90": expected, "all": expected}

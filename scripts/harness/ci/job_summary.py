@@ -1,8 +1,10 @@
 """A static session's JUnit XML -> GitHub job summary (Markdown) and error annotations.
 
-The static check states each snapshot problem as report lines (`golden/<path>: <what>`, indented
-details, `to accept these changes: <command>`); this module only regroups those lines per
-snapshot file, so what a reviewer reads on GitHub is what the session printed.
+Each failing check of the static session attaches its findings to the report as JUnit properties
+(`harness.static.changes`: its case id, one mismatch record per snapshot file, the remedy); this
+module reads those records, never the printed messages, and renders them with the same functions
+the session prints them with. A check without records (a family check, the manifest) is shown by
+its failure text.
 """
 
 from __future__ import annotations
@@ -11,22 +13,18 @@ import os
 import re
 import sys
 import xml.etree.ElementTree as ElementTree
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from harness.static.changes import CASE_ID, MISMATCH, REMEDY, Mismatch, report_lines
+
 # GitHub shows at most 10 error annotations per step; the rest are counted in one notice.
 MAX_ERROR_ANNOTATIONS = 10
 # A step summary may hold 1 MiB; stay below it and list what did not fit by name.
 MAX_SUMMARY_BYTES = 900_000
-ACCEPT_PREFIX = "to accept these changes:"
-
-# A snapshot path, then `: headline` on a report line, or nothing on a listing line.
-_SNAPSHOT_LINE = re.compile(r"(golden/[\w.\-/]+\.(?:cu|yaml|md))(?::\s*(.*))?")
-# pytest marks assertion text in a traceback with "E" and three spaces.
-_TRACEBACK_MARK = re.compile(r"^E   ")
-_PYTEST_PREFIX = re.compile(r"^(?:Failed|AssertionError|[A-Za-z]+Error):\s*")
 
 
 class JUnitReportError(ValueError):
@@ -34,29 +32,18 @@ class JUnitReportError(ValueError):
 
 
 @dataclass(frozen=True)
-class SnapshotProblem:
-    """One snapshot file named by a failing check."""
-
-    path: str  # golden/<family>/<variant>/<target>.<suffix>
-    headline: str  # "2 field(s) changed", "text differs", "missing ...", ...
-    details: tuple[str, ...]  # field-level changes or diff lines, as the session printed them
-
-
-@dataclass(frozen=True)
 class FailedCheck:
     """One failing pytest item of the static session."""
 
-    name: str  # the pytest item name, e.g. test_case[<family>/<variant>/<target>]
+    case_id: str  # its case id property (e.g. <family>/<variant>/<target>); its JUnit name without one
     message: str  # the full failure text (with the traceback, when pytest printed one)
     short_message: str  # pytest's one-paragraph form: the exception text, without traceback
-    problems: tuple[SnapshotProblem, ...]
-    accept_command: str | None
+    mismatches: tuple[Mismatch, ...] = ()
+    remedy: str = ""  # how to accept (or delete) what the mismatches show
 
-    @property
-    def label(self) -> str:
-        """The case id inside the brackets when there is one, else the item name."""
-        match = re.fullmatch(r"[\w]+\[(.*)\](?:@.*)?", self.name)  # xdist's loadgroup appends @<group>
-        return match.group(1) if match else self.name
+    def report(self) -> str:
+        """The check's report: rendered from its records when it has some, else its failure text."""
+        return "\n".join(report_lines(self.mismatches, self.remedy)) if self.mismatches else self.message
 
 
 @dataclass(frozen=True)
@@ -88,44 +75,24 @@ def read_junit(path: Path) -> StaticReport:
         if outcome is None:
             skipped += case.find("skipped") is not None
             continue
+        properties = [(p.get("name"), p.get("value") or "") for p in case.findall("properties/property")]
+        found = dict(properties)  # the case id and remedy are recorded once per check
+        try:
+            mismatches = tuple(Mismatch.from_json(value) for name, value in properties if name == MISMATCH)
+        except (ValueError, KeyError, TypeError) as error:
+            unreadable = f"an unreadable {MISMATCH} property of {case.get('name')} ({error})"
+            raise JUnitReportError(f"{path}: {unreadable}") from None
         short_message = outcome.get("message") or ""
-        message = (outcome.text or short_message).strip("\n")
-        failed.append(parse_failure(case.get("name", "?"), message, short_message))
+        failed.append(
+            FailedCheck(
+                case_id=found.get(CASE_ID) or case.get("name", "?"),
+                message=(outcome.text or short_message).strip("\n"),
+                short_message=short_message,
+                mismatches=mismatches,
+                remedy=found.get(REMEDY, ""),
+            )
+        )
     return StaticReport(checks=len(cases), skipped=skipped, failed=tuple(failed))
-
-
-def parse_failure(name: str, message: str, short_message: str = "") -> FailedCheck:
-    """Group a failure's report lines by the snapshot file they describe.
-
-    `golden/<path>: <headline>` opens a problem and the indented lines under it are its details;
-    a bare `golden/<path>` line (a listing, as the orphan check prints) is a problem of its own,
-    headed by the first line of the exception text.
-    """
-    short_message = short_message or message
-    lines = [_TRACEBACK_MARK.sub("", line) for line in message.splitlines()]
-    first_line = _PYTEST_PREFIX.sub("", short_message.strip().splitlines()[0] if short_message.strip() else "")
-    first_line = first_line.rstrip(":")
-    problems: list[SnapshotProblem] = []
-    accept_command = None
-    open_path, open_headline, details = None, "", []
-    for line in lines:
-        text = line.strip()
-        match = _SNAPSHOT_LINE.fullmatch(text)
-        opens_new = match is not None or text.startswith(ACCEPT_PREFIX) or not line[:1].isspace()
-        if opens_new and open_path is not None:
-            problems.append(SnapshotProblem(open_path, open_headline, tuple(details)))
-            open_path = None
-        if text.startswith(ACCEPT_PREFIX):
-            accept_command = text[len(ACCEPT_PREFIX) :].strip()
-        elif match and match.group(2) is None:
-            problems.append(SnapshotProblem(match.group(1), first_line, ()))
-        elif match:
-            open_path, open_headline, details = match.group(1), match.group(2), []
-        elif open_path is not None:
-            details.append(line[2:] if line.startswith("  ") else text)
-    if open_path is not None:
-        problems.append(SnapshotProblem(open_path, open_headline, tuple(details)))
-    return FailedCheck(name, message, short_message, tuple(problems), accept_command)
 
 
 def escape_data(text: str) -> str:
@@ -167,18 +134,19 @@ def capped(commands: list[str], noun: str, limit: int = MAX_ERROR_ANNOTATIONS) -
 
 
 def error_annotations(report: StaticReport, limit: int = MAX_ERROR_ANNOTATIONS) -> list[str]:
-    """`::error` lines: one per failing snapshot file, one per failing check that names no file."""
+    """`::error` lines: one per mismatching snapshot file, one per failing check that has no mismatch."""
     errors = []
     for check in report.failed:
-        accept = [f"{ACCEPT_PREFIX} {check.accept_command}"] if check.accept_command else []
-        for problem in check.problems:
-            body = "\n".join([*problem.details, *accept]) or check.short_message
+        for mismatch in check.mismatches:
+            body = "\n".join(line for line in (*mismatch.details, check.remedy) if line) or mismatch.headline
             # GitHub shows an annotation in "Files changed" only with a line; the file's first is the honest one.
             errors.append(
-                workflow_command("error", body, file=problem.path, line="1", title=f"{check.label}: {problem.headline}")
+                workflow_command(
+                    "error", body, file=mismatch.path, line="1", title=f"{check.case_id}: {mismatch.headline}"
+                )
             )
-        if not check.problems:
-            errors.append(workflow_command("error", check.short_message, title=check.label))
+        if not check.mismatches:
+            errors.append(workflow_command("error", check.short_message, title=check.case_id))
     return capped(errors, "failing snapshot(s)", limit)
 
 
@@ -193,28 +161,9 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-# What a snapshot problem's headline says, as the class the job summary counts.
-CLASSES = (
-    ("identifiers renamed only", "identifiers renamed only"),
-    ("changed only (the code is the same token for token)", "comments or whitespace only"),
-    ("CUDA changed", "CUDA changed"),
-    ("text differs", "CUDA changed"),
-    ("field(s) changed", "facts changed"),
-    ("missing", "missing"),
-)
-
-
-def problem_class(headline: str) -> str:
-    return next((name for marker, name in CLASSES if marker in headline), "other")
-
-
-def class_counts(report: StaticReport) -> dict[str, int]:
-    """Snapshot files per class across the failed checks, most frequent first."""
-    counts: dict[str, int] = {}
-    for check in report.failed:
-        for problem in check.problems:
-            name = problem_class(problem.headline)
-            counts[name] = counts.get(name, 0) + 1
+def kind_counts(report: StaticReport) -> dict[str, int]:
+    """Snapshot files per kind of change across the failed checks, most frequent first."""
+    counts = Counter(mismatch.kind.value for check in report.failed for mismatch in check.mismatches)
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
@@ -238,21 +187,20 @@ def render_job_summary(report: StaticReport, title: str, artifact: str | None = 
         else "These checks compare the committed files with the registered variants; they produce no snapshot. "
         "Run the command under each failure locally and commit the result."
     )
-    counts = class_counts(report)
+    counts = kind_counts(report)
     if counts:
-        parts += ["", "Snapshot files by class: " + ", ".join(f"{n} {name}" for name, n in counts.items()) + "."]
+        parts += ["", "Snapshot files by kind: " + ", ".join(f"{n} {name}" for name, n in counts.items()) + "."]
     parts += ["", "| check | snapshot | change |", "| --- | --- | --- |"]
     for check in report.failed:
-        for problem in check.problems or (SnapshotProblem("", "see below", ()),):
-            path = f"`{problem.path}`" if problem.path else ""
-            parts.append(f"| `{_cell(check.label)}` | {path} | {_cell(problem.headline)} |")
+        rows = [(f"`{m.path}`", m.headline) for m in check.mismatches] or [("", "see below")]
+        parts += [f"| `{_cell(check.case_id)}` | {path} | {_cell(change)} |" for path, change in rows]
     parts.append("")
     size = sum(len(part.encode()) + 1 for part in parts)
     left_out = []
     for check in report.failed:
-        section = f"### `{check.label}`\n\n{_code_block(check.message)}\n"
+        section = f"### `{check.case_id}`\n\n{_code_block(check.report())}\n"
         if size + len(section.encode()) > MAX_SUMMARY_BYTES:
-            left_out.append(check.label)
+            left_out.append(check.case_id)
             continue
         parts.append(section)
         size += len(section.encode()) + 1

@@ -1,18 +1,16 @@
-"""Readable differences between a snapshot and what the harness produced now."""
+"""How a snapshot differs from what the harness produced now: one Mismatch per file, with readable
+field changes and diffs."""
 
 from __future__ import annotations
 
 import difflib
 from typing import Any
 
+from harness.static.changes import ChangeKind, Mismatch
 from harness.static.renaming import classify, comments
 from harness.static.snapshot import CorruptSnapshot, parse_facts, strip_cuda_header
 
 MAX_DIFF_LINES = 120
-
-
-def regen_command(selector: str) -> str:
-    return f'nox -s regen-golden -- -k "{selector}"'
 
 
 def _changes(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[list[Any], str, str]]:
@@ -51,17 +49,12 @@ def _short(value: Any) -> str:
     return text if len(text) <= 100 else text[:97] + "..."
 
 
-def text_diff(
-    old: str, new: str, path: str, context: int = 3, labels: tuple[str, str] = ("golden", "produced")
-) -> list[str]:
-    """Unified diff (limited context, capped length) of golden (or the first text) against produced text."""
-    return _capped(
-        list(
-            difflib.unified_diff(
-                old.splitlines(), new.splitlines(), f"{labels[0]}/{path}", f"{labels[1]}/{path}", n=context, lineterm=""
-            )
-        )
-    )
+def text_diff(old: str, new: str, path: str, prefixes: tuple[str, str], context: int = 3) -> list[str]:
+    """Unified diff (limited context, capped length) of two texts of `path`, named by the folder prefixes of
+    their sides (`golden/`, `produced/`)."""
+    before, after = (f"{prefix}{path}" for prefix in prefixes)
+    lines = difflib.unified_diff(old.splitlines(), new.splitlines(), before, after, n=context, lineterm="")
+    return _capped(list(lines))
 
 
 def _capped(lines: list[str]) -> list[str]:
@@ -71,33 +64,34 @@ def _capped(lines: list[str]) -> list[str]:
     return lines
 
 
-def describe_mismatch(path: str, golden: str | None, produced: str) -> list[str]:
-    """Problems with one file, as report lines; empty when the file matches byte for byte."""
+def describe_mismatch(path: str, golden: str | None, produced: str, prefix: str) -> Mismatch | None:
+    """How one produced file differs from its snapshot; None when they match byte for byte.
+
+    `prefix` is the snapshot store's folder prefix (`golden/`), which names the file in reports."""
     if golden == produced:
-        return []
+        return None
+    shown = f"{prefix}{path}"
     if golden is None:
-        return [f"golden/{path}: missing (no snapshot committed for this case)"]
+        return Mismatch(shown, ChangeKind.MISSING)
     if path.endswith(".yaml"):
         try:
-            old = parse_facts(golden, f"golden/{path}")
+            old = parse_facts(golden, shown)
         except CorruptSnapshot as error:
-            return [f"{error}"]
+            # The error names the file first, for readers of the exception; the record keeps the path apart.
+            return Mismatch(shown, ChangeKind.CORRUPT, reason=str(error).removeprefix(f"{shown}: "))
         import yaml
 
         changes = field_changes(old, yaml.safe_load(produced))
         if changes:
-            return [f"golden/{path}: {len(changes)} field(s) changed"] + [f"  {line}" for line in changes]
-    raw = [f"  {line}" for line in text_diff(golden, produced, path)]
-    if path.endswith(".cu"):
-        old_cuda, new_cuda = strip_cuda_header(golden), strip_cuda_header(produced)
-        found = classify(old_cuda, new_cuda, path)
-        if found.renamed_only and not found.renaming:  # the same code token for token
-            what = "whitespace" if comments(old_cuda) == comments(new_cuda) else "comments"
-            return [f"golden/{path}: {what} changed only (the code is the same token for token)"] + raw
-        if found.renamed_only:
-            renaming = ", ".join(f"{old} -> {new}" for old, new in found.renaming.items())
-            return [f"golden/{path}: identifiers renamed only ({len(found.renaming)}: {renaming})"] + raw
-        if found.canonical_diff:
-            canonical = [f"  {line}" for line in _capped(found.canonical_diff)]
-            return [f"golden/{path}: CUDA changed (first with local names canonicalized, then as is)", *canonical, *raw]
-    return [f"golden/{path}: text differs"] + raw
+            return Mismatch(shown, ChangeKind.FACTS, fields=tuple(changes))
+    raw = tuple(text_diff(golden, produced, path, (prefix, "produced/")))
+    if not path.endswith(".cu"):
+        return Mismatch(shown, ChangeKind.TEXT, diff=raw)
+    old_cuda, new_cuda = strip_cuda_header(golden), strip_cuda_header(produced)
+    found = classify(old_cuda, new_cuda, (f"{shown} (locals renamed as produced)", f"produced/{path}"))
+    if found.renamed_only and not found.renaming:  # the same code token for token
+        same_comments = comments(old_cuda) == comments(new_cuda)
+        return Mismatch(shown, ChangeKind.WHITESPACE if same_comments else ChangeKind.COMMENTS, diff=raw)
+    if found.renamed_only:
+        return Mismatch(shown, ChangeKind.RENAMED, diff=raw, renaming=tuple(found.renaming.items()))
+    return Mismatch(shown, ChangeKind.CUDA, diff=(*_capped(found.canonical_diff), *raw))

@@ -6,7 +6,8 @@ import os
 from collections.abc import Mapping
 
 from harness.environment import running_under_ci
-from harness.static.diff import describe_mismatch, regen_command, text_diff
+from harness.static.changes import Mismatch
+from harness.static.diff import describe_mismatch, text_diff
 from harness.static.snapshot import SnapshotStore
 
 
@@ -24,16 +25,15 @@ def check_may_write(force: bool, environ: Mapping[str, str] = os.environ) -> Non
         )
 
 
-def check_files(
-    produced: Mapping[str, str], golden: SnapshotStore, selector: str, version_note: str | None = None
-) -> list[str]:
-    """Report lines for every produced file that differs from its golden copy; empty if all match."""
-    problems = [line for path, text in produced.items() for line in describe_mismatch(path, golden.read(path), text)]
-    if problems:
-        if version_note:
-            problems.append(version_note)
-        problems.append(f"to accept these changes: {regen_command(selector)}")
-    return problems
+def check_files(produced: Mapping[str, str], golden: SnapshotStore) -> list[Mismatch]:
+    """One record per produced file that differs from its golden copy; empty if all match."""
+    found = (describe_mismatch(path, golden.read(path), text, golden.prefix) for path, text in produced.items())
+    return [mismatch for mismatch in found if mismatch is not None]
+
+
+def accept_line(selector: str) -> str:
+    """The remedy under a failing case: the command that accepts what it shows."""
+    return f'to accept these changes: nox -s regen-golden -- -k "{selector}"'
 
 
 def regen_files(first: Mapping[str, str], second: Mapping[str, str], golden: SnapshotStore) -> dict[str, str]:
@@ -43,7 +43,7 @@ def regen_files(first: Mapping[str, str], second: Mapping[str, str], golden: Sna
         details = [
             line
             for path in differing
-            for line in text_diff(first[path], second.get(path, ""), path, labels=("first lowering", "second lowering"))
+            for line in text_diff(first[path], second.get(path, ""), path, ("first lowering/", "second lowering/"))
         ]
         raise RegenRefused(
             f"two lowerings of the same case differ after normalization, so a snapshot of it would not reproduce; "

@@ -11,16 +11,23 @@ import shutil
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
 from harness.static.cases import parse_shard, select_shard
+from harness.static.changes import CASE_ID, MISMATCH, REMEDY, Mismatch, report_lines
 from harness.static.golden import RegenRefused, check_may_write
 from harness.static.snapshot import SnapshotStore
 
 OUTCOMES = ("created", "updated", "deleted", "unchanged")
+# The marker of a check that needs every case (the orphan check): sharded runs leave it out.
+UNSHARDED = "unsharded"
 # xdist worker -> items it collected after -k/-m/--shard (controller side only).
 _COLLECTED_BY_WORKER: dict[str, int] = {}
+# What the items recorded: regen outcomes per kind, and findings, for the terminal summary.
+_OUTCOME_COUNTS: Counter[str] = Counter()
+_FINDINGS: list[str] = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -39,7 +46,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    _COLLECTED_BY_WORKER.clear()
+    for state in (_COLLECTED_BY_WORKER, _OUTCOME_COUNTS, _FINDINGS):
+        state.clear()  # one process may run several sessions (the tests run them in-process)
+    config.addinivalue_line("markers", f"{UNSHARDED}: a check over every case, left out of sharded runs (--shard)")
     if os.environ.get("TL_LOWER_TRACE"):
         # In html mode TileLang compiles a kept codegen.cpp instead of what it generated, so a
         # traced lowering can differ from the real one: never compare or write snapshots with it.
@@ -79,6 +88,13 @@ def _group(item: pytest.Item) -> str:
     return marker.args[0] if marker else "session"
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Name the check in the JUnit report by its case id: the node id ends in xdist's `@<group>` (below),
+    which pytest's JUnit writer mangles into the name (`test_case[<id>]@<group>]`)."""
+    callspec = getattr(item, "callspec", None)
+    item.user_properties.append((CASE_ID, callspec.id if callspec else getattr(item, "originalname", item.name)))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """After -k/-m: keep this shard's groups, refuse an empty selection."""
@@ -86,7 +102,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if shard is not None:
         groups = list(dict.fromkeys(_group(item) for item in items))
         mine = set(select_shard(groups, parse_shard(shard)))
-        kept = [item for item in items if _group(item) in mine and "orphan" not in item.name]
+        kept = [item for item in items if _group(item) in mine and not item.get_closest_marker(UNSHARDED)]
         dropped = [item for item in items if item not in kept]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
@@ -142,8 +158,14 @@ def record_findings(request: pytest.FixtureRequest, lines: list[str]) -> None:
     request.node.user_properties.extend(("golden_finding", line) for line in lines)
 
 
-_OUTCOME_COUNTS: Counter[str] = Counter()
-_FINDINGS: list[str] = []
+def fail_with_mismatches(
+    request: pytest.FixtureRequest, mismatches: list[Mismatch], remedy: str, note: str | None = None
+) -> NoReturn:
+    """Fail the item with the mismatches' report lines, and attach the records themselves (and the
+    remedy) as JUnit properties, which the CI job summary reads instead of the text."""
+    request.node.user_properties.extend((MISMATCH, mismatch.to_json()) for mismatch in mismatches)
+    request.node.user_properties.append((REMEDY, remedy))
+    pytest.fail("\n".join(report_lines(mismatches, remedy, note)), pytrace=False)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

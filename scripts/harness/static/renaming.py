@@ -166,16 +166,14 @@ class Classification:
     canonical_diff: list[str]  # the diff after renaming the old text's locals: only the real changes
 
 
-def classify(old: str, new: str, path: str = "", context: int = 3) -> Classification:
-    """Renamed only (with the map), or the diff of the two texts after the renaming is undone."""
+def classify(old: str, new: str, labels: tuple[str, str] = ("old", "new"), context: int = 3) -> Classification:
+    """Renamed only (with the map), or the diff of the two texts after the renaming is undone, its two
+    sides named by `labels`."""
     before, after = analyse(old), analyse(new)
     mapping = renaming_between(before, after)
     aligned = renamed(before, mapping)
     differing = {name: mapping[key] for key in mapping if (name := key[1].split("@")[0]) != mapping[key]}
     if [t.text for t in tokens(aligned)] == [t.text for t in tokens(new)]:
         return Classification(True, dict(sorted(differing.items())), [])
-    diff = difflib.unified_diff(
-        aligned.splitlines(), new.splitlines(),
-        f"golden/{path} (locals renamed as produced)", f"produced/{path}", n=context, lineterm="",
-    )  # fmt: skip
+    diff = difflib.unified_diff(aligned.splitlines(), new.splitlines(), *labels, n=context, lineterm="")
     return Classification(False, {}, list(diff))

@@ -14,9 +14,10 @@ import pytest
 import harness.family
 from harness.family import Family
 from harness.static.cases import Case, all_cases, check_groups, family_cases
-from harness.static.golden import RegenRefused, check_files, regen_files
+from harness.static.changes import ChangeKind, Mismatch
+from harness.static.golden import RegenRefused, accept_line, check_files, regen_files
 from harness.static.lowering import LoweringError
-from harness.static.plugin import is_filtered, record_findings, record_outcomes
+from harness.static.plugin import UNSHARDED, fail_with_mismatches, is_filtered, record_findings, record_outcomes
 from harness.static.produce import case_facts, case_files, produce
 from harness.static.snapshot import (
     FORMAT_VERSION,
@@ -36,7 +37,7 @@ def _version_note(golden: SnapshotStore) -> str | None:
         return None  # test_manifest reports it
     installed = installed_tilelang_version()
     if manifest is not None and manifest["tilelang"] != installed:
-        return f"note: golden/ was produced with TileLang {manifest['tilelang']}, this run uses {installed}"
+        return f"note: {golden.prefix} was produced with TileLang {manifest['tilelang']}, this run uses {installed}"
     return None
 
 
@@ -51,14 +52,14 @@ def _compare_or_write(request, produced_by: Callable[..., dict[str, str]], selec
             record_outcomes(request, regen_files(produced, produced_by(fresh=True), golden))
             return
     except LoweringError as error:
-        refusal = f"{error}\nnothing under golden/ was written for it"
+        refusal = f"{error}\nnothing under {golden.prefix} was written for it"
     except RegenRefused as error:
         refusal = str(error)
     if refusal:  # failed outside the handler, so pytest does not print the chained error a second time
         pytest.fail(refusal, pytrace=False)
-    problems = check_files(produced, golden, selector, _version_note(golden))
-    if problems:
-        pytest.fail("\n".join(problems), pytrace=False)
+    mismatches = check_files(produced, golden)
+    if mismatches:
+        fail_with_mismatches(request, mismatches, accept_line(selector), _version_note(golden))
 
 
 def _not_run(what: str, error: LoweringError) -> None:
@@ -149,13 +150,13 @@ def test_manifest(request, golden_store, regen) -> None:
         pytest.fail(f"{golden_store.root / MANIFEST} is missing; run `nox -s regen-golden`", pytrace=False)
     if manifest["format"] != FORMAT_VERSION:
         pytest.fail(
-            f"golden/ holds snapshot format {manifest['format']!r}, this harness writes format {FORMAT_VERSION}: "
-            "run `nox -s regen-golden` to rewrite every snapshot",
+            f"{golden_store.prefix} holds snapshot format {manifest['format']!r}, "
+            f"this harness writes format {FORMAT_VERSION}: run `nox -s regen-golden` to rewrite every snapshot",
             pytrace=False,
         )
     if golden_store.read(MANIFEST) != text:
         pytest.fail(
-            f"golden/ was produced with TileLang {manifest['tilelang']}, this run uses TileLang "
+            f"{golden_store.prefix} was produced with TileLang {manifest['tilelang']}, this run uses TileLang "
             f"{installed_tilelang_version()}; every case was still compared, so the failures above show "
             "what the upgrade changes. When they are intended: nox -s regen-golden",
             pytrace=False,
@@ -167,6 +168,7 @@ def expected_files() -> set[str]:
     return produced | {summary_path(f) for f in harness.family.registry().families if has_pairs(f)}
 
 
+@getattr(pytest.mark, UNSHARDED)  # registered by the plugin, which leaves it out of sharded runs
 def test_no_orphans(request, golden_store, regen) -> None:
     """Every file under golden/ is produced by a registered variant (or is a summary).
 
@@ -181,8 +183,9 @@ def test_no_orphans(request, golden_store, regen) -> None:
             golden_store.delete(path)
         record_outcomes(request, {path: "deleted" for path in orphans})
         return
-    assert not orphans, (
-        "snapshots that no registered variant produces (a variant was renamed or removed?):\n"
-        + "\n".join(f"  golden/{p}" for p in orphans)
-        + "\nto delete them: an unfiltered `nox -s regen-golden`"
-    )
+    if orphans:
+        fail_with_mismatches(
+            request,
+            [Mismatch(f"{golden_store.prefix}{path}", ChangeKind.ORPHAN) for path in orphans],
+            "to delete them (a variant was renamed or removed?): an unfiltered `nox -s regen-golden`",
+        )

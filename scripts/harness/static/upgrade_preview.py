@@ -20,19 +20,21 @@ from typing import Any
 import yaml
 
 from harness.static.cases import Case, check_groups
+from harness.static.changes import ChangeKind
 from harness.static.diff import changed_fields
 from harness.static.lowering import LoweringError
 from harness.static.produce import case_facts, case_files
 from harness.static.renaming import classify
 from harness.static.snapshot import CorruptSnapshot, SnapshotStore, parse_facts, strip_cuda_header
 
-IDENTICAL, RENAMED, CHANGED, FACTS, FAILED, NEW = (
-    "identical",
-    "identifiers renamed only",
-    "CUDA changed",
-    "facts changed",
-    "failed to lower",
-    "no snapshot yet",
+# A case's status, in the report's column order; report.json holds their values.
+STATUSES = (
+    ChangeKind.IDENTICAL,
+    ChangeKind.RENAMED,
+    ChangeKind.CUDA,
+    ChangeKind.FACTS,
+    ChangeKind.FAILED,
+    ChangeKind.MISSING,
 )
 HEADER = "<!-- Written by `nox -s upgrade-preview -- {version}` from the pinned snapshots; never edit by hand. -->"
 
@@ -42,8 +44,8 @@ class CaseRow:
     case: str
     family: str
     target: str
-    status: str  # one of the classes above; facts changed wins over the CUDA's class
-    cuda: str = ""  # the .cu's own class
+    status: ChangeKind  # one of STATUSES; facts changed wins over the CUDA's class
+    cuda: ChangeKind | None = None  # the .cu's own class: identical, renamed only or CUDA changed
     fields: list[str] = field(default_factory=list)  # changed fact fields
     renamed: int = 0  # identifiers renamed
     error: str = ""
@@ -56,9 +58,9 @@ class Preview:
     rows: list[CaseRow]
     checks: list[str]  # family checks whose outcome differs from what the family records
 
-    def counts(self) -> dict[str, dict[str, int]]:
+    def counts(self) -> dict[str, dict[ChangeKind, int]]:
         """family/target -> status -> cases."""
-        table: dict[str, Counter[str]] = {}
+        table: dict[str, Counter[ChangeKind]] = {}
         for row in self.rows:
             table.setdefault(f"{row.family}/{row.target}", Counter())[row.status] += 1
         return {key: dict(value) for key, value in table.items()}
@@ -69,7 +71,7 @@ class Preview:
     def unexplained(self) -> dict[str, dict[str, Any]]:
         """family/target (then `all`) -> real CUDA changes, how many of them changed no fact, that
         share, and those cases."""
-        changed = [row for row in self.rows if row.cuda == CHANGED]
+        changed = [row for row in self.rows if row.cuda is ChangeKind.CUDA]
         groups: dict[str, list[CaseRow]] = {}
         for row in changed:
             groups.setdefault(f"{row.family}/{row.target}", []).append(row)
@@ -91,13 +93,18 @@ class Preview:
             "written_by": f"nox -s upgrade-preview -- {self.version}",
             "tilelang": self.version,
             "pinned_tilelang": self.pinned,
-            "totals": dict(Counter(row.status for row in self.rows)),
-            "counts": self.counts(),
+            "totals": {status.value: n for status, n in Counter(row.status for row in self.rows).items()},
+            "counts": {key: {s.value: n for s, n in counts.items()} for key, counts in self.counts().items()},
             "fields": self.field_frequency(),
             "unexplained_cuda_changes": self.unexplained(),
             "family_checks_changed": self.checks,
-            "cases": [asdict(row) for row in self.rows],
+            "cases": [{**asdict(row), "status": row.status.value, "cuda": _label(row.cuda)} for row in self.rows],
         }
+
+
+def _label(kind: ChangeKind | None) -> str:
+    """A class as the report writes it; no class (a case that did not lower or has no snapshot) is empty."""
+    return kind.value if kind else ""
 
 
 def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore) -> CaseRow:
@@ -105,23 +112,24 @@ def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore) -> 
     try:
         files = case_files(case)
     except LoweringError as error:
-        return CaseRow(case.id, family, target, FAILED, error=str(error).splitlines()[0])
+        return CaseRow(case.id, family, target, ChangeKind.FAILED, error=str(error).splitlines()[0])
     for path, text in files.items():
         pending.write(path, text)
     old_cuda, old_facts = golden.read(f"{case.id}.cu"), golden.read(f"{case.id}.yaml")
     if old_cuda is None or old_facts is None:
-        return CaseRow(case.id, family, target, NEW)
+        return CaseRow(case.id, family, target, ChangeKind.MISSING)
     new_cuda = strip_cuda_header(files[f"{case.id}.cu"])
     if strip_cuda_header(old_cuda) == new_cuda:
-        cuda, renamed = IDENTICAL, 0
+        cuda, renamed = ChangeKind.IDENTICAL, 0
     else:
+        # Comments or whitespace only count as renamed only here (with 0 renamed), as they always have.
         found = classify(strip_cuda_header(old_cuda), new_cuda)
-        cuda, renamed = (RENAMED, len(found.renaming)) if found.renamed_only else (CHANGED, 0)
+        cuda, renamed = (ChangeKind.RENAMED, len(found.renaming)) if found.renamed_only else (ChangeKind.CUDA, 0)
     try:
         fields = changed_fields(parse_facts(old_facts, case.id), yaml.safe_load(files[f"{case.id}.yaml"]))
     except CorruptSnapshot as error:
-        return CaseRow(case.id, family, target, FAILED, cuda, error=str(error))
-    return CaseRow(case.id, family, target, FACTS if fields else cuda, cuda, fields, renamed)
+        return CaseRow(case.id, family, target, ChangeKind.FAILED, cuda, error=str(error))
+    return CaseRow(case.id, family, target, ChangeKind.FACTS if fields else cuda, cuda, fields, renamed)
 
 
 def changed_checks() -> list[str]:
@@ -148,7 +156,7 @@ def run_preview(
     rows = []
     for case in cases:
         rows.append(classify_case(case, SnapshotStore(golden), pending))
-        log(f"{rows[-1].case}: {rows[-1].status}")
+        log(f"{rows[-1].case}: {rows[-1].status.value}")
     preview = Preview(version, pinned, rows, changed_checks())
     output.mkdir(parents=True, exist_ok=True)
     (output / "report.json").write_text(json.dumps(preview.as_dict(), indent=2) + "\n", encoding="utf-8")
@@ -162,9 +170,9 @@ def render_markdown(preview: Preview) -> str:
         HEADER.format(version=preview.version),
         f"# TileLang {preview.version} against the snapshots of {preview.pinned}",
         "",
-        f"{len(preview.rows)} cases: " + ", ".join(f"{n} {status}" for status, n in totals.most_common()) + ".",
+        f"{len(preview.rows)} cases: " + ", ".join(f"{n} {status.value}" for status, n in totals.most_common()) + ".",
         "",
-        "| family / target | " + " | ".join(STATUSES) + " |",
+        "| family / target | " + " | ".join(status.value for status in STATUSES) + " |",
         "|---" * (len(STATUSES) + 1) + "|",
     ]
     for key, counts in preview.counts().items():
@@ -185,8 +193,5 @@ def render_markdown(preview: Preview) -> str:
     lines += ["", "## Cases", "", "| case | status | CUDA | fields | note |", "|---|---|---|---|---|"]
     for row in preview.rows:
         note = row.error or (f"{row.renamed} identifiers renamed" if row.renamed else "")
-        lines.append(f"| {row.case} | {row.status} | {row.cuda} | {', '.join(row.fields)} | {note} |")
+        lines.append(f"| {row.case} | {row.status.value} | {_label(row.cuda)} | {', '.join(row.fields)} | {note} |")
     return "\n".join(lines) + "\n"
-
-
-STATUSES = (IDENTICAL, RENAMED, CHANGED, FACTS, FAILED, NEW)

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import tilelang  # noqa: F401  (imported first: it puts its bundled TVM on sys.path)
+import tilelang  # noqa: F401  (imported first: it makes its bundled TVM importable)
 from tvm import DataType, tirx
 from tvm.tirx.stmt_functor import pre_order_visit
 

@@ -104,7 +104,7 @@ def target_for_capability(major: int, minor: int) -> str:
     if name not in TARGETS:
         raise UnknownTarget(
             f"this GPU has compute capability {major}.{minor} ({name}), but harness.targets.TARGETS only has "
-            f"{sorted(TARGETS)}: add {name!r} to TARGETS in kernels/__init__.py and run "
+            f"{sorted(TARGETS)}: add {name!r} to TARGETS in scripts/harness/targets.py and run "
             "`nox -s regen-golden` so the GPU checks have snapshots to compare with"
         )
     return name

@@ -14,6 +14,7 @@ from harness.family import Sweep, Variant, Work
 from harness.gpu.baseline import baseline_key, baseline_path, render_baseline
 from harness.gpu.check import compare_with_baseline
 from harness.gpu.gate import DOES_NOT_FIT, FAIL, FAIL_SLOWER, PASS, WARN_SLOWER, compare
+from harness.gpu.numerics import THRESHOLDS, NumericsResult, Output, OutputCheck, SeedCheck
 from harness.gpu.report import (
     MARKDOWN_HEADER,
     REPORT,
@@ -157,7 +158,7 @@ def test_a_gpu_without_known_peaks_gets_rates_without_fractions():
 def test_report_data_holds_throughputs_references_and_the_sweeps_of_every_family():
     run = block_k_run()
     data = report_data(run)
-    assert data["format"] == REPORT_FORMAT == 3 and "num_stages_sweep" not in data
+    assert data["format"] == REPORT_FORMAT == 4 and "num_stages_sweep" not in data
     assert [(c["family"], c["series"]) for c in data["sweeps"]["curves"]] == [
         ("gemm_num_stages", "128x128x32"),
         ("gemm_block_k", "BM=64"),
@@ -172,9 +173,46 @@ def test_report_data_holds_throughputs_references_and_the_sweeps_of_every_family
     assert variant["reference"] == MATMUL and variant["throughput"]["bound"] == "compute"
     numerics = variant["numerics"]
     assert numerics["tolerances"] == [{"output": "C", "atol": 0.01, "rtol": 0.01, "allowed_mismatches": 0}]
-    assert numerics["seeds"][0]["outputs"] == [{"output": "C", "mismatches": 0, "nonfinite": 0, "max_abs_error": 0.0}]
+    assert numerics["precision_twin"] == "torch.matmul(A, B)"
+    assert numerics["thresholds"] == dataclasses.asdict(THRESHOLDS)
+    (first,) = numerics["seeds"][0]["outputs"]
+    assert first["kernel"] == dataclasses.asdict(fake.KERNEL_ERRORS[0])
+    assert first["precision_twin"] == dataclasses.asdict(fake.TWIN_ERRORS)
+    assert first["fraction_of_bound"] == THRESHOLDS.used(fake.KERNEL_ERRORS[0], fake.TWIN_ERRORS)
     assert data["device"]["peak"] == {"tflops": 989, "gbps": 4800}
     json.dumps(data)  # what write_reports writes
+
+
+def test_the_summary_shows_each_outputs_error_beside_its_precision_twins_on_the_seed_closest_to_a_bound():
+    summary = render_markdown(full_run())
+    numerics = summary[summary.index("### Numerics") :]
+    assert "| variant | output | seed | max abs error | mean abs error | bias | scale | of bound |" in numerics
+    # seed 22 takes 62 % of its mean abs error bound (1.5 x 0.0039 + 1e-5 x 72), more than seeds 11 and 33
+    assert (
+        "| gemm_relu_schedules/v0_baseline | C | 22 | 0.0625 / 0.0625 | 0.0041 / 0.0039 | 3e-05 / 1e-05 "
+        "| -7.4e-06 / 2e-06 | 62% (mean abs error) |"
+    ) in numerics
+    assert "max abs error 2x the twin's, mean abs error 1.5x" in numerics, "the bounds come from THRESHOLDS"
+    assert "gemm_num_stages/ns6_128x256x64" not in numerics, "a variant that does not fit has no numerics"
+
+
+def test_without_a_precision_twin_the_summary_says_the_tolerance_alone_judged():
+    output = Output("C", fake.TOLERANCE)
+    alone = dataclasses.replace(
+        fake.result(V0, 49152),
+        numerics=NumericsResult(
+            "torch.matmul(A, B)",
+            [output],
+            [SeedCheck(s, [OutputCheck(output, max_abs_error=e.max_abs, errors=e)]) for s, e in
+             zip(fake.SEEDS, fake.KERNEL_ERRORS, strict=True)],
+        ),
+    )  # fmt: skip
+    summary = render_markdown(fake.run([alone]))
+    assert (
+        "| gemm_relu_schedules/v0_baseline | C | 11 | 0.0625 | 0.004 | -2e-05 | 3e-06 | no twin: Tolerance only |"
+        in (summary)
+    )
+    assert report_data(fake.run([alone]))["variants"][0]["numerics"]["thresholds"] is None
 
 
 def test_each_family_with_a_sweep_has_its_own_section_and_plot_link():

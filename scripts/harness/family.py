@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 # A variant's full parameter set: its problem dimensions, then its own parameters.
 Params = Mapping[str, Any]
@@ -106,6 +106,10 @@ class Twin:
     value: int
 
 
+# Family.precision_twin's default: the speed reference, which runs the family's PyTorch op on the kernel's own dtypes.
+SPEED_REFERENCE = "speed_reference"
+
+
 @dataclass(frozen=True)
 class Family:
     """Everything about one kernel family; see README, "Adding a kernel family"."""
@@ -134,6 +138,12 @@ class Family:
     # Positions of the kernel arguments it writes. Not needed where the kernel says so itself
     # (`T.empty` outputs, a jit `out_idx`); where both say, they must agree.
     outputs: Sequence[int] | None = None
+    # (params, *inputs) -> the reference's outputs computed by a PyTorch op at the kernel's own precision (one tensor
+    # per output, in the output's dtype; a tensor with the output's element count is reshaped to it). The numeric
+    # gate holds the kernel's error against the reference to this op's error on the same inputs
+    # (harness.gpu.numerics). SPEED_REFERENCE by default; None where no op computes at the kernel's precision:
+    # then the Tolerance alone judges.
+    precision_twin: Callable[..., Any] | Literal["speed_reference"] | None = SPEED_REFERENCE
     file: str = field(default="", compare=False)  # kernels/<name>.py, set by discovery
 
     def __post_init__(self) -> None:
@@ -188,6 +198,12 @@ class Family:
             raise FamilyError(
                 f"{where}: tolerance must be a Tolerance or one Tolerance per output, got {self.tolerance!r}"
             )
+        twin = self.precision_twin
+        if not (twin is None or twin == SPEED_REFERENCE or callable(twin)):
+            raise FamilyError(
+                f"{where}: precision_twin must be a callable (params, *inputs) -> outputs at the kernel's precision, "
+                f"{SPEED_REFERENCE!r} (the default) or None, got {twin!r}"
+            )
 
     def dimensions(self, variant: Variant) -> dict[str, int]:
         """The variant's shape: the family's dimensions, with the variant's overrides."""
@@ -223,6 +239,19 @@ class Family:
     def label(self, params: Params) -> str:
         """The speed reference's name for a variant's parameters, e.g. `sdpa(is_causal=True)`."""
         return self.speed_reference_label.format(**params)
+
+    def precision_twin_op(self) -> Callable[..., Any] | None:
+        """The op whose error the numeric gate compares the kernel's with, or None when the family has none."""
+        return self.speed_reference if self.precision_twin == SPEED_REFERENCE else self.precision_twin
+
+    def precision_twin_label(self, params: Params) -> str | None:
+        """How reports name the precision twin: the speed reference's label, or the declared function's name."""
+        op = self.precision_twin_op()
+        if op is None:
+            return None
+        if self.precision_twin == SPEED_REFERENCE:
+            return self.label(params)
+        return getattr(op, "__qualname__", type(op).__name__)
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,12 @@ from typing import Any
 from harness.ci.job_summary import capped, workflow_command
 from harness.files import atomic_write
 from harness.gpu.gate import CORRUPT, DOES_NOT_FIT, FAIL, KEY_MISMATCH, MISSING, NEW, PASS, Verdict
+from harness.gpu.numerics import NAMES, STATISTICS, THRESHOLDS, NumericsResult, OutputCheck
 from harness.gpu.results import GpuRun, VariantResult
 from harness.gpu.sweep import SweepCurve, conclusions
 from harness.gpu.timing import Throughput
 
-REPORT_FORMAT = 3  # 3: numerics per output, each with its own tolerance
+REPORT_FORMAT = 4  # 3: numerics per output, each with its own tolerance; 4: and beside its precision twin's error
 REPORT = "report.json"
 SUMMARY = "summary.md"
 MARKDOWN_HEADER = "<!-- Written by `nox -s gpu` (scripts/gpu_check.py) from one run; report.json holds the data. -->"
@@ -152,6 +153,7 @@ def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
         else f"No datasheet peaks known for {d.name}: rates without fractions of peak."
     )
     lines += ["", "### Variants", "", peak_note, "", _variant_table(run), "", _reference_table(run), ""]
+    lines += ["### Numerics", "", NUMERICS_NOTE, "", _numerics_table(run), ""]
     for family, curves in _families_with_sweeps(run).items():
         axis = curves[0].axis
         lines += [f"### {family}: latency and shared memory against {axis}", "", _sweep_table(curves), ""]
@@ -215,6 +217,65 @@ def _reference_table(run: GpuRun) -> str:
         rates = " | ".join(_rates(run.reference_throughput.get(name)))
         rows.append(f"| {name} | {timing.median_ms:.3f} | {_pct(timing.spread)} | {rates} |")
     return "\n".join(rows)
+
+
+NUMERICS_NOTE = (
+    "Each output's error against the high-precision reference, the kernel's / its precision twin's (the family's "
+    "PyTorch op at the kernel's precision, on the same inputs), on the seed where it came closest to a bound. "
+    f"Bounds: max abs error {THRESHOLDS.max_factor:g}x the twin's, mean abs error {THRESHOLDS.mean_factor:g}x; "
+    f"|bias| the twin's plus {THRESHOLDS.bias_fraction:g} of its mean abs error, |scale| (least-squares, "
+    f"<out, ref>/<ref, ref> - 1) the twin's plus {THRESHOLDS.scale_fraction:g} of its relative mean abs error; each "
+    f"plus {THRESHOLDS.floor:g} of the output's mean |ref|. *of bound*: the largest fraction of its bound a "
+    "statistic took (over 100 % fails). The Tolerance applies too, and alone where there is no twin."
+)
+
+
+def _numerics_table(run: GpuRun) -> str:
+    rows = [
+        "| variant | output | seed | " + " | ".join(NAMES[name] for name in STATISTICS) + " | of bound |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for v in run.variants:
+        if v.numerics is None:
+            continue
+        for index, output in enumerate(v.numerics.outputs):
+            found = _closest_to_bound(v.numerics, index)
+            if found is None:
+                rows.append(f"| {v.key} | {output.name} | — | — | — | — | — | no seed compared it |")
+                continue
+            seed, check = found
+            cells = [_side_by_side(check, name) for name in STATISTICS]
+            rows.append(f"| {v.key} | {output.name} | {seed} | " + " | ".join(cells) + f" | {_of_bound(check)} |")
+    return "\n".join(rows)
+
+
+def _closest_to_bound(numerics: NumericsResult, index: int) -> tuple[int, OutputCheck] | None:
+    """The seed on which output `index` came closest to failing: its largest fraction of a bound, or without a
+    twin its largest max abs error."""
+    checked = [(s.seed, s.outputs[index]) for s in numerics.seeds if len(s.outputs) > index]
+    if not checked:
+        return None
+
+    def closeness(found: tuple[int, OutputCheck]) -> float:
+        tightest = found[1].tightest
+        return found[1].max_abs_error if tightest is None else tightest[1]
+
+    return max(checked, key=closeness)
+
+
+def _side_by_side(check: OutputCheck, name: str) -> str:
+    if check.errors is None:
+        return "—"
+    kernel = f"{getattr(check.errors, name):.3g}"
+    return kernel if check.twin is None else f"{kernel} / {getattr(check.twin, name):.3g}"
+
+
+def _of_bound(check: OutputCheck) -> str:
+    tightest = check.tightest
+    if tightest is None:
+        return "no twin: Tolerance only"
+    name, fraction = tightest
+    return f"{fraction:.0%} ({NAMES[name]})"
 
 
 def _sweep_table(curves: list[SweepCurve]) -> str:

@@ -304,7 +304,7 @@ def cost(cases: Sequence[Any], seeds: Sequence[int]) -> str:
         seconds[name] = time.perf_counter() - started
     return (
         f"numerics of {len(cases)} variants on {len(seeds)} seeds: {seconds['with']:.1f} s with the precision twins, "
-        f"{seconds['without']:.1f} s without ({seconds['with'] / seconds['without'] - 1:+.0%}; the issue allows +20 %)"
+        f"{seconds['without']:.1f} s without ({seconds['with'] / seconds['without'] - 1:+.0%}; the budget is +20 %)"
     )
 
 

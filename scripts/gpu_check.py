@@ -78,20 +78,22 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from harness.family import registry
-    from harness.gpu.check import device_cases, run_gpu_check
+    from harness.gpu.check import device_cases, not_run_on, run_gpu_check
+    from harness.static.cases import family_cases
 
     families = registry().families
     for broken in registry().broken:
         print(f"gpu check: family not checked: {broken.error}", file=sys.stderr)
 
-    def chosen(case) -> bool:
-        return not options.select or any(fnmatch.fnmatchcase(case.key, pattern) for pattern in options.select)
+    def chosen(key: str) -> bool:  # a variant's `family/variant`
+        return not options.select or any(fnmatch.fnmatchcase(key, pattern) for pattern in options.select)
 
-    if options.select and not any(chosen(c) for c in device_cases(families, "any")):
+    if options.select and not any(chosen(c.key) for family in families for c in family_cases(family)):
         print(f"gpu check stopped: no variant matches --select {options.select}", file=sys.stderr)
         return 2
     status = run_gpu_check(
-        lambda device: [c for c in device_cases(families, device.target) if chosen(c)],
+        lambda device: [c for c in device_cases(families, device.target) if chosen(c.key)],
+        not_run=lambda device: {key: why for key, why in not_run_on(families, device.target).items() if chosen(key)},
         output=options.output,
         timing_dir=options.timing_dir,
         record=options.record_baseline,

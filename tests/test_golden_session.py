@@ -8,12 +8,10 @@ import pytest
 from conftest import SMALL_CASE
 
 import harness.family
-import harness.static.cases
 import harness.static.lowering
 import harness.static.produce
 from harness.static.cases import all_cases
 from harness.static.snapshot import FORMAT_VERSION
-from harness.targets import TARGETS
 
 
 def small_registry(monkeypatch, *ids: str) -> None:
@@ -25,11 +23,10 @@ def small_registry(monkeypatch, *ids: str) -> None:
     for family in harness.family.registry().families:
         kept = [v for v in family.variants if any(c.family is family and c.variant is v for c in chosen)]
         if kept:
-            families.append(dataclasses.replace(family, variants=kept))
+            targets = [c.target for c in chosen if c.family is family]
+            families.append(dataclasses.replace(family, variants=kept, targets=targets))
     small = harness.family.Registry(tuple(families), ())
     monkeypatch.setattr(harness.family, "registry", lambda: small)
-    targets = {c.target for c in chosen}
-    monkeypatch.setattr(harness.static.cases, "TARGETS", {t: v for t, v in TARGETS.items() if t in targets})
 
 
 def test_regen_then_static_passes(golden_session):

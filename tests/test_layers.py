@@ -23,7 +23,7 @@ ALLOWED = {
     "harness.files": set(),  # below both halves: atomic writes
     "harness.environment": set(),  # below both halves: CI or not
     "harness.targets": set(),  # a project setting both halves read
-    "harness.family": set(),
+    "harness.family": {"harness.targets"},  # to check the targets a family narrows to
     "harness.analysis": set(),  # what families' checks compute: with harness.family, all they may import
     "harness.build": {"harness.family"},
     "harness.static": {

@@ -110,13 +110,11 @@ def test_a_family_check_whose_outcome_changed_is_listed(monkeypatch):
     import dataclasses
 
     import harness.family
-    import harness.static.cases
     import kernels.gemm_num_stages as family_module
     from harness.family import Claim
 
-    family = dataclasses.replace(family_module.FAMILY, variants=[CASE.variant])
+    family = dataclasses.replace(family_module.FAMILY, variants=[CASE.variant], targets=["sm_90"])
     monkeypatch.setattr(harness.family, "registry", lambda: harness.family.Registry((family,), ()))
-    monkeypatch.setattr(harness.static.cases, "TARGETS", {"sm_90": {"kind": "cuda", "arch": "sm_90"}})
     assert preview_module.changed_checks() == [], "the pinned TileLang gives what the family records"
     forged = [Claim(family_module.CRITERIA[2], False, "N=0: [0, 0, 1]")]
     monkeypatch.setattr(family_module, "num_stages_criteria", lambda facts: forged)

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.targets import TARGETS
+
 # A variant's full parameter set: its problem dimensions, then its own parameters.
 Params = Mapping[str, Any]
 
@@ -46,6 +48,9 @@ class Variant:
     # The variant this one differs from only in schedule annotations: the static summary says
     # whether those annotations change the CUDA on each target ("annotation without effect").
     compare_with: str | None = None
+    # target -> why TileLang cannot lower this variant for it, in words. The static check lowers it
+    # anyway and snapshots the error, so the day TileLang fixes it the check says "now lowers".
+    does_not_lower: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,9 @@ class Family:
     # (harness.gpu.numerics). SPEED_REFERENCE by default; None where no op computes at the kernel's precision:
     # then the Tolerance alone judges.
     precision_twin: Callable[..., Any] | Literal["speed_reference"] | None = SPEED_REFERENCE
+    # Optional: the project's targets (harness.targets.TARGETS) this family is snapshotted and run on, e.g. a
+    # kernel written for one architecture's instructions. Default: all of them.
+    targets: Sequence[str] | None = None
     file: str = field(default="", compare=False)  # kernels/<name>.py, set by discovery
 
     def __post_init__(self) -> None:
@@ -154,7 +162,27 @@ class Family:
             raise FamilyError(f"{where}: family {self.name!r} declares no variant; add at least one Variant")
         if repeated:
             raise FamilyError(f"{where}: variant names must be unique in a family, these repeat: {repeated}")
+        if self.targets is not None:
+            unknown_targets = sorted(set(self.targets) - set(TARGETS))
+            if unknown_targets or not self.targets:
+                raise FamilyError(
+                    f"{where}: targets must name some of the project's targets {sorted(TARGETS)} "
+                    f"(harness.targets.TARGETS), got {list(self.targets)}"
+                    + (f"; unknown: {unknown_targets}" if unknown_targets else "")
+                )
         for variant in self.variants:
+            undeclared = sorted(set(variant.does_not_lower) - set(self.target_names))
+            if undeclared:
+                raise FamilyError(
+                    f"{where}: variant {variant.name!r} declares it does not lower on {undeclared}, which are not "
+                    f"targets of this family ({list(self.target_names)})"
+                )
+            unexplained = sorted(t for t, why in variant.does_not_lower.items() if not str(why).strip())
+            if unexplained:
+                raise FamilyError(
+                    f"{where}: variant {variant.name!r} declares it does not lower on {unexplained} without saying "
+                    "why; give the reason in words"
+                )
             unknown = sorted(set(variant.shape) - set(self.shape))
             if unknown:
                 raise FamilyError(
@@ -204,6 +232,11 @@ class Family:
                 f"{where}: precision_twin must be a callable (params, *inputs) -> outputs at the kernel's precision, "
                 f"{SPEED_REFERENCE!r} (the default) or None, got {twin!r}"
             )
+
+    @property
+    def target_names(self) -> tuple[str, ...]:
+        """The targets this family is snapshotted and run on, in the project's order."""
+        return tuple(t for t in TARGETS if self.targets is None or t in self.targets)
 
     def dimensions(self, variant: Variant) -> dict[str, int]:
         """The variant's shape: the family's dimensions, with the variant's overrides."""

@@ -46,7 +46,7 @@ from harness.gpu.timing import (
     measure_pairs,
     throughput,
 )
-from harness.static.cases import Case
+from harness.static.cases import Case, family_cases
 from harness.static.normalize import normalize_cuda
 from harness.static.snapshot import CorruptSnapshot, SnapshotStore, parse_facts, strip_cuda_header
 
@@ -54,13 +54,28 @@ Log = Callable[[str], None]
 
 
 def device_cases(families: Sequence[Family], target: str) -> list[Case]:
-    """Every variant of the given families, as the case of the device's target."""
-    return [Case(family, variant, target) for family in families for variant in family.variants]
+    """Every variant of the given families that runs on the device's target: of the families that declare the
+    target, the variants not declared not to lower on it (not_run_on says why the others are left out)."""
+    return [case for family in families for case in family_cases(family, (target,)) if case.does_not_lower is None]
+
+
+def not_run_on(families: Sequence[Family], target: str) -> dict[str, str]:
+    """family/variant -> why device_cases leaves it out on this target: what the report lists, never as a pass."""
+    left_out = {}
+    for family in families:
+        for variant in family.variants:
+            case = Case(family, variant, target)
+            if target not in family.target_names:
+                left_out[case.key] = f"{family.file} declares only targets {list(family.target_names)}"
+            elif case.does_not_lower is not None:
+                left_out[case.key] = f"{case.not_lowering_note}, as {family.file} declares"
+    return left_out
 
 
 def check_cases(
     select: Callable[[Device], Sequence[Case]],
     *,
+    not_run: Callable[[Device], Mapping[str, str]] = lambda device: {},
     seeds: Sequence[int] | None = None,
     rounds: int = DEFAULT_ROUNDS,
     golden: Path = Path("golden"),
@@ -71,13 +86,17 @@ def check_cases(
     bench: Bench | None = None,
     log: Log = print,
 ) -> GpuRun:
-    """Compile, check and time `select(device)` on the current CUDA GPU; raises NoCudaDevice without one."""
+    """Compile, check and time `select(device)` on the current CUDA GPU; raises NoCudaDevice without one.
+    `not_run(device)` names the variants left out on this device and why, for the report."""
     import torch
 
     device = require_cuda()
     cases = list(select(device))
+    left_out = dict(not_run(device))
     seeds = validate_seeds(fresh_seeds() if seeds is None else seeds)
     log(f"device: {device.name} (compute capability {device.capability[0]}.{device.capability[1]} -> {device.target})")
+    for key, why in left_out.items():
+        log(f"not run: {key}: {why}")
 
     started = time.perf_counter()
     compiled = compile_cases(cases)
@@ -162,6 +181,7 @@ def check_cases(
         compile_seconds=compile_seconds,
         wall_seconds=time.perf_counter() - started,
         remeasure=remeasure,
+        not_run=left_out,
     )
 
 

@@ -51,6 +51,7 @@ def report_data(run: GpuRun) -> dict[str, Any]:
         "counts": _counts(run),
         "failures": {v.key: list(run.verdict(v).problems) for v in run.failures},
         "does_not_fit": {v.key: v.fit_note() for v in run.not_fitting},
+        "not_run": run.not_run,
         "warnings": run.warnings(),
         "gpu_state": run.gpu_state,
         "gpu_state_note": run.gpu_state_note,
@@ -131,6 +132,7 @@ def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
         f"- {counts[PASS]} passed, {counts[FAIL]} failed, {counts[DOES_NOT_FIT]} do not fit on this GPU",
     ]
     lines += [f"- **{v.key} {v.fit_note()}**: not run, not counted as a pass" for v in run.not_fitting]
+    lines += [f"- **{key}**: not run on {d.target} ({why}), not counted as a pass" for key, why in run.not_run.items()]
     if run.comparison is not None:
         lines.append(f"- timing baseline: {run.comparison.message}")
     lines.append(f"- {gpu_state_line(run)}")

@@ -137,6 +137,8 @@ class GpuRun:
     pairs: dict[str, Pair] = field(default_factory=dict, repr=False)  # what was timed, to time it again
     comparison: gate.Comparison | None = None  # the baseline's, once compared or recorded
     remeasure: gate.Remeasure | None = field(default=None, repr=False)  # for the baseline's confirmation
+    # family/variant -> why it is not run on this device's target (harness.gpu.check.not_run_on): never a pass
+    not_run: dict[str, str] = field(default_factory=dict)
 
     def verdict(self, result: VariantResult) -> gate.VariantVerdict:
         timing = None if self.comparison is None else self.comparison.verdicts.get(result.key)

@@ -8,7 +8,9 @@ from typing import Any
 
 import harness.family
 from harness.family import Family, Variant
-from harness.targets import TARGETS
+
+# The snapshot of a case that is declared not to lower on its target: the error TileLang raises.
+ERROR_SUFFIX = ".error"
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,23 @@ class Case:
         return f"{self.family.name}/{self.variant.name}"
 
     @property
+    def does_not_lower(self) -> str | None:
+        """Why the variant does not lower on this target, as its family declares; None when it should lower."""
+        return self.variant.does_not_lower.get(self.target)
+
+    @property
+    def not_lowering_note(self) -> str:
+        """`does not lower on <target>: <reason>`: how checks that leave the case out say so."""
+        return f"does not lower on {self.target}: {self.does_not_lower}"
+
+    @property
+    def snapshot_files(self) -> tuple[str, ...]:
+        """The files under golden/ this case produces: its error when declared not to lower, else CUDA and facts."""
+        if self.does_not_lower is not None:
+            return (f"{self.id}{ERROR_SUFFIX}",)
+        return (f"{self.id}.cu", f"{self.id}.yaml")
+
+    @property
     def params(self) -> dict[str, Any]:
         return self.family.params(self.variant)
 
@@ -38,12 +57,23 @@ class Case:
 
 
 def family_cases(family: Family, targets: Sequence[str] | None = None) -> tuple[Case, ...]:
-    """Every variant of one family for the given targets (default: every target)."""
-    return tuple(Case(family, v, t) for v in family.variants for t in (TARGETS if targets is None else targets))
+    """Every variant of one family for the given targets that it declares (default: every target it declares)."""
+    chosen = [t for t in family.target_names if targets is None or t in targets]
+    return tuple(Case(family, v, t) for v in family.variants for t in chosen)
+
+
+def lowering_cases(family: Family) -> tuple[Case, ...]:
+    """The family's cases that are expected to lower: what its checks and its summary compare."""
+    return tuple(case for case in family_cases(family) if case.does_not_lower is None)
+
+
+def not_lowering_cases(family: Family) -> tuple[Case, ...]:
+    """The family's cases declared not to lower (`Variant.does_not_lower`): snapshotted as their error."""
+    return tuple(case for case in family_cases(family) if case.does_not_lower is not None)
 
 
 def all_cases() -> tuple[Case, ...]:
-    """Every variant of every loadable family for every target, family by family."""
+    """Every variant of every loadable family for every target it declares, family by family."""
     return tuple(case for family in harness.family.registry().families for case in family_cases(family))
 
 
@@ -69,10 +99,11 @@ def select_shard(items: Sequence, shard: tuple[int, int]) -> list:
 
 
 def check_groups() -> dict[str, tuple[Family, list[Case]]]:
-    """group -> (family, its cases), for every family that declares checks: what each check run sees."""
+    """group -> (family, its cases), for every family that declares checks: what each check run sees
+    (cases declared not to lower left out: they have no facts)."""
     groups: dict[str, tuple[Family, list[Case]]] = {}
     for family in harness.family.registry().families:
         if family.checks is not None:
-            for case in family_cases(family):
+            for case in lowering_cases(family):
                 groups.setdefault(case.group, (family, []))[1].append(case)
     return groups

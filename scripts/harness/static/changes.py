@@ -32,6 +32,8 @@ class ChangeKind(enum.Enum):
     TEXT = "text differs"  # a file that is neither CUDA nor facts (a summary), or facts equal as data
     ORPHAN = "orphan"  # a committed file that no registered variant produces
     FAILED = "failed to lower"  # the upgrade preview's case that did not lower (or read); never a Mismatch
+    NOW_LOWERS = "now lowers"  # a case declared not to lower (Variant.does_not_lower) lowered
+    STILL_FAILS = "still fails as declared"  # the upgrade preview's declared failure, same error; never a Mismatch
 
 
 @dataclass(frozen=True)
@@ -43,10 +45,10 @@ class Mismatch:
     fields: tuple[str, ...] = ()  # FACTS: one `field: before -> after` per changed field
     diff: tuple[str, ...] = ()  # unified diff lines (CUDA: the canonicalized diff, then the raw one)
     renaming: tuple[tuple[str, str], ...] = ()  # RENAMED: (old name, new name) per renamed local
-    reason: str = ""  # CORRUPT: why the snapshot cannot be read
+    reason: str = ""  # CORRUPT: why the snapshot cannot be read; NOW_LOWERS: what was declared
 
     def __post_init__(self) -> None:
-        if self.kind in (ChangeKind.IDENTICAL, ChangeKind.FAILED):
+        if self.kind in (ChangeKind.IDENTICAL, ChangeKind.FAILED, ChangeKind.STILL_FAILS):
             raise ValueError(f"{self.path}: {self.kind.value!r} is a case's outcome, not a file's mismatch")
 
     @property
@@ -65,6 +67,8 @@ class Mismatch:
             return f"{self.kind.value} ({len(self.renaming)}: {pairs})"
         if self.kind is ChangeKind.CUDA:
             return f"{self.kind.value} (first with local names canonicalized, then as is)"
+        if self.kind is ChangeKind.NOW_LOWERS:
+            return f"{self.kind.value}, though declared not to ({self.reason})"
         if self.kind is ChangeKind.ORPHAN:
             return "orphan: no registered variant produces it"
         return self.kind.value

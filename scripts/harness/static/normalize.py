@@ -21,6 +21,20 @@ REWRITES: tuple[tuple[str, re.Pattern[str], str], ...] = (
 )
 
 
+# An object's address or a hex id in an error message: it differs from one run to the next.
+_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
+# Lines of an error message kept in its snapshot: TileLang's message opens with what failed; the rest is
+# usually a traceback through machine paths and C++ frames that change with every build.
+ERROR_LINES = 3
+
+
+def normalize_error(text: str) -> str:
+    """The first ERROR_LINES non-empty lines of an error message, with CUDA's path rules applied and hex
+    addresses replaced, so the text is the same on every machine and run."""
+    lines = [line for line in normalize_cuda(text).splitlines() if line.strip()][:ERROR_LINES]
+    return "\n".join(_HEX.sub("0x<hex>", line) for line in lines) + "\n"
+
+
 # A shared buffer placed in the merged dynamic shared memory: `void* name = ((void*)((char*)base + offset));`
 _SHARED_ALIAS = re.compile(r"^\s*void\* (?P<name>\w+) = \(\(void\*\)\(\(char\*\)\w+ \+ (?P<offset>.+)\)\);$")
 _NUMBERED = re.compile(r"^(?P<stem>\w+?)(?:_(?P<number>\d+))?$")

@@ -13,12 +13,12 @@ import pytest
 
 import harness.family
 from harness.family import Family
-from harness.static.cases import Case, all_cases, check_groups, family_cases
+from harness.static.cases import Case, all_cases, check_groups, family_cases, not_lowering_cases
 from harness.static.changes import ChangeKind, Mismatch
 from harness.static.golden import RegenRefused, accept_line, check_files, regen_files
 from harness.static.lowering import LoweringError
 from harness.static.plugin import UNSHARDED, fail_with_mismatches, is_filtered, record_findings, record_outcomes
-from harness.static.produce import case_facts, case_files, produce
+from harness.static.produce import NowLowers, case_facts, case_files, produce
 from harness.static.snapshot import (
     FORMAT_VERSION,
     MANIFEST,
@@ -43,7 +43,7 @@ def _version_note(golden: SnapshotStore) -> str | None:
 
 def _compare_or_write(request, produced_by: Callable[..., dict[str, str]], selector, golden, pending, regen) -> None:
     """Shared by every snapshot-producing item: pending copy, then compare or regen."""
-    refusal = None
+    refusal = now_lowers = None
     try:
         produced = produced_by(fresh=False)
         for path, text in produced.items():
@@ -55,6 +55,15 @@ def _compare_or_write(request, produced_by: Callable[..., dict[str, str]], selec
         refusal = f"{error}\nnothing under {golden.prefix} was written for it"
     except RegenRefused as error:
         refusal = str(error)
+    except NowLowers as error:
+        now_lowers = error
+    if now_lowers:  # a CI summary row of its own kind, with the remedy the declaration needs
+        case = now_lowers.case
+        found = [
+            Mismatch(f"{golden.prefix}{path}", ChangeKind.NOW_LOWERS, reason=case.not_lowering_note)
+            for path in case.snapshot_files
+        ]
+        fail_with_mismatches(request, found, now_lowers.remedy)
     if refusal:  # failed outside the handler, so pytest does not print the chained error a second time
         pytest.fail(refusal, pytrace=False)
     mismatches = check_files(produced, golden)
@@ -87,6 +96,14 @@ def test_family_loads(broken) -> None:
 def test_family_checks(request, group: str) -> None:
     """The family's own checks on fresh facts (the seeds' claims); only recorded deviations may fail."""
     family, cases = check_groups()[group]
+    record_findings(
+        request,
+        [
+            f"{group}: family checks skip {c.id}: {c.not_lowering_note}"
+            for c in not_lowering_cases(family)
+            if c.group == group
+        ],
+    )
     try:
         seen = [case_facts(c) for c in cases]
     except LoweringError as error:
@@ -164,7 +181,7 @@ def test_manifest(request, golden_store, regen) -> None:
 
 
 def expected_files() -> set[str]:
-    produced = {f"{c.id}{suffix}" for c in all_cases() for suffix in (".cu", ".yaml")}
+    produced = {path for case in all_cases() for path in case.snapshot_files}
     return produced | {summary_path(f) for f in harness.family.registry().families if has_pairs(f)}
 
 

@@ -43,6 +43,13 @@ def cuda_header(case_id: str, target: str) -> str:
     )
 
 
+def render_error(case_id: str, target: str, reason: str, error: str) -> str:
+    """A `.error` snapshot: the `.cu` header's words, the declared reason, then TileLang's normalized error.
+    A new kind of file, not a new format: no existing snapshot changes, so FORMAT_VERSION stays."""
+    header = f"# {cuda_header(case_id, target).removeprefix('// ')}"
+    return f"{header}does not lower on {target}, because: {reason}\nTileLang's error:\n{error}"
+
+
 def strip_cuda_header(text: str) -> str:
     """The kernel source of a `.cu` snapshot, without its header line."""
     first, _, rest = text.partition("\n")

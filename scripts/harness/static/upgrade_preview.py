@@ -23,7 +23,7 @@ from harness.static.cases import Case, check_groups
 from harness.static.changes import ChangeKind
 from harness.static.diff import changed_fields
 from harness.static.lowering import LoweringError
-from harness.static.produce import case_facts, case_files
+from harness.static.produce import NowLowers, case_facts, case_files
 from harness.static.renaming import classify
 from harness.static.snapshot import CorruptSnapshot, SnapshotStore, parse_facts, strip_cuda_header
 
@@ -35,6 +35,8 @@ STATUSES = (
     ChangeKind.FACTS,
     ChangeKind.FAILED,
     ChangeKind.MISSING,
+    ChangeKind.STILL_FAILS,
+    ChangeKind.NOW_LOWERS,
 )
 HEADER = "<!-- Written by `nox -s upgrade-preview -- {version}` from the pinned snapshots; never edit by hand. -->"
 
@@ -113,8 +115,12 @@ def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore) -> 
         files = case_files(case)
     except LoweringError as error:
         return CaseRow(case.id, family, target, ChangeKind.FAILED, error=str(error).splitlines()[0])
+    except NowLowers as error:
+        return CaseRow(case.id, family, target, ChangeKind.NOW_LOWERS, error=error.remedy)
     for path, text in files.items():
         pending.write(path, text)
+    if case.does_not_lower is not None:
+        return classify_declared_failure(case, files, golden)
     old_cuda, old_facts = golden.read(f"{case.id}.cu"), golden.read(f"{case.id}.yaml")
     if old_cuda is None or old_facts is None:
         return CaseRow(case.id, family, target, ChangeKind.MISSING)
@@ -130,6 +136,18 @@ def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore) -> 
     except CorruptSnapshot as error:
         return CaseRow(case.id, family, target, ChangeKind.FAILED, cuda, error=str(error))
     return CaseRow(case.id, family, target, ChangeKind.FACTS if fields else cuda, cuda, fields, renamed)
+
+
+def classify_declared_failure(case: Case, files: dict[str, str], golden: SnapshotStore) -> CaseRow:
+    """A case declared not to lower that still fails: with the snapshotted error, or with another one."""
+    ((path, text),) = files.items()
+    old = golden.read(path)
+    row = CaseRow(case.id, case.family.name, case.target, ChangeKind.STILL_FAILS)
+    if old is None:
+        row.status = ChangeKind.MISSING
+    elif old != text:
+        row.status, row.error = ChangeKind.FAILED, f"fails with another error than {golden.prefix}{path} holds"
+    return row
 
 
 def changed_checks() -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.analysis import dataflow, source_lines_changed
@@ -51,6 +51,13 @@ class VariantEffect:
     same_dataflow: bool
     cuda_lines_changed: dict[str, int]  # target -> lines added + removed against the comparison
     facts_changed: dict[str, list[str]]  # target -> changed fact fields against the comparison
+    # target -> `does not lower on <target>: <reason>`, where either side is declared not to lower: no comparison
+    not_lowering: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def targets(self) -> list[str]:
+        """Every target this effect speaks of, compared or not, in the project's order."""
+        return [t for t in TARGETS if t in self.cuda_lines_changed or t in self.not_lowering]
 
 
 def declared_change(family: Family, base: Variant, variant: Variant) -> str:
@@ -65,17 +72,25 @@ def declared_change(family: Family, base: Variant, variant: Variant) -> str:
 def variant_effects(
     family: Family,
     produced: Callable[[Case], Any],
-    targets: tuple[str, ...] = tuple(TARGETS),
+    targets: tuple[str, ...] | None = None,
 ) -> list[VariantEffect]:
-    """Every declared pair, compared on each target; `produced(case)` has the case's normalized `cuda`
-    and `facts` (harness.static.produce.produce, passed in: this module lowers nothing itself)."""
+    """Every declared pair, compared on each target (default: the family's); `produced(case)` has the case's
+    normalized `cuda` and `facts` (harness.static.produce.produce, passed in: this module lowers nothing itself).
+    A target where either side is declared not to lower is not compared; the effect says why."""
+    targets = family.target_names if targets is None else targets
     effects = []
     for variant in family.variants:
         if variant.compare_with is None:
             continue
         base = family.variant(variant.compare_with)
-        mine = {t: produced(Case(family, variant, t)) for t in targets}
-        theirs = {t: produced(Case(family, base, t)) for t in targets}
+        not_lowering = {}
+        for t in targets:
+            failing = [c for c in (Case(family, variant, t), Case(family, base, t)) if c.does_not_lower is not None]
+            if failing:
+                not_lowering[t] = "; ".join(f"{c.variant.name} {c.not_lowering_note}" for c in failing)
+        compared = [t for t in targets if t not in not_lowering]
+        mine = {t: produced(Case(family, variant, t)) for t in compared}
+        theirs = {t: produced(Case(family, base, t)) for t in compared}
         effects.append(
             VariantEffect(
                 variant=variant.name,
@@ -83,8 +98,9 @@ def variant_effects(
                 changes=declared_change(family, base, variant),
                 same_dataflow=dataflow(build_kernel(family, variant).prim_func)
                 == dataflow(build_kernel(family, base).prim_func),
-                cuda_lines_changed={t: changed_cuda_lines(theirs[t].cuda, mine[t].cuda) for t in targets},
-                facts_changed={t: changed_fields(theirs[t].facts, mine[t].facts) for t in targets},
+                cuda_lines_changed={t: changed_cuda_lines(theirs[t].cuda, mine[t].cuda) for t in compared},
+                facts_changed={t: changed_fields(theirs[t].facts, mine[t].facts) for t in compared},
+                not_lowering=not_lowering,
             )
         )
     return effects
@@ -92,13 +108,13 @@ def variant_effects(
 
 def no_effect(effects: list[VariantEffect]) -> dict[str, list[str]]:
     """target -> variants whose CUDA is byte-identical to the one they are compared with."""
-    targets = list(effects[0].cuda_lines_changed) if effects else []
-    return {t: [e.variant for e in effects if e.cuda_lines_changed[t] == 0] for t in targets}
+    targets = effects[0].targets if effects else []
+    return {t: [e.variant for e in effects if e.cuda_lines_changed.get(t) == 0] for t in targets}
 
 
 def render_effects(family: Family, effects: list[VariantEffect]) -> str:
     """The committed summary: a Markdown table per target, generated, never edited by hand."""
-    targets = list(effects[0].cuda_lines_changed)
+    targets = effects[0].targets
     lines = [
         "<!-- Written by `nox -s regen-golden` from the lowered kernels; never edit by hand. -->",
         f"# {family.name}: what each schedule annotation changes",
@@ -115,6 +131,9 @@ def render_effects(family: Family, effects: list[VariantEffect]) -> str:
     for target in targets:
         lines += ["", f"## {target}", "", "| variant | CUDA vs comparison | facts that differ |", "| --- | --- | --- |"]
         for e in effects:
+            if target in e.not_lowering:
+                lines.append(f"| {e.variant} | not compared: {e.not_lowering[target]} | none |")
+                continue
             changed = e.cuda_lines_changed[target]
             verdict = "**identical (no effect)**" if changed == 0 else f"{changed} lines changed"
             fields = ", ".join(f"`{f}`" for f in e.facts_changed[target]) or "none"

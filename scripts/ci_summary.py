@@ -28,8 +28,23 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.envi
     parser.add_argument(
         "--no-produced-files", action="store_true", help="the checks produce no snapshot (the orphan check)"
     )
+    parser.add_argument(
+        "--pending-dir",
+        type=Path,
+        default=Path("build/golden-pending"),
+        help="the produced snapshots, whose targets with byte-identical source the summary names",
+    )
     args = parser.parse_args(argv)
-    return publish(args.junit, args.title, args.artifact, environ, out, produced=not args.no_produced_files)
+    produced = not args.no_produced_files
+    return publish(
+        args.junit,
+        args.title,
+        args.artifact,
+        environ,
+        out,
+        produced=produced,
+        pending=args.pending_dir if produced else None,
+    )
 
 
 if __name__ == "__main__":

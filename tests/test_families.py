@@ -11,6 +11,7 @@ from conftest import SMALL_CASE
 import harness.family
 import kernels
 from harness.family import FamilyError, Variant
+from harness.targets import TARGETS
 
 # A complete family file, as the README's recipe writes one: an elementwise kernel.
 TINY_FAMILY = '''
@@ -77,15 +78,16 @@ def write_family(folder, name: str, extra: str = "", text: str | None = None) ->
 def test_a_family_in_one_new_file_is_lowered_snapshotted_and_compared(kernels_dir, golden_session):
     write_family(kernels_dir, "tiny_scale")
     regen = golden_session("--regen", "-k", "tiny_scale")
-    # 4 cases (2 variants x 2 targets) and the summary of the annotation pair
-    regen.assert_outcomes(passed=5)
-    regen.stdout.fnmatch_lines(["*golden files: 9 created, 0 updated, 0 deleted, 0 unchanged*"])
+    # 2 variants on every target, and the summary of the annotation pair
+    cases = 2 * len(TARGETS)
+    regen.assert_outcomes(passed=cases + 1)
+    regen.stdout.fnmatch_lines([f"*golden files: {2 * cases + 1} created, 0 updated, 0 deleted, 0 unchanged*"])
     facts = (golden_session.golden / "tiny_scale/threads64/sm_90.yaml").read_text()
     assert "params:\n  rows: 256\n  cols: 128\n  block_rows: 8\n  threads: 64\n" in facts
     assert "threads: [64, 1, 1]" in facts
     summary = (golden_session.golden / "tiny_scale/SUMMARY.md").read_text()
     assert "| threads64 | threads128 | threads: 128 -> 64 | yes |" in summary
-    golden_session("-k", "tiny_scale").assert_outcomes(passed=5)
+    golden_session("-k", "tiny_scale").assert_outcomes(passed=cases + 1)
 
 
 def test_the_new_familys_numerics_run_through_the_gpu_check(kernels_dir):
@@ -166,7 +168,7 @@ def test_a_kernel_that_does_not_build_fails_its_cases_only(kernels_dir, golden_s
         ),
     )
     result = golden_session("--regen", "-k", "tiny_raise and test_case")
-    result.assert_outcomes(passed=2, failed=2)
+    result.assert_outcomes(passed=len(TARGETS), failed=len(TARGETS))
     result.stdout.fnmatch_lines(
         [
             "*tiny_raise/threads64/sm_80: kernels/tiny_raise.py: variant 'threads64' did not build with*"
@@ -199,8 +201,9 @@ def readme_example() -> str:
 
 def test_the_readme_example_is_a_working_family(kernels_dir, golden_session):
     write_family(kernels_dir, "scale_fp16", text=readme_example())
-    golden_session("--regen", "-k", "scale_fp16").assert_outcomes(passed=5)
-    golden_session("-k", "scale_fp16").assert_outcomes(passed=5)
+    cases_and_summary = 2 * len(TARGETS) + 1
+    golden_session("--regen", "-k", "scale_fp16").assert_outcomes(passed=cases_and_summary)
+    golden_session("-k", "scale_fp16").assert_outcomes(passed=cases_and_summary)
     assert (
         "params:\n  rows: 8192\n  cols: 4096\n  block_rows: 8\n  threads: 256\n"
         in (golden_session.golden / "scale_fp16/threads256/sm_80.yaml").read_text()

@@ -18,29 +18,32 @@ from harness.static.cases import Case
 from harness.static.normalize import normalize_cuda
 from harness.static.produce import produce
 from harness.static.snapshot import SnapshotStore, strip_cuda_header
-from harness.targets import TARGETS
+from harness.targets import TARGETS, source_suffix
 from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul
 
 GOLDEN = SnapshotStore(Path(__file__).resolve().parents[1] / "golden")
-COMPILE_HOOK = "tilelang_callback_cuda_compile"
+# TileLang's step that hands the kernel source to nvcc (CUDA) or hipcc (HIP).
+COMPILE_HOOKS = ("tilelang_callback_cuda_compile", "tilelang_callback_hip_compile")
 
 
 @contextlib.contextmanager
 def without_nvcc():
-    """TileLang's whole JIT path, except that the step handing the CUDA to nvcc returns a dummy binary.
+    """TileLang's whole JIT path, except that the step handing the source to nvcc or hipcc returns a dummy binary.
 
     Everything before it (lowering, codegen, the kernel source a JITKernel reports) is the real
-    `tilelang.compile`; only the binary is fake, so no GPU or CUDA toolkit is needed.
+    `tilelang.compile`; only the binary is fake, so no GPU, CUDA toolkit or ROCm is needed.
     """
     import tvm_ffi
 
-    original = tvm_ffi.get_global_func(COMPILE_HOOK, allow_missing=True)
-    tvm_ffi.register_global_func(COMPILE_HOOK, lambda code, target, config=None: bytearray(16), override=True)
+    originals = {hook: tvm_ffi.get_global_func(hook, allow_missing=True) for hook in COMPILE_HOOKS}
+    for hook in COMPILE_HOOKS:
+        tvm_ffi.register_global_func(hook, lambda code, target, config=None: bytearray(16), override=True)
     try:
         yield
     finally:
-        if original is not None:
-            tvm_ffi.register_global_func(COMPILE_HOOK, original, override=True)
+        for hook, original in originals.items():
+            if original is not None:
+                tvm_ffi.register_global_func(hook, original, override=True)
 
 
 # One registered variant of each jit style, named, so adding a family does not change what is tested:
@@ -61,7 +64,7 @@ def test_snapshot_is_what_tilelang_compile_builds_for_a_jit_variant(key, target)
         kernel = tilelang.compile(
             func, out_idx=impl.out_idx, pass_configs=impl.pass_configs, target=Target(TARGETS[target])
         )
-    snapshot = GOLDEN.read(f"{key}/{target}.cu")
+    snapshot = GOLDEN.read(f"{key}/{target}{source_suffix(target)}")
     assert snapshot is not None, f"no snapshot for {key}/{target}"
     assert normalize_cuda(kernel.get_kernel_source()) == strip_cuda_header(snapshot)
 

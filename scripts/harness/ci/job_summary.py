@@ -14,12 +14,14 @@ import re
 import sys
 import xml.etree.ElementTree as ElementTree
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
 from harness.static.changes import CASE_ID, MISMATCH, REMEDY, Mismatch, report_lines
+from harness.static.snapshot import SnapshotStore
+from harness.static.target_identity import identity_lines
 
 # GitHub shows at most 10 error annotations per step; the rest are counted in one notice.
 MAX_ERROR_ANNOTATIONS = 10
@@ -167,16 +169,24 @@ def kind_counts(report: StaticReport) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
-def render_job_summary(report: StaticReport, title: str, artifact: str | None = None, produced: bool = True) -> str:
-    """Markdown for $GITHUB_STEP_SUMMARY: an overview table, then each failure's full report.
+def render_job_summary(
+    report: StaticReport,
+    title: str,
+    artifact: str | None = None,
+    produced: bool = True,
+    identity: Sequence[str] = (),
+) -> str:
+    """Markdown for $GITHUB_STEP_SUMMARY: an overview table, then each failure's full report, then
+    `identity` (`harness.static.target_identity`: which targets emitted the same source).
 
     `produced=False` for a job whose checks produce no snapshot files (the orphan check): its
     summary then points at the committed files only."""
+    identity_section = _identity_section(identity)
     passed = report.checks - len(report.failed) - report.skipped
     head = f"## {title}: {len(report.failed)} of {report.checks} checks failed"
     if not report.failed:
         skipped = f", {report.skipped} skipped" if report.skipped else ""
-        return f"## {title}: all {passed} checks passed{skipped}\n"
+        return f"## {title}: all {passed} checks passed{skipped}\n{identity_section}"
     parts = [head, ""]
     where = f"the `{artifact}` artifact of this run" if artifact else "the pending folder"
     parts.append(
@@ -209,7 +219,14 @@ def render_job_summary(report: StaticReport, title: str, artifact: str | None = 
             f"{len(left_out)} failure report(s) did not fit in the summary (see the job log and the JUnit XML in the "
             f"artifact): {', '.join(left_out)}\n"
         )
-    return "\n".join(parts)
+    return "\n".join(parts) + identity_section
+
+
+def _identity_section(identity: Sequence[str]) -> str:
+    if not identity:
+        return ""
+    lines = "".join(f"- {line}\n" for line in identity)
+    return f"\n### Targets with byte-identical kernel source\n\n{lines}"
 
 
 def publish(
@@ -219,8 +236,11 @@ def publish(
     environ: Mapping[str, str] = os.environ,
     out: TextIO = sys.stdout,
     produced: bool = True,
+    pending: Path | None = None,
 ) -> int:
-    """Print the annotations, append the summary to $GITHUB_STEP_SUMMARY (stdout when unset); 1 without a report."""
+    """Print the annotations, append the summary to $GITHUB_STEP_SUMMARY (stdout when unset); 1 without a report.
+
+    `pending`: the folder of produced snapshots, whose targets with identical source the summary names."""
     try:
         report = read_junit(junit)
     except JUnitReportError as error:
@@ -228,7 +248,8 @@ def publish(
         return 1
     for line in error_annotations(report):
         print(line, file=out)
-    summary = render_job_summary(report, title, artifact, produced)
+    identity = identity_lines(SnapshotStore(pending)) if pending is not None and pending.is_dir() else []
+    summary = render_job_summary(report, title, artifact, produced, identity)
     summary_path = environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:
         with open(summary_path, "a", encoding="utf-8") as step_summary:

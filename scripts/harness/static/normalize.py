@@ -62,6 +62,11 @@ def canonical_shared_numbering(lines: list[str]) -> list[str]:
     from one lowering to the next (docs/nondeterminism.md). Renumbering them in the order the
     kernel body first uses them, and sorting tied declarations by the new names, makes the text
     depend on the kernel alone. Buffers with a unique name are left as they are.
+
+    The memory planner breaks the same tie, so with more scratch buffers than fit one offset (flash
+    attention on gfx950: five at one offset, one at the next) which of them gets the lone offset
+    changes too. So the offsets of a same-named group are written as a set: ascending, in the order
+    of the canonical names. A change to the set (a buffer moved, added, grown) still shows.
     """
     declared = {i: m for i, line in enumerate(lines) if (m := _SHARED_ALIAS.match(line))}
     by_stem: dict[str, list[str]] = {}
@@ -80,7 +85,34 @@ def canonical_shared_numbering(lines: list[str]) -> list[str]:
     if renames:
         pattern = re.compile(r"\b(" + "|".join(map(re.escape, renames)) + r")\b")
         lines = [pattern.sub(lambda m: renames[m[1]], line) for line in lines]
+    lines = _offsets_as_a_set(lines, [i for i in sorted(declared) if _stem(declared[i]["name"]) in groups])
     return _sort_tied_declarations(lines, sorted(declared))
+
+
+def _stem(name: str) -> str:
+    return _NUMBERED.match(name)["stem"]
+
+
+def _offsets_as_a_set(lines: list[str], positions: list[int]) -> list[str]:
+    """Within each same-named group (declared at `positions`), the n-th smallest offset to the n-th name,
+    declared in that order at the group's places."""
+    lines = list(lines)
+    by_stem: dict[str, list[tuple[int, re.Match[str]]]] = {}
+    for position in positions:
+        match = _SHARED_ALIAS.match(lines[position])
+        by_stem.setdefault(_stem(match["name"]), []).append((position, match))
+    for members in by_stem.values():
+        offsets = sorted((match["offset"] for _, match in members), key=_offset_order)
+        named = sorted((match for _, match in members), key=lambda match: _number(match["name"]))
+        for position, match, offset in zip(sorted(p for p, _ in members), named, offsets, strict=True):
+            line = match.string
+            lines[position] = line[: match.start("offset")] + offset + line[match.end("offset") :]
+    return lines
+
+
+def _offset_order(offset: str) -> tuple[int, int | str]:
+    """Numeric offsets by value, before any written as an expression (by text)."""
+    return (0, int(offset)) if offset.isdigit() else (1, offset)
 
 
 def _number(name: str) -> int:
@@ -110,7 +142,7 @@ def _sort_tied_declarations(lines: list[str], positions: list[int]) -> list[str]
 
         def key(index: int, matches=matches, first_at=first_at) -> tuple[int, str, int]:
             name = matches[index]["name"]
-            return first_at[matches[index]["offset"]], _NUMBERED.match(name)["stem"], _number(name)
+            return first_at[matches[index]["offset"]], _stem(name), _number(name)
 
         ordered = [lines[run[i]] for i in sorted(range(len(run)), key=key)]
         for position, line in zip(run, ordered, strict=True):

@@ -19,6 +19,7 @@ from harness.static.cases import parse_shard, select_shard
 from harness.static.changes import CASE_ID, MISMATCH, REMEDY, Mismatch, report_lines
 from harness.static.golden import RegenRefused, check_may_write
 from harness.static.snapshot import SnapshotStore
+from harness.static.target_identity import identity_lines
 
 OUTCOMES = ("created", "updated", "deleted", "unchanged")
 # The marker of a check that needs every case (the orphan check): sharded runs leave it out.
@@ -186,7 +187,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     if config.getoption("--regen"):
         counts = ", ".join(f"{_OUTCOME_COUNTS[o]} {o}" for o in OUTCOMES)
         terminalreporter.write_sep("=", f"golden files: {counts}")
-    terminalreporter.write_line(f"produced files are in {config.getoption('--pending-dir')}/")
+    pending = Path(config.getoption("--pending-dir"))
+    identity = identity_lines(SnapshotStore(pending)) if pending.is_dir() else []
+    if identity:
+        terminalreporter.write_sep("=", "targets with byte-identical kernel source")
+        for line in identity:
+            terminalreporter.write_line(line)
+    terminalreporter.write_line(f"produced files are in {pending}/")
 
 
 @pytest.fixture(scope="session")

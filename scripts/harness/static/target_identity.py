@@ -1,0 +1,66 @@
+"""Which targets emit byte-identical kernel source for the same variant, read from a folder of snapshots.
+
+Every target keeps its own file (git stores identical contents once, and a reviewer sees one file
+per target in a diff); this report says where two of them are the same, so a reviewer reads one
+and knows the other, and sees the day an upgrade makes them part.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from itertools import combinations
+
+from harness.static.snapshot import SnapshotStore, strip_cuda_header
+from harness.targets import TARGETS, source_suffix
+
+# How many differing variants a line names before it only counts them.
+NAMED_DIFFERENCES = 4
+
+
+@dataclass(frozen=True)
+class TargetPair:
+    """Two targets and the variants (`family/variant`) that both lowered, split by whether their source is equal."""
+
+    first: str
+    second: str
+    identical: tuple[str, ...]
+    different: tuple[str, ...]
+
+    def line(self) -> str:
+        both = len(self.identical) + len(self.different)
+        text = f"{self.first} = {self.second}: {len(self.identical)} of {both} variants"
+        if self.different:
+            named = ", ".join(self.different[:NAMED_DIFFERENCES])
+            more = len(self.different) - NAMED_DIFFERENCES
+            text += f" (differ: {named}{f' and {more} more' if more > 0 else ''})"
+        return text
+
+
+def _sources(store: SnapshotStore) -> dict[str, dict[str, str]]:
+    """`family/variant` -> target -> kernel source without its header, for every source file in the store."""
+    found: dict[str, dict[str, str]] = defaultdict(dict)
+    for path in store.files():
+        variant, _, file_name = path.rpartition("/")
+        target = next((t for t in TARGETS if file_name == f"{t}{source_suffix(t)}"), None)
+        text = store.read(path) if target is not None and variant.count("/") == 1 else None
+        if text is not None:
+            found[variant][target] = strip_cuda_header(text)
+    return found
+
+
+def identical_target_pairs(store: SnapshotStore) -> list[TargetPair]:
+    """Every pair of targets (project order) with at least one variant whose source is byte-identical on both."""
+    sources = _sources(store)
+    pairs: list[TargetPair] = []
+    for first, second in combinations(TARGETS, 2):
+        both = sorted(v for v, by_target in sources.items() if first in by_target and second in by_target)
+        identical = tuple(v for v in both if sources[v][first] == sources[v][second])
+        if identical:
+            pairs.append(TargetPair(first, second, identical, tuple(v for v in both if v not in identical)))
+    return pairs
+
+
+def identity_lines(store: SnapshotStore) -> list[str]:
+    """The report's lines: one per pair of targets that share source somewhere; none when no pair does."""
+    return [pair.line() for pair in identical_target_pairs(store)]

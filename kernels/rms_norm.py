@@ -84,7 +84,17 @@ FAMILY = Family(
     variants=[
         Variant(BASELINE, rms_norm_kernel, {"block_rows": 4, "threads": 256}),
         Variant("threads128", rms_norm_kernel, {"block_rows": 4, "threads": 128}, compare_with=BASELINE),
-        Variant("threads512", rms_norm_kernel, {"block_rows": 4, "threads": 512}, compare_with=BASELINE),
+        Variant(
+            "threads512",
+            rms_norm_kernel,
+            {"block_rows": 4, "threads": 512},
+            compare_with=BASELINE,
+            does_not_lower={
+                target: "TileLang 0.1.15 batches the block-wide reduction on Blackwell, one batch element per row "
+                "(4), and requires the batch to fit the per-thread output, which holds 2 values at 512 threads"
+                for target in ("sm_100a", "sm_120")
+            },
+        ),
     ],
     inputs=rms_norm_inputs,
     outputs=[2],

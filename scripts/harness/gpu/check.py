@@ -234,7 +234,7 @@ def check_snapshot(compiled: CompiledCase, store: SnapshotStore) -> SnapshotChec
             f"launches with {compiled.dynamic_shared_memory_bytes}; run `nox -s static` to see what changed, "
             f"then `{regen}`",
         )
-    cuda = store.read(f"{case.id}.cu")
+    cuda = store.read(case.source_file)
     matches = None if cuda is None else normalize_cuda(compiled.kernel.kernel_source) == strip_cuda_header(cuda)
     return SnapshotCheck(shown, snapshot, matches, problems)
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.gpu.gate import FAIL, FAIL_SLOWER, WARN, WARN_SLOWER, Comparison, compare
 from harness.gpu.timing import slower_by
+from harness.targets import source_suffix
 
 IDENTICAL_WITHIN = 0.01  # criterion 1: byte-identical kernels, max/min - 1 of their ratios
 REPEATABLE_WITHIN = 0.01  # criterion 2: a variant's ratio over the repetitions
@@ -167,7 +168,7 @@ def run_benchmark(
     store = SnapshotStore(golden)
     groups = identical_groups(
         [k for k in by_key if by_key[k].paired is not None],
-        lambda k: None if (text := store.read(f"{k}/{device.target}.cu")) is None else strip_cuda_header(text),
+        lambda k: None if (text := store.read(f"{k}/{device.target}{source_suffix(device.target)}")) is None else strip_cuda_header(text),
     )
     lines += ["", "| variant | " + " | ".join(f"rep {i + 1}" for i in range(repetitions)) + " | max/min - 1 |"]
     lines.append("|---" * (repetitions + 2) + "|")

@@ -8,6 +8,7 @@ from typing import Any
 
 import harness.family
 from harness.family import Family, Variant
+from harness.targets import source_suffix
 
 # The snapshot of a case that is declared not to lower on its target: the error TileLang raises.
 ERROR_SUFFIX = ".error"
@@ -45,7 +46,12 @@ class Case:
         """The files under golden/ this case produces: its error when declared not to lower, else CUDA and facts."""
         if self.does_not_lower is not None:
             return (f"{self.id}{ERROR_SUFFIX}",)
-        return (f"{self.id}.cu", f"{self.id}.yaml")
+        return (self.source_file, f"{self.id}.yaml")
+
+    @property
+    def source_file(self) -> str:
+        """The kernel source snapshot: `<id>.cu` for a CUDA target, `<id>.hip` for a HIP one."""
+        return f"{self.id}{source_suffix(self.target)}"
 
     @property
     def params(self) -> dict[str, Any]:

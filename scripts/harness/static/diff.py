@@ -9,6 +9,7 @@ from typing import Any
 from harness.static.changes import ChangeKind, Mismatch
 from harness.static.renaming import classify, comments
 from harness.static.snapshot import CorruptSnapshot, parse_facts, strip_cuda_header
+from harness.targets import SOURCE_SUFFIXES
 
 MAX_DIFF_LINES = 120
 
@@ -85,7 +86,7 @@ def describe_mismatch(path: str, golden: str | None, produced: str, prefix: str)
         if changes:
             return Mismatch(shown, ChangeKind.FACTS, fields=tuple(changes))
     raw = tuple(text_diff(golden, produced, path, (prefix, "produced/")))
-    if not path.endswith(".cu"):
+    if not path.endswith(tuple(SOURCE_SUFFIXES.values())):
         return Mismatch(shown, ChangeKind.TEXT, diff=raw)
     old_cuda, new_cuda = strip_cuda_header(golden), strip_cuda_header(produced)
     found = classify(old_cuda, new_cuda, (f"{shown} (locals renamed as produced)", f"produced/{path}"))

@@ -121,10 +121,10 @@ def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore) -> 
         pending.write(path, text)
     if case.does_not_lower is not None:
         return classify_declared_failure(case, files, golden)
-    old_cuda, old_facts = golden.read(f"{case.id}.cu"), golden.read(f"{case.id}.yaml")
+    old_cuda, old_facts = golden.read(case.source_file), golden.read(f"{case.id}.yaml")
     if old_cuda is None or old_facts is None:
         return CaseRow(case.id, family, target, ChangeKind.MISSING)
-    new_cuda = strip_cuda_header(files[f"{case.id}.cu"])
+    new_cuda = strip_cuda_header(files[case.source_file])
     if strip_cuda_header(old_cuda) == new_cuda:
         cuda, renamed = ChangeKind.IDENTICAL, 0
     else:

@@ -99,7 +99,9 @@ def _version_dim(facts: Mapping[str, Any]) -> int:
 
 
 def _in_flight(facts: Mapping[str, Any]) -> int | None:
-    waits = facts["sync"].get("cp_async_wait")  # absent on a target without cp.async
+    # The same waits are cp.async group waits on CUDA and s_waitcnt vmcnt on HIP; a target with neither has none.
+    sync = facts["sync"]
+    waits = sync.get("cp_async_wait", sync.get("vmcnt_waits", []))
     return max(waits) if waits else None
 
 

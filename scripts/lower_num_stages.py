@@ -30,6 +30,9 @@ EXIT_CRITERION_FAILED = 1
 EXIT_CANNOT_RUN = 3
 DEFAULT_TILE = (128, 128, 32)  # the seed's tile; the first of kernels.gemm_num_stages.TILE_SHAPES
 PIPELINE_LINES = ("software_pipeline_stage", "software_pipeline_order", "tl_pipelined_num_stages")
+# Sync facts only some targets have (absent on the others, so a block leaves them out), as a block names them.
+WAIT_LINES = {"cp_async_wait": "cp_async_wait arguments", "vmcnt_waits": "s_waitcnt vmcnt arguments"}
+TMA_MACHINERY = {"tma_loads": "TMA loads", "mbarriers": "mbarriers"}
 # What the N values given must include for each criterion to be evaluated (same order).
 CRITERION_NEEDS = ("an N >= 2", "N = 1", "N = 0", "two N >= 1", "two N >= 1", "two N values")
 
@@ -127,15 +130,16 @@ def describe(num_stages: int, facts: Mapping[str, Any]) -> list[str]:
     versions = ", ".join(f"{name} {_versions(b['shape'])} ({b['dtype']}{b['shape']})" for name, b in tiles.items())
     sync = facts["sync"]
     warp_specialized = "yes" if facts["warp_specialized"] else "no"
+    waits = [f"{label} = {sync[key]}" for key, label in WAIT_LINES.items() if key in sync]
+    machinery = "".join(f"{label} = {sync[key]}, " for key, label in TMA_MACHINERY.items() if key in sync)
     lines += [
         f"version dimension = {versions}",
         f"dynamic shared memory = {facts['dynamic_shared_memory_bytes']} bytes",
-        f"cp_async_wait arguments = {sync['cp_async_wait']}",
+        *waits,
         f"__syncthreads() = {sync['syncthreads_main_loop']} in the steady-state loop, "
         f"{sync['syncthreads_elsewhere']} elsewhere",
         f"warp specialized = {warp_specialized}, threads = {facts['launch']['threads'][0]}, "
-        f"TMA loads = {sync['tma_loads']}, mbarriers = {sync['mbarriers']}, "
-        f"MMA = {', '.join(facts['mma']['families'])}",
+        f"{machinery}MMA = {', '.join(facts['mma']['families'])}",
     ]
     return lines
 

@@ -5,15 +5,21 @@ Every fact comes from an IRModule captured by `harness.static.lowering`: the loo
 (with their version dimension), the buffer layouts `tl.LayoutInference` chose, the merged dynamic
 shared memory after `tl.MergeSharedMemoryAllocations`, and launch shape, barriers, copies,
 instructions, loops, vector stores and shared-memory addressing from the final device IR, whose
-statements and calls map one to one onto the CUDA text.
+statements and calls map one to one onto the CUDA (or HIP) text.
+
+One extraction serves every backend. Which facts a case has follows from its target's hardware
+(`Hardware`, read from harness.targets.TARGETS), never from a count being zero: a fact the target
+can have and the kernel does not use is 0 or empty, a fact the target cannot have is absent.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import tilelang  # noqa: F401  (imported first: it makes its bundled TVM importable)
@@ -22,6 +28,7 @@ from tvm.tirx.stmt_functor import pre_order_visit
 
 from harness.static.lowering import Lowering
 from harness.static.snapshot import FORMAT_VERSION
+from harness.targets import TARGETS
 
 PIPELINE_ANNOTATIONS = (
     "software_pipeline_stage",
@@ -32,15 +39,24 @@ PIPELINE_ANNOTATIONS = (
     "software_pipeline_async_stages",
 )
 
-# Call op -> what it is in the CUDA text.
-SYNCTHREADS = "tirx.tvm_storage_sync"  # with a shared scope: __syncthreads()
-CP_ASYNC_WAIT = "tirx.ptx_wait_group"  # tl::cp_async_wait<N>()
-CP_ASYNC_COMMIT = "tirx.ptx_commit_group"  # tl::cp_async_commit()
-CP_ASYNC_COPY = "tl.ptx_cp_async"  # tl::cp_async_gs<bytes>(...)
+# Call op -> what it is in the CUDA text (and, where it differs, in the HIP text).
+SYNCTHREADS = "tirx.tvm_storage_sync"  # with a shared scope: __syncthreads() (on CDNA an s_barrier)
+CP_ASYNC_WAIT = "tirx.ptx_wait_group"  # tl::cp_async_wait<N>() (HIP: s_waitcnt vmcnt(N))
+CP_ASYNC_COMMIT = "tirx.ptx_commit_group"  # tl::cp_async_commit() (HIP: an empty function)
+CP_ASYNC_COPIES = ("tl.ptx_cp_async", "tirx.ptx_cp_async")  # tl::cp_async_gs<bytes>(...)
 TMA_LOAD = "tl.tma_load"
+TMEM_ALLOC = "tl.ptx_init_tensor_memory"  # (pointer to the address slot, columns): tl::tmem_allocate
 GEMM_TILE_OP = "tl.tileop.gemm"
 # (substring of the op name, instruction family) for the ops that issue matrix instructions.
-MMA_FAMILIES = (("tcgen05_mma", "tcgen05"), ("ptx_wgmma", "wgmma"), ("ptx_mma", "mma.sync"))
+MMA_FAMILIES = (
+    ("tcgen05_mma", "tcgen05"),
+    ("ptx_wgmma", "wgmma"),
+    ("ptx_mma", "mma.sync"),
+    ("tvm_mfma", "mfma"),  # __builtin_amdgcn_mfma_<out>_<M>x<N>x<K><in>
+)
+TCGEN05_MMA_WITH_DESCRIPTOR = ("tl.ptx_tcgen05_mma_ss", "tl.ptx_tcgen05_mma_ts")  # arg 7: instruction descriptor
+# tcgen05 operand kind -> K of one instruction: 32 bytes of the operand type (PTX ISA, tcgen05.mma shapes).
+TCGEN05_K = {"fp16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32}
 ACCESS_PTR = "tirx.tvm_access_ptr"  # (type, buffer var, offset, extent, rw): a pointer into a buffer
 # Ops that issue an instruction or a device-library call (the rest are arithmetic and casts).
 INSTRUCTION_PREFIXES = ("tl.", "tirx.ptx_")
@@ -66,7 +82,8 @@ def extract_facts(lowering: Lowering) -> dict[str, Any]:
     device = _kernel_func(lowering.device_ir)
     main_loop_vars = _main_loop_vars(planned)
     device_nodes = _nodes(device.body)  # walked once, read by the facts of the final IR
-    return {
+    has = hardware(case.target)
+    facts = {
         "format": FORMAT_VERSION,
         "case": {"family": case.family.name, "variant": case.variant.name, "target": case.target},
         "params": case.params,
@@ -75,14 +92,43 @@ def extract_facts(lowering: Lowering) -> dict[str, Any]:
         "shared_buffers": _shared_buffers(injected),
         "dynamic_shared_memory_bytes": _dynamic_shared_bytes(merged),
         "launch": _launch(device),
-        "sync": _sync(device, main_loop_vars),
-        "mma": _mma(device),
+        "sync": _sync(device, main_loop_vars, has),
+        "mma": _mma(device_nodes),
+        "tensor_memory": _tensor_memory(device_nodes) if has.tensor_memory else None,
         "layouts": _layouts(inferred),
         "instructions": _instructions(device_nodes),
         "loops": _loops(device_nodes),
         "vector_stores": _vector_stores(device_nodes),
         "shared_addressing": _shared_addressing(device_nodes),
     }
+    return {key: value for key, value in facts.items() if value is not None}
+
+
+# -- what the target's hardware has ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """The features of a target that decide which facts exist for it (the rest exist everywhere)."""
+
+    cp_async: bool  # CUDA sm_80+: cp.async copies, commit groups and waits
+    tma: bool  # CUDA sm_90+: TMA loads and mbarriers (TileLang 0.1.15 refuses T.alloc_barrier before sm_90)
+    tensor_memory: bool  # CUDA sm_100 to sm_110 (datacenter Blackwell; not sm_120): tcgen05 MMA into tensor memory
+    lds_copies: bool  # HIP CDNA3+: TileLang's copies into LDS, waited on with s_waitcnt vmcnt
+
+
+def hardware(target: str) -> Hardware:
+    """What `target` (a key of harness.targets.TARGETS) has, from its kind and architecture alone, by the
+    rules TileLang 0.1.15 itself applies (src/cuda/target_utils.cc, src/rocm/target_utils.cc)."""
+    spec = TARGETS[target]
+    if spec["kind"] == "cuda":
+        sm = int(re.fullmatch(r"sm_(\d+)[af]?", spec["arch"])[1])
+        return Hardware(cp_async=sm >= 80, tma=sm >= 90, tensor_memory=100 <= sm <= 110, lds_copies=False)
+    if spec["kind"] == "hip":
+        version = spec["mcpu"][3:5]  # gfx<version><stepping>: CDNA3 (gfx94x) and CDNA4 (gfx950) copy into LDS
+        lds_copies = spec["mcpu"].startswith("gfx9") and version.isdigit() and int(version) >= 94
+        return Hardware(cp_async=False, tma=False, tensor_memory=False, lds_copies=lds_copies)
+    return Hardware(cp_async=False, tma=False, tensor_memory=False, lds_copies=False)
 
 
 # -- locating functions -------------------------------------------------------------------
@@ -226,31 +272,78 @@ def _syncthreads(node: Any) -> int:
     return sum(1 for call in _calls(node, SYNCTHREADS) if str(_plain(call.args[0])).startswith("shared"))
 
 
-def _sync(func: Any, main_loop_vars: set[str]) -> dict[str, Any]:
+def _sync(func: Any, main_loop_vars: set[str], has: Hardware) -> dict[str, Any]:
+    """Barriers everywhere; the copy and wait machinery only of the hardware the target has."""
     main_loops: list[Any] = []
     _visit(
         func.body,
         lambda n: main_loops.append(n) if isinstance(n, tirx.For) and n.loop_var.name in main_loop_vars else None,
     )
     in_main_loop = sum(_syncthreads(loop.body) for loop in main_loops)
-    barriers = _allocations(func, "shared.barrier")
-    return {
+    waits = [_plain(call.args[0]) for call in _calls(func.body, CP_ASYNC_WAIT)]
+    copies = [call for op in CP_ASYNC_COPIES for call in _calls(func.body, op)]
+    sync: dict[str, Any] = {
         "syncthreads_main_loop": in_main_loop,
         "syncthreads_elsewhere": _syncthreads(func.body) - in_main_loop,
-        "cp_async_wait": [_plain(call.args[0]) for call in _calls(func.body, CP_ASYNC_WAIT)],
-        "cp_async_commit_groups": len(_calls(func.body, CP_ASYNC_COMMIT)),
-        "cp_async_copies": len(_calls(func.body, CP_ASYNC_COPY)),
-        "mbarriers": sum(_bytes(b) // 8 for b in barriers),
-        "tma_loads": len(_calls(func.body, TMA_LOAD)),
     }
+    if has.cp_async:
+        sync["cp_async_wait"] = waits
+        sync["cp_async_commit_groups"] = len(_calls(func.body, CP_ASYNC_COMMIT))
+        sync["cp_async_copies"] = len(copies)
+    if has.lds_copies:
+        # The same IR ops, other hardware: TileLang's HIP template turns a 4-byte copy into an
+        # asynchronous buffer_load_dword ... lds and an 8- or 16-byte one into a load and an LDS store
+        # through registers, so the widths say which is which. Commit groups compile to nothing there.
+        sync["lds_copies"] = dict(sorted(Counter(_copy_bytes(call) for call in copies).items()))
+        sync["vmcnt_waits"] = waits  # s_waitcnt vmcnt(N): N vector memory instructions, not groups, left in flight
+    if has.tma:
+        sync["mbarriers"] = sum(_bytes(b) // 8 for b in _allocations(func, "shared.barrier"))
+        sync["tma_loads"] = len(_calls(func.body, TMA_LOAD))
+    return sync
 
 
-def _mma(func: Any) -> dict[str, Any]:
-    ops: set[str] = set()
-    _visit(func.body, lambda n: ops.add(str(n.op.name)) if isinstance(n, tirx.Call) and hasattr(n.op, "name") else None)
-    mma_ops = sorted(op for op in ops if any(marker in op for marker, _ in MMA_FAMILIES))
+def _copy_bytes(call: Any) -> int:
+    """Bytes one cp_async_gs copies: TileLang's op counts elements of the destination's type, TVM's bytes."""
+    if _op_name(call) == "tirx.ptx_cp_async":
+        return _plain(call.args[2])
+    element = call.args[0].args[0].dtype  # tvm_access_ptr(type_annotation(<element>), ...)
+    return _plain(call.args[2]) * DataType(str(element)).bits * DataType(str(element)).lanes // 8
+
+
+def _mma(nodes: list[Any]) -> dict[str, Any]:
+    """The matrix instruction families, their ops, and the instruction shapes (mMnNkK) they issue."""
+    calls = [n for n in nodes if isinstance(n, tirx.Call) and any(m in _op_name(n) for m, _ in MMA_FAMILIES)]
+    mma_ops = sorted({_op_name(call) for call in calls})
     families = sorted({family for op in mma_ops for marker, family in MMA_FAMILIES if marker in op})
-    return {"families": families, "ops": mma_ops}
+    shapes = sorted({shape for call in calls if (shape := _mma_shape(call)) is not None})
+    return {"families": families, "ops": mma_ops, "shapes": shapes}
+
+
+def _mma_shape(call: Any) -> str | None:
+    """mma.sync and wgmma name their shape (`m16n8k16`); an MFMA its intrinsic (`f32_16x16x16f16`);
+    tcgen05 encodes M and N in its instruction descriptor, and K follows from the operand type."""
+    strings = [str(a.value) for a in call.args if isinstance(a, tirx.StringImm)]
+    for text in strings:
+        if re.fullmatch(r"m\d+n\d+k\d+", text):
+            return text
+    if "tvm_mfma" in _op_name(call) and strings and (mnk := re.search(r"(\d+)x(\d+)x(\d+)", strings[0])):
+        return "m{}n{}k{}".format(*mnk.groups())
+    if _op_name(call) in TCGEN05_MMA_WITH_DESCRIPTOR and isinstance(call.args[7], tirx.IntImm):
+        descriptor = call.args[7].value  # bits 17-22: N >> 3, bits 24-28: M >> 4 (TileLang's GetTCGEN5InstrDesc)
+        k = TCGEN05_K.get(strings[0], "?") if strings else "?"
+        return f"m{(descriptor >> 24 & 0x1F) << 4}n{(descriptor >> 17 & 0x3F) << 3}k{k}"
+    return None
+
+
+def _tensor_memory(nodes: list[Any]) -> dict[str, dict[str, int]]:
+    """Per tensor-memory buffer (T.alloc_tmem), the columns it allocates (tl::tmem_allocate; 512 in all)."""
+    found: dict[str, dict[str, int]] = {}
+    for node in nodes:
+        if isinstance(node, tirx.Call) and _op_name(node) == TMEM_ALLOC:
+            slot = node.args[0]
+            name = str(slot.args[1].name) if _op_name(slot) == ACCESS_PTR else str(slot)
+            found.setdefault(name, {"columns": 0})["columns"] += _plain(node.args[1])
+    return dict(sorted(found.items()))
 
 
 def _op_name(call: Any) -> str:

@@ -26,6 +26,10 @@ FORMAT_CHANGELOG = {
     "shared_addressing (address fingerprints per shared buffer and instruction)",
     4: "every mapping in the facts in block style, one entry per line, so one changed count is one changed line "
     "in a diff (lists of scalars stay inline)",
+    5: "facts per backend, decided by the target's hardware: a fact the target cannot have is absent, not 0 "
+    "(sync.cp_async_* only on CUDA sm_80+, sync.tma_loads and sync.mbarriers only on sm_90+, sync.lds_copies and "
+    "sync.vmcnt_waits only on HIP); mma.families names mfma, mma.shapes lists the instruction shapes; "
+    "tensor_memory (columns per T.alloc_tmem buffer) on sm_100a-class targets only",
 }
 FORMAT_VERSION = max(FORMAT_CHANGELOG)
 # The last format that changed what a `.cu` holds: its header names that one, so a format change
@@ -98,6 +102,8 @@ FACTS_SCHEMA: dict[str, type | tuple[type, ...]] = {
     "vector_stores": dict,
     "shared_addressing": dict,
 }
+# Top-level keys only some targets have (harness.static.facts.Hardware), with their types.
+OPTIONAL_FACTS: dict[str, type | tuple[type, ...]] = {"tensor_memory": dict}
 
 
 def parse_facts(text: str, path: str) -> dict[str, Any]:
@@ -114,11 +120,12 @@ def parse_facts(text: str, path: str) -> dict[str, Any]:
             f"{FORMAT_VERSION}; run `nox -s regen-golden` to rewrite the snapshots"
         )
     missing = [key for key in FACTS_SCHEMA if key not in data]
-    unknown = [key for key in data if key not in FACTS_SCHEMA]
+    types = FACTS_SCHEMA | OPTIONAL_FACTS
+    unknown = [key for key in data if key not in types]
     wrong = [
-        f"{key} is {type(data[key]).__name__}, expected {FACTS_SCHEMA[key].__name__}"
-        for key in FACTS_SCHEMA
-        if key in data and (type(data[key]) is not FACTS_SCHEMA[key])  # bool is not an int here
+        f"{key} is {type(data[key]).__name__}, expected {types[key].__name__}"
+        for key in types
+        if key in data and (type(data[key]) is not types[key])  # bool is not an int here
     ]
     problems = [f"missing keys {missing}"] * bool(missing) + [f"unknown keys {unknown}"] * bool(unknown) + wrong
     if problems:

@@ -14,7 +14,7 @@ from itertools import combinations
 from harness.static.snapshot import SnapshotStore, strip_cuda_header
 from harness.targets import TARGETS, source_suffix
 
-# How many differing variants a line names before it only counts them.
+# How many variants a line names before it only counts the rest.
 NAMED_DIFFERENCES = 4
 
 
@@ -28,13 +28,16 @@ class TargetPair:
     different: tuple[str, ...]
 
     def line(self) -> str:
+        """`a = b: n of m variants`, naming the smaller side: the variants that differ, or those that do not."""
         both = len(self.identical) + len(self.different)
         text = f"{self.first} = {self.second}: {len(self.identical)} of {both} variants"
-        if self.different:
-            named = ", ".join(self.different[:NAMED_DIFFERENCES])
-            more = len(self.different) - NAMED_DIFFERENCES
-            text += f" (differ: {named}{f' and {more} more' if more > 0 else ''})"
-        return text
+        if not self.different:
+            return text
+        label, named = (
+            ("differ", self.different) if len(self.different) <= len(self.identical) else ("same", self.identical)
+        )
+        more = len(named) - NAMED_DIFFERENCES
+        return f"{text} ({label}: {', '.join(named[:NAMED_DIFFERENCES])}{f' and {more} more' if more > 0 else ''})"
 
 
 def _sources(store: SnapshotStore) -> dict[str, dict[str, str]]:

@@ -1,7 +1,8 @@
-"""Numeric and timing checks of every registered variant on the CUDA GPU at hand (`nox -s gpu`).
+"""Numeric and timing checks of every registered variant on the GPU at hand (`nox -s gpu`).
 
 Exit status: 0 the gate passed, 1 it failed, 2 nothing could be checked (no CUDA device, no
-nvcc, a refused baseline recording, bad options). See docs/gpu.md.
+snapshot target for it, no nvcc, no selected variant for its target, a refused baseline
+recording, bad options). See docs/gpu.md.
 """
 
 from __future__ import annotations

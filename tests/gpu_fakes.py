@@ -308,3 +308,39 @@ def run(
         wall_seconds=95.0,
         **fields,
     )
+
+
+# -- the device, as PyTorch reports it ------------------------------------------------------------
+
+H200_PROPERTIES = {"name": "NVIDIA H200", "shared_memory_per_block_optin": LIMIT, "multi_processor_count": 132}
+# An MI300X as a ROCm build of PyTorch reports it: gcnArchName with its feature flags, capability 9.4.
+MI300X_PROPERTIES = {
+    "name": "AMD Instinct MI300X",
+    "gcnArchName": "gfx942:sramecc+:xnack-",
+    "shared_memory_per_block": 65536,
+    "multi_processor_count": 304,
+}
+
+
+def torch_device(
+    monkeypatch: Any,
+    capability: tuple[int, int] = (9, 0),
+    properties: Mapping[str, Any] = H200_PROPERTIES,
+    *,
+    cuda: str | None = "13.0",
+    hip: str | None = None,
+    visible: bool = True,
+) -> None:
+    """Make CPU PyTorch report one GPU as a CUDA build (`cuda` set) or a ROCm build (`hip` set, `cuda` None) would:
+    torch.version, torch.cuda's availability, capability and device properties."""
+    from types import SimpleNamespace
+
+    import torch
+
+    monkeypatch.setattr(torch.version, "cuda", cuda)
+    monkeypatch.setattr(torch.version, "hip", hip)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: visible)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1 if visible else 0)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=0: capability)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index=0: SimpleNamespace(**properties))

@@ -14,7 +14,7 @@ import torch
 
 from harness.family import Family, Tolerance, Variant, Work
 from harness.gpu.compile import Argument
-from harness.gpu.device import find_nvcc
+from harness.gpu.device import find_nvcc, require_cuda
 from harness.gpu.numerics import check_numerics, poison, unpoisoned
 from harness.static.cases import Case
 
@@ -136,7 +136,8 @@ def test_a_real_eager_kernel_is_called_as_users_call_it_and_its_unwritten_row_fa
     from harness.gpu.compile import compile_cases
 
     monkeypatch.setattr(tilelang, "disable_cache", lambda: None)  # keep this process's cache setting
-    compiled = compile_cases([Case(DOUBLED, v, "gpu") for v in DOUBLED.variants])
+    target = require_cuda().target  # each case is compiled for its target: this device's
+    compiled = compile_cases([Case(DOUBLED, v, target) for v in DOUBLED.variants])
     assert [c.error for c in compiled] == [None, None]
     assert all(c.outputs == (1,) for c in compiled), "its T.empty result, returned"
     results = check_numerics([numerics_case(c) for c in compiled], SEEDS)

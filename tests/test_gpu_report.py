@@ -17,6 +17,7 @@ from harness.gpu.gate import DOES_NOT_FIT, FAIL, FAIL_SLOWER, PASS, WARN_SLOWER,
 from harness.gpu.numerics import THRESHOLDS, NumericsResult, Output, OutputCheck, SeedCheck
 from harness.gpu.report import (
     MARKDOWN_HEADER,
+    NOT_RUN,
     REPORT,
     REPORT_FORMAT,
     SUMMARY,
@@ -78,7 +79,7 @@ def test_a_variant_that_does_not_fit_is_listed_not_passed_and_not_failed():
     assert f"**{TOO_BIG.key} {note}**" in render_markdown(run)
     data = report_data(run)
     assert data["does_not_fit"] == {TOO_BIG.key: note}
-    assert data["counts"] == {PASS: 7, FAIL: 0, DOES_NOT_FIT: 1}
+    assert data["counts"] == {PASS: 7, FAIL: 0, DOES_NOT_FIT: 1, NOT_RUN: 0}
     assert any(note in w for w in run.warnings())
 
 

@@ -17,7 +17,7 @@ from script_runner import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOWS = REPO / ".github" / "workflows"
-GPU_LABELS = ["self-hosted", "linux", "x64", "gpu"]
+GPU_LABELS = ["self-hosted", "linux", "x64", "gpu"]  # the H200's; another kind of GPU runner swaps the last label
 # Events a pull request can start: a workflow with one of them must never reach a self-hosted runner.
 PULL_REQUEST_EVENTS = {"pull_request", "pull_request_target", "pull_request_review", "pull_request_review_comment",
                        "issue_comment", "workflow_run", "merge_group"}  # fmt: skip
@@ -70,6 +70,17 @@ def strings_with_paths(node: Any, path: tuple = ()) -> Iterator[tuple[tuple, str
             yield from strings_with_paths(value, (*path, index))
     elif isinstance(node, str):
         yield path, node
+
+
+def runner_labels(job: dict[str, Any]) -> list[list[str]]:
+    """The labels each of the job's runs asks for: `runs-on` with `${{ matrix.runner }}` replaced by each entry of
+    the job's `runner` matrix (literal labels only: no expression may choose a runner)."""
+    labels = job["runs-on"] if isinstance(job["runs-on"], list) else [job["runs-on"]]
+    kinds = job.get("strategy", {}).get("matrix", {}).get("runner")
+    if kinds is None:
+        return [labels]
+    assert all(isinstance(kind, str) and "${{" not in kind for kind in kinds), f"runner kinds must be labels: {kinds}"
+    return [[kind if label == "${{ matrix.runner }}" else label for label in labels] for kind in kinds]
 
 
 def nox_sessions_called(shell: str) -> list[str]:
@@ -160,7 +171,8 @@ def test_gpu_job_checks_out_the_commit_a_maintainer_named_verified_on_a_github_h
     assert 'gh api "repos/$GITHUB_REPOSITORY/pulls/$PULL_REQUEST" --jq .head.sha' in step["run"]
     assert '[ "$head" != "$SHA" ]' in step["run"] and "^[0-9a-f]{40}$" in step["run"]
     assert commit["outputs"] == {"sha": "${{ steps.commit.outputs.sha }}"}
-    assert gpu["needs"] == "commit" and "if" not in gpu and gpu["runs-on"] == GPU_LABELS
+    assert gpu["needs"] == "commit" and "if" not in gpu and GPU_LABELS in runner_labels(gpu)
+    assert gpu["strategy"]["fail-fast"] is False, "one kind of runner failing does not cancel another's run"
     (checkout,) = [s for s in gpu["steps"] if s.get("uses", "").startswith("actions/checkout@")]
     assert checkout["with"] == {"ref": "${{ needs.commit.outputs.sha }}", "persist-credentials": False}
 
@@ -170,12 +182,14 @@ def test_self_hosted_runners_never_see_forks(name):
     """A workflow a pull request event starts runs the pull request's copy of its file: no self-hosted job there."""
     workflow = load(WORKFLOWS / name)
     for job_name, job in workflow["jobs"].items():
-        labels = job["runs-on"] if isinstance(job["runs-on"], list) else [job["runs-on"]]
-        if "self-hosted" not in labels:
-            assert all(str(label).startswith("ubuntu-") for label in labels), f"{name}:{job_name}: {labels}"
-            continue
-        assert labels == GPU_LABELS, f"{name}:{job_name}: self-hosted jobs use exactly {GPU_LABELS}"
-        assert not set(triggers(workflow)) & PULL_REQUEST_EVENTS, f"{name}: a pull request can start {job_name}"
+        for labels in runner_labels(job):
+            if "self-hosted" not in labels:
+                assert all(str(label).startswith("ubuntu-") for label in labels), f"{name}:{job_name}: {labels}"
+                continue
+            assert labels[:3] == GPU_LABELS[:3] and len(labels) == 4 and labels[3].startswith("gpu"), (
+                f"{name}:{job_name}: self-hosted jobs use {GPU_LABELS[:3]} and one GPU runner kind, not {labels}"
+            )
+            assert not set(triggers(workflow)) & PULL_REQUEST_EVENTS, f"{name}: a pull request can start {job_name}"
 
 
 @pytest.mark.parametrize("path", workflow_files(), ids=lambda p: p.name)
@@ -251,10 +265,16 @@ def test_every_push_to_main_gets_its_own_static_run():
 
 
 def test_gpu_runs_queue_in_one_group_and_none_is_dropped_or_cancelled():
-    """`queue: max` keeps every pending run (GitHub's default keeps one and cancels the older)."""
+    """`queue: max` keeps every pending run (GitHub's default keeps one and cancels the older). One group per kind
+    of GPU runner, the H200's still `gpu`: runs on one machine wait for each other, not for another machine's."""
     gpu = workflows()["gpu.yml"]
     assert "concurrency" not in gpu, "on the job: the commit job never waits for the GPU"
-    assert gpu["jobs"]["gpu"]["concurrency"] == {"group": "gpu", "cancel-in-progress": False, "queue": "max"}
+    job = gpu["jobs"]["gpu"]
+    group = "${{ matrix.runner }}"
+    assert job["concurrency"] == {"group": group, "cancel-in-progress": False, "queue": "max"}
+    assert job["runs-on"][-1] == group and "gpu" in job["strategy"]["matrix"]["runner"]
+    upload = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact@"))
+    assert upload["with"]["name"] == "${{ matrix.runner }}-report", "one artifact per kind; the H200's: gpu-report"
     assert "concurrency" not in gpu["jobs"]["commit"]
 
 

@@ -19,8 +19,23 @@ TARGETS: dict[str, dict[str, str]] = {
     "gfx950": {"kind": "hip", "mcpu": "gfx950"},  # AMD CDNA 4 (MI355X)
 }
 
+# Device architectures left out above whose source was measured identical to a target's: the GPU session still
+# refuses such a device (it never checks a device against another target's snapshots), and says so.
+SAME_SOURCE_AS = {"sm_86": "sm_80"}
+
 # The kernel source's file suffix per target kind, as the language's own tools name it.
 SOURCE_SUFFIXES = {"cuda": ".cu", "hip": ".hip"}
+
+
+def device_architecture(target: str) -> str:
+    """What a device of this target reports, as the GPU session reads it: `sm_<major><minor>` from its compute
+    capability on CUDA (a device of capability 10.0 runs `sm_100a`, the arch-specific target whose features,
+    tcgen05 and tensor memory, it has), the name in its gcnArchName before the first `:` on ROCm
+    (`gfx942:sramecc+:xnack-` -> `gfx942`). The GPU session maps a device to its target with this alone."""
+    description = TARGETS[target]
+    if description["kind"] == "hip":
+        return description["mcpu"]
+    return description["arch"].removesuffix("a")
 
 
 def source_suffix(target: str) -> str:

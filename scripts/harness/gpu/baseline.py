@@ -52,9 +52,11 @@ def baseline_path(gpu_name: str, root: Path = TIMING_DIR) -> Path:
 
 
 def baseline_key(gpu_name: str, versions: Mapping[str, str]) -> dict[str, str]:
-    """What a ratio depends on besides the kernel: the GPU and the software. Problem shapes belong to
-    the families and are in the static snapshots, which a GPU run checks its kernels against."""
-    return {"gpu": str(gpu_name), **{name: str(versions[name]) for name in ("cuda", "torch", "tilelang")}}
+    """What a ratio depends on besides the kernel: the GPU and the software (CUDA's version, or HIP's on a ROCm
+    build). Problem shapes belong to the families and are in the static snapshots, which a GPU run checks its
+    kernels against."""
+    runtime = "hip" if "hip" in versions else "cuda"
+    return {"gpu": str(gpu_name), **{name: str(versions[name]) for name in (runtime, "torch", "tilelang")}}
 
 
 def key_differences(baseline: Baseline, key: Mapping[str, str]) -> list[str]:

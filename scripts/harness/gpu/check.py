@@ -46,30 +46,45 @@ from harness.gpu.timing import (
     measure_pairs,
     throughput,
 )
-from harness.static.cases import Case, family_cases
+from harness.static.cases import Case
 from harness.static.normalize import normalize_cuda
 from harness.static.snapshot import CorruptSnapshot, SnapshotStore, parse_facts, strip_cuda_header
 
 Log = Callable[[str], None]
 
 
-def device_cases(families: Sequence[Family], target: str) -> list[Case]:
-    """Every variant of the given families that runs on the device's target: of the families that declare the
-    target, the variants not declared not to lower on it (not_run_on says why the others are left out)."""
-    return [case for family in families for case in family_cases(family, (target,)) if case.does_not_lower is None]
+class NothingToRun(RuntimeError):
+    """No selected variant runs on this device's target: a run that checks nothing must not pass."""
 
 
-def not_run_on(families: Sequence[Family], target: str) -> dict[str, str]:
-    """family/variant -> why device_cases leaves it out on this target: what the report lists, never as a pass."""
-    left_out = {}
+def device_selection(families: Sequence[Family], target: str) -> tuple[list[Case], dict[str, str]]:
+    """What a GPU run on a device of `target` runs, and what it leaves out with why: every variant of the families
+    is in exactly one of the two. Left out: the variants of a family that does not declare the target, and those
+    declared not to lower on it (their snapshot is the error, there is no kernel to run)."""
+    cases: list[Case] = []
+    left_out: dict[str, str] = {}
     for family in families:
         for variant in family.variants:
             case = Case(family, variant, target)
             if target not in family.target_names:
-                left_out[case.key] = f"{family.file} declares only targets {list(family.target_names)}"
+                left_out[case.key] = (
+                    f"{family.file} declares targets {list(family.target_names)} and this device is {target}"
+                )
             elif case.does_not_lower is not None:
                 left_out[case.key] = f"{case.not_lowering_note}, as {family.file} declares"
-    return left_out
+            else:
+                cases.append(case)
+    return cases, left_out
+
+
+def device_cases(families: Sequence[Family], target: str) -> list[Case]:
+    """The variants a run on a device of `target` runs (device_selection's first half)."""
+    return device_selection(families, target)[0]
+
+
+def not_run_on(families: Sequence[Family], target: str) -> dict[str, str]:
+    """family/variant -> why a run on `target` leaves it out: what the report lists and counts, never as a pass."""
+    return device_selection(families, target)[1]
 
 
 def check_cases(
@@ -86,7 +101,8 @@ def check_cases(
     bench: Bench | None = None,
     log: Log = print,
 ) -> GpuRun:
-    """Compile, check and time `select(device)` on the current CUDA GPU; raises NoCudaDevice without one.
+    """Compile, check and time `select(device)` on the current GPU; raises NoCudaDevice without one, UnknownTarget
+    when the project snapshots no target for it, NothingToRun when the selection is empty on it.
     `not_run(device)` names the variants left out on this device and why, for the report."""
     import torch
 
@@ -94,16 +110,21 @@ def check_cases(
     cases = list(select(device))
     left_out = dict(not_run(device))
     seeds = validate_seeds(fresh_seeds() if seeds is None else seeds)
-    log(f"device: {device.name} (compute capability {device.capability[0]}.{device.capability[1]} -> {device.target})")
+    log(f"device: {device.name} ({device.reports} -> {device.target})")
     for key, why in left_out.items():
         log(f"not run: {key}: {why}")
+    if not cases:
+        raise NothingToRun(
+            f"no selected variant runs on {device.name} ({device.target})"
+            + (f"; {len(left_out)} not run here, each listed above with why" if left_out else "")
+        )
 
     started = time.perf_counter()
     compiled = compile_cases(cases)
     compile_seconds = time.perf_counter() - started
     log(f"compiled {sum(c.kernel is not None for c in compiled)}/{len(compiled)} kernels in {compile_seconds:.1f} s")
 
-    torch.empty(1, device="cuda")  # make the CUDA context current before asking the driver about kernels
+    torch.empty(1, device="cuda")  # the context (PyTorch names ROCm's `cuda` too), before asking the driver
     store = SnapshotStore(golden)
     for c in compiled:
         if not c.error:
@@ -318,7 +339,7 @@ def run_gpu_check(
                     "refusing to record a baseline from a selection of variants; run without --select"
                 )
         run = check_cases(select, log=log, **check_options)
-    except (NoCudaDevice, UnknownTarget, BaselineRefused) as error:
+    except (NoCudaDevice, UnknownTarget, NothingToRun, BaselineRefused) as error:
         log(f"gpu check stopped, nothing was checked: {error}")
         return 2
     comparison: Comparison | None = None

@@ -3,8 +3,10 @@
 Compilation uses TileLang's own parallel compiler (`tilelang.par_compile`) on the same PrimFunc
 and pass configs the static snapshots lower (`harness.build`), with the kernel's outputs as
 `out_idx`, so every kernel is called as its users call it: `kernel(*inputs)` returns the outputs.
-Dynamic shared memory is the size the compiled kernel is launched with; registers per thread and
-static shared memory come from the CUDA driver, which loads the kernel's binary.
+Each case is compiled for its own target, the device's (`tilelang_target`), not for what TileLang
+would detect. Dynamic shared memory is the size the compiled kernel is launched with; registers per
+thread and static shared memory come from the CUDA driver, which loads the kernel's binary (on a
+CUDA target only).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 from harness.build import BuildError, BuiltKernel, build_kernel
 from harness.family import Tolerance
 from harness.static.cases import Case
+from harness.targets import TARGETS
 
 DYNAMIC_SHARED_LAUNCH_PARAM = "tirx.use_dyn_shared_memory"
 DYNAMIC_SHARED_ATTR = "dyn_shared_memory_buf"
@@ -54,6 +57,20 @@ class CompiledCase:
     binary: bytes | None = None  # the cubin nvcc produced, as TileLang's compile hook returned it
 
 
+def tilelang_target(target: str) -> dict[str, str]:
+    """The TileLang target a case of this snapshot target is compiled for on its device: the target's TVM
+    description (harness.targets.TARGETS), with a CUDA arch from 9.0 on made arch-specific (`sm_90` -> `sm_90a`,
+    `sm_120` -> `sm_120a`) as TileLang's own detection makes it for that device: the source is the snapshot's
+    (harness.targets), the `a` is for nvcc (wgmma and setmaxnreg assemble only for sm_90a). A HIP target is
+    passed as it is (`{"kind": "hip", "mcpu": "gfx942"}`).
+    """
+    description = dict(TARGETS[target])
+    arch = description.get("arch", "")
+    if description["kind"] == "cuda" and not arch.endswith("a") and int(arch.removeprefix("sm_")) >= 90:
+        description["arch"] = f"{arch}a"
+    return description
+
+
 def compile_cases(cases: Sequence[Case]) -> list[CompiledCase]:
     """Compile every case in parallel; a case that fails carries its error instead of a kernel."""
     import tilelang
@@ -77,12 +94,12 @@ def compile_cases(cases: Sequence[Case]) -> list[CompiledCase]:
             result.error = f"{case.family.file}: variant {case.variant.name!r}: {error}"
             continue
         result.outputs, result.tolerances = built.outputs, built.tolerances
-        key = json.dumps([built.pass_configs, out_idx(built)], sort_keys=True, default=str)
+        key = json.dumps([built.pass_configs, out_idx(built), case.target], sort_keys=True, default=str)
         batches.setdefault(key, []).append((result, built.prim_func))
     with capturing_binaries() as binaries:
         for key, batch in batches.items():
-            configs, outputs = json.loads(key)
-            options = {"target": "auto", "pass_configs": configs or None, "out_idx": outputs}
+            configs, outputs, target = json.loads(key)
+            options = {"target": tilelang_target(target), "pass_configs": configs or None, "out_idx": outputs}
             kernels = tilelang.par_compile([func for _, func in batch], ignore_error=True, **options)
             for (result, func), kernel in zip(batch, kernels, strict=True):
                 if kernel is None:  # par_compile only logs the error: compile this one alone to keep it
@@ -97,7 +114,8 @@ def compile_cases(cases: Sequence[Case]) -> list[CompiledCase]:
         if kernel is None:
             continue
         result.binary = binaries.get(kernel.kernel_source)
-        result.compile_target = str(kernel.target.attrs.get("arch", kernel.target))
+        attrs = kernel.target.attrs
+        result.compile_target = str(attrs.get("arch") or attrs.get("mcpu") or kernel.target)
         try:
             result.dynamic_shared_memory_bytes = launch_dynamic_shared_memory(kernel)
         except LookupError as error:
@@ -187,6 +205,9 @@ def device_kernel(device_mod: Any) -> Any:
 
 def read_driver_resources(compiled: CompiledCase) -> None:
     """Fill registers per thread and static shared memory from the CUDA driver (needs a CUDA context)."""
+    if TARGETS[compiled.case.target]["kind"] != "cuda":
+        compiled.resources_note = "registers not read: the session asks the CUDA driver for them, not yet ROCm's"
+        return
     if compiled.binary is None:
         compiled.resources_note = "registers not available: the kernel's binary was not seen at compilation"
         return

@@ -22,6 +22,7 @@ from harness.gpu.timing import Throughput
 
 REPORT_FORMAT = 4  # 3: numerics per output, each with its own tolerance; 4: and beside its precision twin's error
 REPORT = "report.json"
+NOT_RUN = "not_run"  # the count of variants not run on this device's target (GpuRun.not_run)
 SUMMARY = "summary.md"
 MARKDOWN_HEADER = "<!-- Written by `nox -s gpu` (scripts/gpu_check.py) from one run; report.json holds the data. -->"
 
@@ -109,8 +110,9 @@ def _variant_data(run: GpuRun, v: VariantResult) -> dict[str, Any]:
 
 
 def _counts(run: GpuRun) -> dict[str, int]:
+    """Every variant once: run (pass, fail, does not fit) or not run on this device's target."""
     statuses = [run.verdict(v).status for v in run.variants]
-    return {status: statuses.count(status) for status in (PASS, FAIL, DOES_NOT_FIT)}
+    return {**{status: statuses.count(status) for status in (PASS, FAIL, DOES_NOT_FIT)}, NOT_RUN: len(run.not_run)}
 
 
 def _as_dict(value: Throughput | None) -> dict[str, Any] | None:
@@ -124,15 +126,16 @@ def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
         MARKDOWN_HEADER,
         f"## GPU check {'passed' if run.passed else 'FAILED'} on {d.name} ({d.target})",
         "",
-        f"CUDA {d.versions['cuda']}, torch {d.versions['torch']}, TileLang {d.versions['tilelang']}; "
+        f"{d.runtime}, torch {d.versions['torch']}, TileLang {d.versions['tilelang']}; "
         f"seeds {', '.join(map(str, run.seeds))}; {run.timer['tool']}, each variant next to its reference, "
         f"{run.timer['rounds']} rounds in random order (seed {run.timer.get('order_seed')}), ratio = median of the "
         f"rounds' ratios; wall time {run.wall_seconds:.0f} s (compilation {run.compile_seconds:.0f} s).",
         "",
-        f"- {counts[PASS]} passed, {counts[FAIL]} failed, {counts[DOES_NOT_FIT]} do not fit on this GPU",
+        f"- {counts[PASS]} passed, {counts[FAIL]} failed, {counts[DOES_NOT_FIT]} do not fit on this GPU, "
+        f"{counts[NOT_RUN]} not run on {d.target}",
     ]
     lines += [f"- **{v.key} {v.fit_note()}**: not run, not counted as a pass" for v in run.not_fitting]
-    lines += [f"- **{key}**: not run on {d.target} ({why}), not counted as a pass" for key, why in run.not_run.items()]
+    lines += [f"- **{key}**: not run: {why}; not counted as a pass" for key, why in run.not_run.items()]
     if run.comparison is not None:
         lines.append(f"- timing baseline: {run.comparison.message}")
     lines.append(f"- {gpu_state_line(run)}")

@@ -14,7 +14,6 @@ from typing import Any
 
 from harness.gpu.gate import FAIL, FAIL_SLOWER, WARN, WARN_SLOWER, Comparison, compare
 from harness.gpu.timing import slower_by
-from harness.targets import source_suffix
 
 IDENTICAL_WITHIN = 0.01  # criterion 1: byte-identical kernels, max/min - 1 of their ratios
 REPEATABLE_WITHIN = 0.01  # criterion 2: a variant's ratio over the repetitions
@@ -166,14 +165,12 @@ def run_benchmark(
         log(f"repetition {index + 1}: " + ", ".join(f"{k} {v:.4f}" for k, v in ratios.items()))
 
     store = SnapshotStore(golden)
-    groups = identical_groups(
-        [k for k in by_key if by_key[k].paired is not None],
-        lambda k: (
-            None
-            if (text := store.read(f"{k}/{device.target}{source_suffix(device.target)}")) is None
-            else strip_cuda_header(text)
-        ),
-    )
+
+    def snapshot_source(key: str) -> str | None:  # the case's `.cu` or `.hip`, as the static check wrote it
+        text = store.read(by_key[key].compiled.case.source_file)
+        return None if text is None else strip_cuda_header(text)
+
+    groups = identical_groups([k for k in by_key if by_key[k].paired is not None], snapshot_source)
     lines += ["", "| variant | " + " | ".join(f"rep {i + 1}" for i in range(repetitions)) + " | max/min - 1 |"]
     lines.append("|---" * (repetitions + 2) + "|")
     for k in pairs:

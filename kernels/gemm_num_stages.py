@@ -63,9 +63,10 @@ CRITERIA = (
     "5b. steady-state loop's __syncthreads() count does not grow with N",
 )
 
-# The facts each criterion reads, as key paths into one N's facts. The facts leave out what a target's
-# backend cannot have (HIP has no cp.async): a criterion whose fact is absent from some N's facts is
-# not applicable on that target, neither holding nor failing (`not_applicable`).
+# The facts each criterion reads, as key paths into one N's facts. The facts leave out what a target
+# cannot have (no TMA on HIP, say): a criterion whose fact is absent from some N's facts is not
+# applicable on that target, neither holding nor failing (`not_applicable`). Not every HIP target
+# lacks cp.async: gfx950's source calls tl::cp_async_gs and tl::cp_async_wait, gfx942's does not.
 CRITERION_FACTS: dict[str, tuple[str, ...]] = {
     CRITERIA[0]: ("pipelines",),
     CRITERIA[1]: ("pipelines",),

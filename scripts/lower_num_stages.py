@@ -5,7 +5,7 @@ Lowers the `gemm_num_stages` kernel (kernels/gemm_num_stages.py) for each N with
 harness (no GPU, no nvcc, for any of the project's targets, CUDA or HIP), prints what
 `tl.PipelinePlanning` annotated and what the generated code holds, then checks the seed's
 correctness criteria across the N values given. A criterion whose fact the target's facts do not
-hold (HIP has no cp.async) is printed as not applicable there, neither passing nor failing.
+hold (no cp.async on gfx942, say) is printed as not applicable there, neither passing nor failing.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ EXIT_CANNOT_RUN = 3
 DEFAULT_ARCH = "sm_80"
 DEFAULT_TILE = (128, 128, 32)  # the seed's tile; the first of kernels.gemm_num_stages.TILE_SHAPES
 PIPELINE_LINES = ("software_pipeline_stage", "software_pipeline_order", "tl_pipelined_num_stages")
-# How a block shows a fact its target's facts do not hold (HIP has no cp.async, no TMA): not a 0.
+# How a block shows a fact its target's facts do not hold (no TMA on HIP, say): not a 0.
 NOT_APPLICABLE = "n/a"
 # What the N values given must include for each criterion to be evaluated (same order).
 CRITERION_NEEDS = ("an N >= 2", "N = 1", "N = 0", "two N >= 1", "two N >= 1", "two N values")
@@ -127,7 +127,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def describe(num_stages: int, facts: Mapping[str, Any]) -> list[str]:
     """The report block of one N, read from its extracted facts. A fact the target's facts do not hold
-    (HIP has no cp.async, no TMA) is shown as not applicable, never as 0 or an empty list."""
+    (no TMA on HIP, say) is shown as not applicable, never as 0 or an empty list."""
     from kernels.gemm_num_stages import has_fact
 
     case = facts["case"]

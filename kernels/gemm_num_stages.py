@@ -63,6 +63,19 @@ CRITERIA = (
     "5b. steady-state loop's __syncthreads() count does not grow with N",
 )
 
+# The facts each criterion reads, as key paths into one N's facts. The facts leave out what a target
+# cannot have (no TMA on HIP, say): a criterion whose fact is absent from some N's facts is not
+# applicable on that target, neither holding nor failing (`not_applicable`). Not every HIP target
+# lacks cp.async: gfx950's source calls tl::cp_async_gs and tl::cp_async_wait, gfx942's does not.
+CRITERION_FACTS: dict[str, tuple[str, ...]] = {
+    CRITERIA[0]: ("pipelines",),
+    CRITERIA[1]: ("pipelines",),
+    CRITERIA[2]: ("pipelines",),
+    CRITERIA[3]: ("shared_buffers",),
+    CRITERIA[4]: ("sync", "cp_async_wait"),
+    CRITERIA[5]: ("sync", "syncthreads_main_loop"),
+}
+
 # Where the criteria are false for TileLang 0.1.15, with the reason (README, "Checks that do not
 # depend on the snapshots"). The check demands exactly these, so a TileLang change shows up.
 WARP_SPECIALIZED = {
@@ -109,29 +122,50 @@ def _strictly_increasing(values: list[Any]) -> bool:
     return all(a is not None and b is not None and a < b for a, b in itertools.pairwise(values))
 
 
+def has_fact(facts: Mapping[str, Any], path: Sequence[str]) -> bool:
+    """Whether the facts hold this key path (`("sync", "cp_async_wait")`)."""
+    for key in path:
+        if not isinstance(facts, Mapping) or key not in facts:
+            return False
+        facts = facts[key]
+    return True
+
+
+def not_applicable(facts_by_n: Mapping[int, Mapping[str, Any]]) -> dict[str, str]:
+    """criterion -> the fact it reads (`sync.cp_async_wait`) that the facts of some N lack: not applicable there."""
+    return {
+        name: ".".join(path)
+        for name, path in CRITERION_FACTS.items()
+        if not all(has_fact(facts, path) for facts in facts_by_n.values())
+    }
+
+
 def num_stages_criteria(facts_by_n: Mapping[int, Mapping[str, Any]]) -> list[Claim]:
-    """The criteria over the N values present (a criterion about absent N is skipped)."""
+    """The criteria over the N values present (a criterion about absent N is skipped, and so is one whose fact
+    the target does not have: `not_applicable`)."""
     ns = sorted(facts_by_n)
+    absent = not_applicable(facts_by_n)
     results: list[Claim] = []
 
     def shown(value_of: Callable[[Mapping[str, Any]], Any], among: list[int]) -> str:
         return ", ".join(f"N={n}: {value_of(facts_by_n[n])}" for n in among)
 
     deep = [n for n in ns if n >= 2]
-    if deep:
+    if deep and CRITERIA[0] not in absent:
         ok = all((s := _stages(facts_by_n[n])) is not None and s[-1] == n - 1 and s[:2] == [0, 0] for n in deep)
         results.append(Claim(CRITERIA[0], ok, shown(_stages, deep)))
-    if 1 in facts_by_n:
+    if 1 in facts_by_n and CRITERIA[1] not in absent:
         results.append(Claim(CRITERIA[1], _stages(facts_by_n[1]) == [0, 0, 1], shown(_stages, [1])))
-    if 0 in facts_by_n:
+    if 0 in facts_by_n and CRITERIA[2] not in absent:
         results.append(Claim(CRITERIA[2], facts_by_n[0]["pipelines"] == [], shown(_stages, [0])))
     positive = [n for n in ns if n >= 1]
-    if len(positive) >= 2:
+    if len(positive) >= 2 and CRITERIA[3] not in absent:
         versions = [_version_dim(facts_by_n[n]) for n in positive]
         results.append(Claim(CRITERIA[3], _strictly_increasing(versions), shown(_version_dim, positive)))
+    if len(positive) >= 2 and CRITERIA[4] not in absent:
         in_flight = [_in_flight(facts_by_n[n]) for n in positive]
         results.append(Claim(CRITERIA[4], _strictly_increasing(in_flight), shown(_in_flight, positive)))
-    if len(ns) >= 2:
+    if len(ns) >= 2 and CRITERIA[5] not in absent:
         loop_syncs = [facts_by_n[n]["sync"]["syncthreads_main_loop"] for n in ns]
         steady = all(count <= loop_syncs[0] for count in loop_syncs)
         results.append(Claim(CRITERIA[5], steady, shown(lambda f: f["sync"]["syncthreads_main_loop"], ns)))

@@ -2,8 +2,10 @@
 """Seed 01: change `num_stages`, watch the pipeline annotations, buffers and syncs change.
 
 Lowers the `gemm_num_stages` kernel (kernels/gemm_num_stages.py) for each N with the golden
-harness (no GPU, no nvcc), prints what `tl.PipelinePlanning` annotated and what the generated
-code holds, then checks the seed's correctness criteria across the N values given.
+harness (no GPU, no nvcc, for any of the project's targets, CUDA or HIP), prints what
+`tl.PipelinePlanning` annotated and what the generated code holds, then checks the seed's
+correctness criteria across the N values given. A criterion whose fact the target's facts do not
+hold (no cp.async on gfx942, say) is printed as not applicable there, neither passing nor failing.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 try:
     from harness.static.lowering import tilelang_unavailable
-    from harness.targets import TARGETS
+    from harness.targets import TARGETS, source_suffix
 except ModuleNotFoundError as missing:  # a Python without this project (or without anything installed)
     print(f"cannot import the harness ({missing}); install this project: pip install --no-deps -e .", file=sys.stderr)
     raise SystemExit(3) from None  # EXIT_CANNOT_RUN
@@ -27,7 +29,11 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[1]
 
 EXIT_CRITERION_FAILED = 1
+EXIT_BAD_ARGUMENTS = 2
 EXIT_CANNOT_RUN = 3
+# The seed's target: its criteria describe the cp.async pipeline of sm_80 (Ampere). Every target of
+# harness.targets.TARGETS can be asked for; on the others the script prints what it observes.
+DEFAULT_ARCH = "sm_80"
 DEFAULT_TILE = (128, 128, 32)  # the seed's tile; the first of kernels.gemm_num_stages.TILE_SHAPES
 PIPELINE_LINES = ("software_pipeline_stage", "software_pipeline_order", "tl_pipelined_num_stages")
 # Sync facts only some targets have (absent on the others, so a block leaves them out), as a block names them.
@@ -47,8 +53,9 @@ environment:
                            hand edit of that file instead of what it generated, so delete the
                            folder before trusting the output
 exit status:
-  0 every evaluated criterion holds; 1 one fails; 2 bad arguments; 3 TileLang (or, for --bench,
-  a CUDA GPU) is missing or a kernel does not lower
+  0 every evaluated criterion holds (one whose fact the target does not have is not applicable,
+  not evaluated); 1 one fails; 2 bad arguments; 3 TileLang (or, for --bench, a CUDA GPU) is
+  missing or a kernel does not lower
 """
 
 
@@ -83,7 +90,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "NUM_STAGES in kernels/gemm_num_stages.py)",
     )
     parser.add_argument(
-        "--arch", choices=sorted(TARGETS), default="sm_80", help="GPU target to lower for (default: sm_80)"
+        "--arch",
+        choices=list(TARGETS),
+        default=DEFAULT_ARCH,
+        help=f"target to lower for: one of the project's (harness/targets.py), gfx* are HIP (default: "
+        f"{DEFAULT_ARCH}, whose cp.async pipeline the seed's criteria describe)",
     )
     parser.add_argument(
         "--tile",
@@ -96,7 +107,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--dump-dir",
         type=Path,
         metavar="DIR",
-        help="write each N's normalized CUDA to DIR/gemm_num_stages_<N>.cu (for diff -u)",
+        help="write each N's normalized kernel source to DIR/gemm_num_stages_<N>.cu (.hip for a HIP target; "
+        "for diff -u)",
     )
     parser.add_argument(
         "--bench",
@@ -115,9 +127,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def describe(num_stages: int, facts: Mapping[str, Any]) -> list[str]:
-    """The report block of one N, read from its extracted facts."""
+    """The report block of one N, read from its extracted facts. A fact the target's hardware does not
+    have (no TMA on HIP, say) is absent from its facts and left out here, never shown as 0."""
     case = facts["case"]
-    lines = [f"== num_stages = {num_stages}  ({case['family']}/{case['variant']}/{case['target']}) =="]
+    target = case["target"]
+    lines = [f"== num_stages = {num_stages}  ({case['family']}/{case['variant']}/{target}) =="]
     loops = facts["pipelines"]
     if not loops:
         why = " (the loop was warp-specialized before it)" if facts["warp_specialized"] else ""
@@ -154,33 +168,44 @@ def _versions(shape: list[int]) -> str:
 # -- the seed's criteria ------------------------------------------------------------------------
 
 
-def report_criteria(results: list[Claim], num_stages: Sequence[int]) -> tuple[list[str], bool]:
-    """PASS/FAIL lines with the observed values, a line per criterion the N values cannot decide,
-    and whether every evaluated criterion holds."""
+def report_criteria(
+    results: list[Claim], num_stages: Sequence[int], absent: Mapping[str, str] | None = None, target: str = ""
+) -> tuple[list[str], bool]:
+    """PASS/FAIL lines with the observed values, an N/A line per criterion whose fact the target does not
+    have (`absent`: criterion -> that fact), a SKIP line per criterion the N values cannot decide, and
+    whether every evaluated criterion holds (a criterion not applicable is not a failure)."""
     from kernels.gemm_num_stages import CRITERIA as NUM_STAGES_CRITERIA
 
+    absent = absent or {}
     by_name = {c.name: c for c in results}
     lines = [f"Seed 01 criteria across N = {', '.join(map(str, num_stages))}:"]
     for name, needs in zip(NUM_STAGES_CRITERIA, CRITERION_NEEDS, strict=True):
         criterion = by_name.get(name)
-        if criterion is None:
+        if name in absent:
+            lines.append(f"N/A   {name}  (not applicable on {target}: its facts have no {absent[name]})")
+        elif criterion is None:
             lines.append(f"SKIP  {name}  (needs {needs} among --num-stages)")
         else:
             lines.append(f"{'PASS' if criterion.holds else 'FAIL'}  {name}  [{criterion.observed}]")
     failed = [c.name for c in results if not c.holds]
     summary = f"{len(results) - len(failed)} of {len(results)} evaluated criteria hold"
+    if absent:
+        summary += f", {len(absent)} not applicable on {target}"
     lines.append(summary + (f"; failed: {'; '.join(failed)}" if failed else ""))
     return lines, not failed
 
 
 def report(facts_by_n: Mapping[int, Mapping[str, Any]]) -> int:
     """Print every N's block and the criteria; the exit status."""
-    from kernels.gemm_num_stages import num_stages_criteria
+    from kernels.gemm_num_stages import not_applicable, num_stages_criteria
 
     for n in sorted(facts_by_n):
         print("\n".join(describe(n, facts_by_n[n])))
         print()
-    lines, passed = report_criteria(num_stages_criteria(facts_by_n), sorted(facts_by_n))
+    target = next(iter(facts_by_n.values()))["case"]["target"] if facts_by_n else ""
+    lines, passed = report_criteria(
+        num_stages_criteria(facts_by_n), sorted(facts_by_n), not_applicable(facts_by_n), target
+    )
     print("\n".join(lines))
     return 0 if passed else EXIT_CRITERION_FAILED
 
@@ -198,12 +223,13 @@ def lower_all(num_stages: Sequence[int], arch: str, tile: tuple[int, int, int]) 
 
 
 def dump(lowerings: Mapping[int, Any], directory: Path) -> list[Path]:
+    """Each N's normalized kernel source, named with its target's suffix (`.cu`, `.hip`)."""
     from harness.static.normalize import normalize_cuda
 
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for n, lowering in sorted(lowerings.items()):
-        path = directory / f"gemm_num_stages_{n}.cu"
+        path = directory / f"gemm_num_stages_{n}{source_suffix(lowering.case.target)}"
         path.write_text(normalize_cuda(lowering.cuda), encoding="utf-8")
         written.append(path)
     return written
@@ -257,6 +283,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from harness.static.lowering import LoweringError
     from kernels.gemm_num_stages import FAMILY, NUM_STAGES
 
+    if args.arch not in FAMILY.target_names:  # a family may narrow the project's targets
+        print(f"--arch {args.arch}: {FAMILY.file} declares only targets {list(FAMILY.target_names)}", file=sys.stderr)
+        return EXIT_BAD_ARGUMENTS
     num_stages = args.num_stages if args.num_stages is not None else list(NUM_STAGES)
     problem = bench_problem(num_stages, args.tile) if args.bench else None
     if problem:

@@ -18,6 +18,7 @@ from harness.static.cases import Case
 from harness.static.facts import extract_facts
 from harness.static.lowering import lower
 from harness.static.normalize import normalize_cuda
+from harness.targets import TARGETS
 from kernels.gemm_num_stages import CRITERIA as NUM_STAGES_CRITERIA
 from kernels.gemm_num_stages import FAMILY, variant
 
@@ -113,6 +114,65 @@ def test_criteria_the_given_n_cannot_decide_are_shown_as_skipped(sweep_facts):
     assert lines[-1] == "1 of 1 evaluated criteria hold"
 
 
+def without(facts_by_n: dict[int, dict], *paths: tuple[str, str], target: str = "gfx942") -> dict[int, dict]:
+    """The facts as a target without these facts would have them: the keys absent, not 0."""
+    altered = copy.deepcopy(facts_by_n)
+    for facts in altered.values():
+        facts["case"]["target"] = target
+        for group, key in paths:
+            del facts[group][key]
+    return altered
+
+
+def test_a_fact_the_target_does_not_have_makes_its_criterion_not_applicable_not_failed(sweep_facts, capsys):
+    hip = without(sweep_facts, ("sync", "cp_async_wait"), ("sync", "tma_loads"), ("sync", "mbarriers"))
+    assert script.report(hip) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f"N/A   {NUM_STAGES_CRITERIA[4]}  (not applicable on gfx942: its facts have no sync.cp_async_wait)" in lines
+    assert not [line for line in lines if line.startswith("FAIL")]
+    assert lines[-1] == "4 of 4 evaluated criteria hold, 1 not applicable on gfx942"
+    block = block_of("\n".join(lines), 2)
+    assert "cp_async_wait arguments = not applicable on gfx942 (its facts have no sync.cp_async_wait)" in block
+    assert block[-1].startswith("warp specialized = no, threads = 128, TMA loads = n/a, mbarriers = n/a, MMA = ")
+
+
+def test_a_criterion_not_applicable_still_lets_another_fail(sweep_facts, capsys):
+    hip = without(sweep_facts, ("sync", "syncthreads_main_loop"))
+    hip[3]["pipelines"] = []  # and the deepest N lost its annotation
+    assert script.report(hip) == script.EXIT_CRITERION_FAILED
+    lines = capsys.readouterr().out.splitlines()
+    assert "__syncthreads() = not applicable on gfx942 (its facts have no sync.syncthreads_main_loop)" in lines
+    assert (
+        f"N/A   {NUM_STAGES_CRITERIA[5]}  (not applicable on gfx942: its facts have no sync.syncthreads_main_loop)"
+        in lines
+    )
+    assert lines[-1] == (
+        f"3 of 4 evaluated criteria hold, 1 not applicable on gfx942; failed: {NUM_STAGES_CRITERIA[0]}"
+    )
+
+
+def test_a_hip_target_lowers_and_dumps_hip_source(tmp_path):
+    status, output, _ = run_main(
+        "--arch", "gfx942", "--tile", "64x64x32", "--num-stages", "2", "--dump-dir", str(tmp_path)
+    )
+    assert "(gemm_num_stages/ns2_64x64x32/gfx942) ==" in output
+    assert status in (0, script.EXIT_CRITERION_FAILED)  # what TileLang does on HIP is observed, not assumed
+    (dumped,) = tmp_path.iterdir()
+    assert dumped.name == "gemm_num_stages_2.hip"
+    assert dumped.read_text() == normalize_cuda(lower(Case(FAMILY, variant(2, 64, 64, 32), "gfx942")).cuda)
+
+
+def test_an_arch_the_family_does_not_declare_is_refused(monkeypatch):
+    import dataclasses
+
+    import kernels.gemm_num_stages
+
+    monkeypatch.setattr(kernels.gemm_num_stages, "FAMILY", dataclasses.replace(FAMILY, targets=["sm_90"]))
+    status, output, error = run_main("--arch", "sm_80", "--num-stages", "1")
+    assert (status, output) == (2, "")
+    assert error == "--arch sm_80: kernels/gemm_num_stages.py declares only targets ['sm_90']\n"
+
+
 def test_sm90_prints_what_it_observes_and_fails_the_sm80_criteria():
     status, output, _ = run_main("--arch", "sm_90", "--tile", "64x64x32", "--num-stages", "2")
     assert status == script.EXIT_CRITERION_FAILED
@@ -150,6 +210,7 @@ def test_help_documents_every_option_and_the_trace(capsys):
     text = capsys.readouterr().out
     for option in ("--num-stages", "--arch", "--tile", "--dump-dir", "--bench", "TL_LOWER_TRACE=terminal"):
         assert option in text
+    assert "{" + ",".join(TARGETS) + "}" in text, "every target of the project, in its order"
     assert "report.html" in text and "exit status" in text
 
 

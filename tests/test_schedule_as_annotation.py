@@ -114,11 +114,15 @@ def test_static_run_stops_with_status_one_naming_missing_apis(monkeypatch, capsy
 def test_static_run_marks_variants_identical_to_the_baseline(static_run):
     status, output, _ = static_run
     assert status == 0
-    effects = variant_effects(script.seed_schedules(), produce)
+    family = script.seed_schedules()
+    effects = variant_effects(family, produce)
     lines = output.splitlines()
-    for target in TARGETS:
+    headings = [line for line in lines if "lines changed against v0_baseline" in line]
+    assert [line.split(":")[0] for line in headings] == list(family.target_names), "every target, in order"
+    for target in family.target_names:
+        language = {"cuda": "CUDA", "hip": "HIP"}[TARGETS[target]["kind"]]
         start = lines.index(
-            f"{target}: CUDA lines changed against v0_baseline (normalized text, lines added + removed)"
+            f"{target}: {language} lines changed against v0_baseline (normalized text, lines added + removed)"
         )
         for offset, effect in enumerate(effects, start=1):
             line = lines[start + offset]
@@ -151,6 +155,33 @@ def test_render_effects_marks_no_effect_and_a_different_dataflow():
     ]
     assert lines[2].split()[:2] == ["v2", "12"] and lines[2].endswith("facts that differ: launch.threads")
     assert lines[-1] == "same dataflow as v0: v1 yes, v2 NO"
+
+
+def test_render_effects_names_each_targets_language_and_a_target_not_compared():
+    def effect(name: str, not_lowering: dict[str, str] | None = None) -> VariantEffect:
+        compared = [t for t in ("sm_80", "gfx942") if t not in (not_lowering or {})]
+        return VariantEffect(
+            name, "v0", "1 source line(s)", True, dict.fromkeys(compared, 4), dict.fromkeys(compared, []),
+            not_lowering or {},
+        )  # fmt: skip
+
+    reason = "v2 does not lower on gfx942: no MFMA layout for it"
+    lines = script.render_effects([effect("v1"), effect("v2", {"gfx942": reason})])
+    assert lines[0] == "sm_80: CUDA lines changed against v0 (normalized text, lines added + removed)"
+    assert lines[3] == "gfx942: HIP lines changed against v0 (normalized text, lines added + removed)"
+    assert lines[4].split()[:2] == ["v1", "4"] and lines[4].endswith("facts that differ: none")
+    assert lines[5].split()[:2] == ["v2", "-"] and lines[5].endswith(f"not compared: {reason}")
+    assert lines[-1] == "same dataflow as v0: v1 yes, v2 yes"
+
+
+def test_the_static_run_compares_on_the_targets_the_family_declares(monkeypatch, capsys):
+    import dataclasses
+
+    narrowed = dataclasses.replace(FAMILY, targets=["gfx942", "sm_80"])
+    monkeypatch.setattr(gemm_relu_schedules, "FAMILY", narrowed)
+    assert script.static_report() == 0
+    headings = [line for line in capsys.readouterr().out.splitlines() if "lines changed against" in line]
+    assert [line.split(":")[0] for line in headings] == ["sm_80", "gfx942"]
 
 
 # -- the swizzle criterion -------------------------------------------------------------------------

@@ -200,11 +200,31 @@ def test_the_summary_does_not_compare_a_declared_case_and_says_why():
 
     (effect,) = variant_effects(family, produce)
     assert not any(case.endswith("/sm_80") for case in produced), "a declared case must not be lowered"
-    assert effect.targets == ["sm_80", "sm_90"] and list(effect.cuda_lines_changed) == ["sm_90"]
-    assert no_effect([effect]) == {"sm_80": [], "sm_90": [pair.name]}
+    others = [t for t in TARGETS if t != "sm_80"]
+    assert effect.targets == list(TARGETS) and list(effect.cuda_lines_changed) == others
+    assert no_effect([effect]) == {"sm_80": [], **{t: [pair.name] for t in others}}
     text = render_effects(family, [effect])
     assert f"| {pair.name} | not compared: {pair.name} does not lower on sm_80: {REASON} | none |" in text
-    assert f"| {pair.name} | **identical (no effect)** |" in text
+    assert text.count(f"| {pair.name} | **identical (no effect)** |") == len(others)
+
+
+def test_the_summary_has_a_section_per_target_the_family_declares_naming_its_source_language():
+    family = small_family(targets=None)
+    pair = dataclasses.replace(SMALL.variant, name="pair", compare_with=SMALL.variant.name)
+    family = dataclasses.replace(family, variants=[SMALL.variant, pair])
+    text = render_effects(family, variant_effects(family, lambda case: SimpleNamespace(cuda="same\n", facts={})))
+    sections = [line.removeprefix("## ") for line in text.splitlines() if line.startswith("## ")]
+    assert sections == list(TARGETS)
+    hip = [t for t in TARGETS if TARGETS[t]["kind"] == "hip"]
+    assert hip, "the project has HIP targets"
+    for target in TARGETS:
+        section = text.split(f"## {target}\n", 1)[1].split("\n## ", 1)[0]
+        language = "HIP" if target in hip else "CUDA"
+        assert f"| variant | {language} vs comparison | facts that differ |" in section
+        assert "| pair | **identical (no effect)** | none |" in section
+    narrowed = dataclasses.replace(family, targets=[hip[0], "sm_90"])
+    text = render_effects(narrowed, variant_effects(narrowed, lambda case: SimpleNamespace(cuda="x\n", facts={})))
+    assert [line for line in text.splitlines() if line.startswith("## ")] == ["## sm_90", f"## {hip[0]}"]
 
 
 def test_the_upgrade_preview_classifies_a_declared_case(monkeypatch, tmp_path):

@@ -10,12 +10,13 @@ import pytest
 from conftest import REPO, SMALL_CASE
 
 import harness.static.upgrade_preview as preview_module
-from harness.static.cases import all_cases
+from harness.static.cases import Case, all_cases
 from harness.static.changes import ChangeKind
 from harness.static.diff import changed_fields
 from harness.static.lowering import LoweringError
+from harness.static.produce import case_files
 from harness.static.snapshot import SnapshotStore
-from harness.static.upgrade_preview import Preview, classify_case, render_markdown
+from harness.static.upgrade_preview import CaseRow, Preview, classify_case, render_markdown
 
 CASE = next(c for c in all_cases() if c.id == SMALL_CASE)
 
@@ -79,7 +80,7 @@ def test_the_report_counts_per_family_and_target_and_lists_fields_and_checks(gol
     assert "| gemm_num_stages/sm_90 | 0 | 0 | 0 | 1 | 0 | 0 |" in text
     assert "- `dynamic_shared_memory_bytes` in 1 case(s)" in text
     assert "- g: 2. something: recorded holds, now fails" in text
-    assert "## Real CUDA changes that no fact explains\n\n- none\n" in text  # its CUDA did not change
+    assert "| sm_90 | CUDA | 1 | 0 | 0 | - |\n\n- none\n" in text  # its CUDA did not change
     data = json.loads(json.dumps(preview.as_dict()))
     assert data["totals"] == {"facts changed": 1} and data["fields"] == {"dynamic_shared_memory_bytes": 1}
     assert data["counts"] == {"gemm_num_stages/sm_90": {"facts changed": 1}}
@@ -128,3 +129,78 @@ def test_changed_fields_keep_keys_with_colons_whole_and_drop_numeric_keys():
     old = {"instructions": {extern: 2, "tl.tma_load": 1}, "loops": {"unrolled": {2: 1}}}
     new = {"instructions": {extern: 1, "tl.tma_load": 1}, "loops": {"unrolled": {2: 2}}}
     assert changed_fields(old, new) == [f"instructions.{extern}", "loops.unrolled"]
+
+
+# -- the facts' coverage per target ----------------------------------------------------------------
+
+
+def fake_row(target: str, cuda: ChangeKind | None, fields=(), family: str = "f") -> CaseRow:
+    """A classified case as classify_case leaves it (status: facts changed wins over the source's class)."""
+    status = ChangeKind.MISSING if cuda is None else ChangeKind.FACTS if fields else cuda
+    return CaseRow(f"{family}/v/{target}", family, target, status, cuda, list(fields))
+
+
+def test_the_facts_coverage_is_reported_for_every_target_previewed():
+    rows = [
+        fake_row("sm_80", ChangeKind.CUDA, ["sync.cp_async_wait"]),  # explained
+        fake_row("sm_80", ChangeKind.CUDA, family="g"),  # not explained
+        fake_row("sm_90", ChangeKind.IDENTICAL),  # compared, nothing changed: no share
+        fake_row("gfx942", ChangeKind.CUDA),  # a HIP source change no fact explains
+        fake_row("gfx942", ChangeKind.RENAMED),  # renaming only is no real change
+        fake_row("sm_120", None),  # no snapshot yet: nothing compared
+    ]
+    preview = Preview("9.9.9", "0.1.15", rows, [])
+    by_target = preview.unexplained_by_target()
+    assert list(by_target) == ["sm_80", "sm_90", "sm_120", "gfx942"], "the project's order, every target seen"
+    assert by_target["sm_80"] == {
+        "source": "CUDA",
+        "compared": 2,
+        "cuda_changed": 2,
+        "unexplained": 1,
+        "share": 0.5,
+        "cases": ["g/v/sm_80"],
+    }
+    assert by_target["gfx942"] == {
+        "source": "HIP",
+        "compared": 2,
+        "cuda_changed": 1,
+        "unexplained": 1,
+        "share": 1.0,
+        "cases": ["f/v/gfx942"],
+    }
+    assert (by_target["sm_90"]["compared"], by_target["sm_90"]["share"]) == (1, None)
+    assert (by_target["sm_120"]["compared"], by_target["sm_120"]["share"]) == (0, None)
+    assert preview.unexplained()["all"]["share"] == round(2 / 3, 3), "the overall share is still given"
+    text = render_markdown(preview)
+    section = text[text.index("## Real source changes that no fact explains") : text.index("## Family checks")]
+    table = [line for line in section.splitlines() if line.startswith("| ") and "/" not in line.split("|")[1]]
+    assert table == [
+        "| target | source | compared | CUDA changed | no fact changed | share |",
+        "| sm_80 | CUDA | 2 | 2 | 1 | 50% |",
+        "| sm_90 | CUDA | 1 | 0 | 0 | - |",
+        "| sm_120 | CUDA | 0 | 0 | 0 | - |",
+        "| gfx942 | HIP | 2 | 1 | 1 | 100% |",
+        "| all | 3 | 2 | 67% |",
+    ]
+    assert "| f/sm_80 | 1 | 0 | 0% |" in section and "| g/sm_80 | 1 | 1 | 100% |" in section
+    assert "\n- g/v/sm_80\n- f/v/gfx942\n" in section
+    data = json.loads(json.dumps(preview.as_dict()))
+    assert data["unexplained_by_target"]["gfx942"]["share"] == 1.0
+    assert data["unexplained_by_target"]["sm_90"]["share"] is None
+
+
+def test_a_hip_target_is_compared_through_its_hip_snapshot(tmp_path):
+    case = Case(CASE.family, CASE.variant, "gfx942")
+    assert case.source_file.endswith("/gfx942.hip")
+    produced = case_files(case)
+    golden = SnapshotStore(tmp_path / "golden")
+    for path, text in produced.items():
+        golden.write(path, text)
+    row = classify_case(case, golden, SnapshotStore(tmp_path / "out" / "golden"))
+    assert (row.target, row.status, row.cuda) == ("gfx942", ChangeKind.IDENTICAL, ChangeKind.IDENTICAL)
+    source = produced[case.source_file]
+    assert "__syncthreads();" in source
+    golden.write(case.source_file, source.replace("__syncthreads();", "__builtin_amdgcn_s_barrier();", 1))
+    row = classify_case(case, golden, SnapshotStore(tmp_path / "out" / "golden"))
+    assert (row.status, row.cuda, row.fields) == (ChangeKind.CUDA, ChangeKind.CUDA, [])
+    assert Preview("9.9.9", "0.1.15", [row], []).unexplained_by_target()["gfx942"]["share"] == 1.0

@@ -1,11 +1,13 @@
 """What another TileLang would change: every case lowered with it, compared with golden/, never written there.
 
 Run inside an environment where only TileLang differs from the pins (`nox -s upgrade-preview --
-<version>`). Each case is classified (identical, identifiers renamed only, CUDA changed, facts
-changed and which fields, failed to lower), the family checks run on the new facts, and the
-produced snapshots go to `<output>/golden/`, so `diff -ru golden <output>/golden` shows them all.
-A real CUDA change (not renaming only) that changes no fact is one the facts fail to explain: the
-report gives their share per family and target and lists them.
+<version>`). Each case is classified (identical, identifiers renamed only, kernel source changed
+-- the status `CUDA changed`, which a HIP target's `.hip` source gets too --, facts changed and
+which fields, failed to lower), the family checks run on the new facts, and the produced snapshots
+go to `<output>/golden/`, so `diff -ru golden <output>/golden` shows them all. A real source change
+(not renaming only) that changes no fact is one the facts fail to explain: the report gives their
+share per target of the project (harness.targets.TARGETS, every one previewed, changed or not),
+per family and target, and over all cases, and lists them.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from harness.static.lowering import LoweringError
 from harness.static.produce import NowLowers, case_facts, case_files
 from harness.static.renaming import classify
 from harness.static.snapshot import CorruptSnapshot, SnapshotStore, parse_facts, strip_cuda_header
+from harness.targets import TARGETS
 
 # A case's status, in the report's column order; report.json holds their values.
 STATUSES = (
@@ -47,7 +50,9 @@ class CaseRow:
     family: str
     target: str
     status: ChangeKind  # one of STATUSES; facts changed wins over the CUDA's class
-    cuda: ChangeKind | None = None  # the .cu's own class: identical, renamed only or CUDA changed
+    # The kernel source's own class (`.cu` or `.hip`, Case.source_file): identical, renamed only or CUDA changed;
+    # None when it was not compared (the case did not lower, or has no snapshot yet).
+    cuda: ChangeKind | None = None
     fields: list[str] = field(default_factory=list)  # changed fact fields
     renamed: int = 0  # identifiers renamed
     error: str = ""
@@ -90,6 +95,27 @@ class Preview:
             }
         return table
 
+    def unexplained_by_target(self) -> dict[str, dict[str, Any]]:
+        """target -> its kernel source language, cases whose source was compared with a snapshot, real source
+        changes, how many of them changed no fact, that share (None without a real change) and those cases.
+        Every target the preview's cases cover, in the project's order, so that a target where nothing changed,
+        or where nothing could be compared (no snapshots yet), is shown as such rather than left out."""
+        seen = {row.target for row in self.rows}
+        table = {}
+        for target in [t for t in TARGETS if t in seen] + sorted(seen - set(TARGETS)):
+            rows = [row for row in self.rows if row.target == target]
+            changed = [row for row in rows if row.cuda is ChangeKind.CUDA]
+            cases = [row.case for row in changed if not row.fields]
+            table[target] = {
+                "source": TARGETS[target]["kind"].upper() if target in TARGETS else "?",
+                "compared": sum(1 for row in rows if row.cuda is not None),
+                "cuda_changed": len(changed),
+                "unexplained": len(cases),
+                "share": round(len(cases) / len(changed), 3) if changed else None,
+                "cases": cases,
+            }
+        return table
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "written_by": f"nox -s upgrade-preview -- {self.version}",
@@ -99,6 +125,7 @@ class Preview:
             "counts": {key: {s.value: n for s, n in counts.items()} for key, counts in self.counts().items()},
             "fields": self.field_frequency(),
             "unexplained_cuda_changes": self.unexplained(),
+            "unexplained_by_target": self.unexplained_by_target(),
             "family_checks_changed": self.checks,
             "cases": [{**asdict(row), "status": row.status.value, "cuda": _label(row.cuda)} for row in self.rows],
         }
@@ -182,6 +209,26 @@ def run_preview(
     return preview
 
 
+def render_coverage_by_target(preview: Preview) -> list[str]:
+    """The facts' coverage per target: a row per target previewed, `-` for a share without any real change."""
+    by_target = preview.unexplained_by_target()
+    if not by_target:
+        return []
+    lines = [
+        "Per target (a real change is a `CUDA changed` kernel source, `.cu` or `.hip`; compared: cases whose "
+        "source had a snapshot to compare with):",
+        "",
+        "| target | source | compared | CUDA changed | no fact changed | share |",
+        "|---|---|---|---|---|---|",
+    ]
+    for target, e in by_target.items():
+        share = "-" if e["share"] is None else f"{e['share']:.0%}"
+        lines.append(
+            f"| {target} | {e['source']} | {e['compared']} | {e['cuda_changed']} | {e['unexplained']} | {share} |"
+        )
+    return [*lines, ""]
+
+
 def render_markdown(preview: Preview) -> str:
     totals = Counter(row.status for row in preview.rows)
     lines = [
@@ -197,9 +244,11 @@ def render_markdown(preview: Preview) -> str:
         lines.append(f"| {key} | " + " | ".join(str(counts.get(status, 0)) for status in STATUSES) + " |")
     lines += ["", "## Fact fields that changed", ""]
     lines += [f"- `{name}` in {n} case(s)" for name, n in preview.field_frequency().items()] or ["- none"]
-    lines += ["", "## Real CUDA changes that no fact explains", ""]
+    lines += ["", "## Real source changes that no fact explains", ""]
+    lines += render_coverage_by_target(preview)
     unexplained = preview.unexplained()
     if unexplained:
+        lines += ["Per family and target, then over all cases:", ""]
         lines += ["| family / target | CUDA changed | no fact changed | share |", "|---|---|---|---|"]
         for key, e in unexplained.items():
             lines.append(f"| {key} | {e['cuda_changed']} | {e['unexplained']} | {e['share']:.0%} |")
@@ -208,7 +257,7 @@ def render_markdown(preview: Preview) -> str:
     lines += [f"- {case}" for case in cases] or ["- none"]
     lines += ["", "## Family checks whose outcome changed", ""]
     lines += [f"- {line}" for line in preview.checks] or ["- none"]
-    lines += ["", "## Cases", "", "| case | status | CUDA | fields | note |", "|---|---|---|---|---|"]
+    lines += ["", "## Cases", "", "| case | status | source | fields | note |", "|---|---|---|---|---|"]
     for row in preview.rows:
         note = row.error or (f"{row.renamed} identifiers renamed" if row.renamed else "")
         lines.append(f"| {row.case} | {row.status.value} | {_label(row.cuda)} | {', '.join(row.fields)} | {note} |")

@@ -1,9 +1,10 @@
 """What schedule annotations change: each variant against the one it declares `compare_with`.
 
-For every family with such pairs, per target: how many CUDA lines and which facts differ. A
-variant whose CUDA is byte-identical to its comparison's is an annotation without effect on
-that target; the session prints it and `golden/<family>/SUMMARY.md` commits it. The comparisons
-of source and dataflow it builds on are `harness.analysis`, which families use too.
+For every family with such pairs, on every target it declares: how many lines of the kernel source
+(CUDA, or HIP on a HIP target) and which facts differ. A variant whose source is byte-identical to
+its comparison's is an annotation without effect on that target; the session prints it and
+`golden/<family>/SUMMARY.md` commits it. The comparisons of source and dataflow it builds on are
+`harness.analysis`, which families use too.
 """
 
 from __future__ import annotations
@@ -120,7 +121,8 @@ def render_effects(family: Family, effects: list[VariantEffect]) -> str:
         f"# {family.name}: what each schedule annotation changes",
         "",
         f"Each variant against the one it is declared to differ from in `{family.file}`.",
-        "A variant whose CUDA is identical to that one's is an annotation with no effect on that target.",
+        "A variant whose kernel source (CUDA, or HIP on a HIP target) is identical to that one's is an annotation "
+        "with no effect on that target.",
         "",
         "| variant | compared with | declared change | same dataflow |",
         "| --- | --- | --- | --- |",
@@ -129,7 +131,14 @@ def render_effects(family: Family, effects: list[VariantEffect]) -> str:
         f"| {e.variant} | {e.compared_with} | {e.changes} | {'yes' if e.same_dataflow else 'NO'} |" for e in effects
     ]
     for target in targets:
-        lines += ["", f"## {target}", "", "| variant | CUDA vs comparison | facts that differ |", "| --- | --- | --- |"]
+        language = TARGETS[target]["kind"].upper()  # CUDA or HIP: what the source compared is
+        lines += [
+            "",
+            f"## {target}",
+            "",
+            f"| variant | {language} vs comparison | facts that differ |",
+            "| --- | --- | --- |",
+        ]
         for e in effects:
             if target in e.not_lowering:
                 lines.append(f"| {e.variant} | not compared: {e.not_lowering[target]} | none |")

@@ -124,31 +124,43 @@ def without(facts_by_n: dict[int, dict], *paths: tuple[str, str], target: str = 
     return altered
 
 
+NO_WAITS = "its facts have no sync.cp_async_wait or sync.vmcnt_waits"
+
+
 def test_a_fact_the_target_does_not_have_makes_its_criterion_not_applicable_not_failed(sweep_facts, capsys):
-    hip = without(sweep_facts, ("sync", "cp_async_wait"), ("sync", "tma_loads"), ("sync", "mbarriers"))
+    hip = without(sweep_facts, ("sync", "cp_async_wait"))  # sm_80's facts: no TMA keys to begin with
     assert script.report(hip) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert f"N/A   {NUM_STAGES_CRITERIA[4]}  (not applicable on gfx942: its facts have no sync.cp_async_wait)" in lines
+    assert f"N/A   {NUM_STAGES_CRITERIA[4]}  (not applicable on gfx942: {NO_WAITS})" in lines
     assert not [line for line in lines if line.startswith("FAIL")]
     assert lines[-1] == "4 of 4 evaluated criteria hold, 1 not applicable on gfx942"
     block = block_of("\n".join(lines), 2)
-    assert "cp_async_wait arguments = not applicable on gfx942 (its facts have no sync.cp_async_wait)" in block
-    assert block[-1].startswith("warp specialized = no, threads = 128, TMA loads = n/a, mbarriers = n/a, MMA = ")
+    assert not [line for line in block if "cp_async_wait" in line], "an absent fact is left out, not shown as 0"
+    assert block[-1].startswith("warp specialized = no, threads = 128, MMA = ")
 
 
 def test_a_criterion_not_applicable_still_lets_another_fail(sweep_facts, capsys):
-    hip = without(sweep_facts, ("sync", "syncthreads_main_loop"))
+    hip = without(sweep_facts, ("sync", "cp_async_wait"))
     hip[3]["pipelines"] = []  # and the deepest N lost its annotation
     assert script.report(hip) == script.EXIT_CRITERION_FAILED
     lines = capsys.readouterr().out.splitlines()
-    assert "__syncthreads() = not applicable on gfx942 (its facts have no sync.syncthreads_main_loop)" in lines
-    assert (
-        f"N/A   {NUM_STAGES_CRITERIA[5]}  (not applicable on gfx942: its facts have no sync.syncthreads_main_loop)"
-        in lines
-    )
+    assert f"N/A   {NUM_STAGES_CRITERIA[4]}  (not applicable on gfx942: {NO_WAITS})" in lines
     assert lines[-1] == (
         f"3 of 4 evaluated criteria hold, 1 not applicable on gfx942; failed: {NUM_STAGES_CRITERIA[0]}"
     )
+
+
+def test_the_in_flight_criterion_reads_the_vmcnt_waits_of_a_hip_target(sweep_facts):
+    from kernels.gemm_num_stages import num_stages_criteria
+
+    hip = without(sweep_facts, ("sync", "cp_async_wait"))
+    for n, facts in hip.items():
+        facts["sync"]["vmcnt_waits"] = sweep_facts[n]["sync"]["cp_async_wait"]
+    claims = {claim.name: claim for claim in num_stages_criteria(hip)}
+    assert claims[NUM_STAGES_CRITERIA[4]].holds
+    for facts in hip.values():
+        facts["sync"]["vmcnt_waits"] = []  # a target that does not pipeline: no waits at all
+    assert not {claim.name: claim for claim in num_stages_criteria(hip)}[NUM_STAGES_CRITERIA[4]].holds
 
 
 def test_a_hip_target_lowers_and_dumps_hip_source(tmp_path):

@@ -166,7 +166,7 @@ class Family:
             unknown_targets = sorted(set(self.targets) - set(TARGETS))
             if unknown_targets or not self.targets:
                 raise FamilyError(
-                    f"{where}: targets must name some of the project's targets {sorted(TARGETS)} "
+                    f"{where}: targets must name some of the project's targets {list(TARGETS)} "
                     f"(harness.targets.TARGETS), got {list(self.targets)}"
                     + (f"; unknown: {unknown_targets}" if unknown_targets else "")
                 )

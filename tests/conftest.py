@@ -31,6 +31,8 @@ def golden_session(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytes
     monkeypatch.delenv("CI", raising=False)
 
     def run(*args: str) -> pytest.RunResult:
+        # Never the repository's lowering cache: a test that wants one names its own folder.
+        cache = () if any(a.startswith(("--lowering-cache", "--no-cache")) for a in args) else ("--no-cache",)
         return pytester.runpytest_inprocess(
             "-p",
             "harness.static.plugin",
@@ -39,6 +41,7 @@ def golden_session(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytes
             "no:cacheprovider",
             f"--golden-dir={golden}",
             f"--pending-dir={pending}",
+            *cache,
             *args,
         )
 

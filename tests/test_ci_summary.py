@@ -234,3 +234,13 @@ def test_a_mismatch_survives_the_report_as_json():
     assert Mismatch.from_json(record.to_json()) == record
     with pytest.raises(ValueError, match="a case's outcome"):
         Mismatch("golden/f/v/sm_80.cu", ChangeKind.IDENTICAL)
+
+
+def test_the_summary_counts_lowered_and_cached_cases_from_a_real_session(golden_session, tmp_path):
+    cache = f"--lowering-cache={tmp_path / 'cache'}"
+    golden_session("--regen", "-k", SMALL_CASE, cache).assert_outcomes(passed=1)
+    junit = tmp_path / "j.xml"
+    golden_session("-k", SMALL_CASE, cache, f"--junitxml={junit}").assert_outcomes(passed=1)
+    out = io.StringIO()
+    assert main([str(junit), "--pending-dir", str(tmp_path / "no-pending")], {}, out) == 0
+    assert "0 cases lowered, 1 from the lowering cache." in out.getvalue()

@@ -192,7 +192,7 @@ def test_a_case_that_does_not_lower_is_reported_once(golden_session, monkeypatch
 
     small_registry(monkeypatch, SMALL_CASE, SMALL_CASE.replace("ns0", "ns1"))
     monkeypatch.setattr(harness.static.lowering, "_lower_uncached", failing)
-    caches = (harness.static.lowering._lower_cached, harness.static.produce._produce_cached)
+    caches = (harness.static.lowering._lower_cached, harness.static.produce._case_files)
     for cache in caches:  # earlier tests may have lowered the case in this process
         cache.cache_clear()
     try:

@@ -23,7 +23,7 @@ def session(tmp_path, workers: str, *args: str, **env: str) -> subprocess.Comple
     command = [
         sys.executable, "-m", "pytest", "-p", "harness.static.plugin", str(GOLDEN_TEST), "-p", "no:cacheprovider",
         f"--golden-dir={tmp_path / 'golden'}", f"--pending-dir={tmp_path / 'pending'}",
-        "-n", workers, "--dist", "loadgroup", *args,
+        f"--lowering-cache={tmp_path / 'lowering-cache'}", "-n", workers, "--dist", "loadgroup", *args,
     ]  # fmt: skip
     return subprocess.run(command, cwd=REPO, env=environ, capture_output=True, text=True, timeout=300)
 

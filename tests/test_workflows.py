@@ -365,8 +365,14 @@ def test_workflows_install_only_hashed_locks_and_name_no_second_index(name):
                 assert re.search(r"--require-hashes -r requirements[\w-]*\.txt$", line), f"{name}: {line.strip()}"
 
 
-def _cache_steps(job: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    return [step for step in job["steps"] if step.get("uses", "").startswith(f"actions/cache/{kind}@")]
+def _cache_steps(job: dict[str, Any], kind: str, venv: bool = True) -> list[dict[str, Any]]:
+    """The job's actions/cache `kind` steps for its venv (a `.nox/` path), or for the others (`venv=False`)."""
+    return [
+        step
+        for step in job["steps"]
+        if step.get("uses", "").startswith(f"actions/cache/{kind}@")
+        and step["with"]["path"].startswith(".nox/") is venv
+    ]
 
 
 @pytest.mark.parametrize("name", [path.name for path in workflow_files()])
@@ -426,6 +432,25 @@ def test_caches_are_written_only_by_pushes_to_main_never_by_pull_requests():
     assert "matrix.shard == 1" in golden_save, "one shard writes the shared key; the others would race it"
     assert not _cache_steps(jobs["orphans"], "save"), "the orphan job shares the shards' venv"
     assert saves == 3
+
+
+def test_the_lowering_cache_is_read_by_pull_requests_and_refreshed_cold_by_pushes_to_main():
+    golden = _static_jobs()["golden"]
+    (restore,) = _cache_steps(golden, "restore", venv=False)
+    (save,) = _cache_steps(golden, "save", venv=False)
+    assert restore["with"]["path"] == save["with"]["path"] == "build/lowering-cache"
+    # each main run saves its own key; a later run restores the newest one of its shard by the prefix
+    assert save["with"]["key"] == restore["with"]["key"] == restore["with"]["restore-keys"] + "${{ github.sha }}"
+    assert "${{ matrix.shard }}" in restore["with"]["restore-keys"]
+    check = next(step for step in golden["steps"] if "nox -s static --no-install" in step.get("run", ""))
+    assert "$CACHE_MODE" in check["run"]
+    modes = {
+        event: evaluate(check["env"]["CACHE_MODE"], {"github": SAMPLE_EVENTS[event]})
+        for event in ("push to main", "same-repo PR", "fork PR")
+    }
+    assert modes == {"push to main": "--refresh-cache", "same-repo PR": "", "fork PR": ""}
+    order = golden["steps"].index
+    assert order(restore) < order(check) < order(save), "restored before the check, saved after it"
 
 
 def _static_jobs() -> dict[str, Any]:
@@ -762,6 +787,8 @@ def test_if_expressions_against_sample_events():
         **{f"static.yml:{job}": PULL_REQUESTS | MAIN for job in ("golden", "orphans", "tests", "lint")},
         # caches: written by pushes to main only, by one shard
         "static.yml:golden:Save the static venv": MAIN,
+        "static.yml:golden:Drop the entries this run did not write": MAIN,
+        "static.yml:golden:Save the lowering cache": MAIN,
         "static.yml:tests:Save the tests venv": MAIN,
         "static.yml:lint:Save the lint venv": MAIN,
         "regen.yml:regen": {"dispatch from main", "dispatch from a branch"},

@@ -15,11 +15,11 @@ import sys
 import xml.etree.ElementTree as ElementTree
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from harness.static.changes import CASE_ID, MISMATCH, REMEDY, Mismatch, report_lines
+from harness.static.changes import CASE_ID, LOWERING_SOURCE, MISMATCH, REMEDY, Mismatch, lowering_line, report_lines
 from harness.static.snapshot import SnapshotStore
 from harness.static.target_identity import identity_lines
 
@@ -53,6 +53,7 @@ class StaticReport:
     checks: int
     skipped: int
     failed: tuple[FailedCheck, ...]
+    lowering: Mapping[str, int] = field(default_factory=dict)  # cases `lowered` and taken from the `cache`
 
 
 def read_junit(path: Path) -> StaticReport:
@@ -70,6 +71,11 @@ def read_junit(path: Path) -> StaticReport:
         raise JUnitReportError(f"{path}: the report holds no test case; a run that checks nothing cannot pass")
     failed = []
     skipped = 0
+    lowering: Counter[str] = Counter(
+        p.get("value") or ""
+        for p in root.findall(".//testcase/properties/property")
+        if p.get("name") == LOWERING_SOURCE
+    )
     for case in cases:
         outcome = case.find("failure")
         if outcome is None:
@@ -94,7 +100,7 @@ def read_junit(path: Path) -> StaticReport:
                 remedy=found.get(REMEDY, ""),
             )
         )
-    return StaticReport(checks=len(cases), skipped=skipped, failed=tuple(failed))
+    return StaticReport(checks=len(cases), skipped=skipped, failed=tuple(failed), lowering=dict(lowering))
 
 
 def escape_data(text: str) -> str:
@@ -182,12 +188,13 @@ def render_job_summary(
     `produced=False` for a job whose checks produce no snapshot files (the orphan check): its
     summary then points at the committed files only."""
     identity_section = _identity_section(identity)
+    lowering = f"\n{lowering_line(report.lowering)}.\n" if report.lowering else ""
     passed = report.checks - len(report.failed) - report.skipped
     head = f"## {title}: {len(report.failed)} of {report.checks} checks failed"
     if not report.failed:
         skipped = f", {report.skipped} skipped" if report.skipped else ""
-        return f"## {title}: all {passed} checks passed{skipped}\n{identity_section}"
-    parts = [head, ""]
+        return f"## {title}: all {passed} checks passed{skipped}\n{lowering}{identity_section}"
+    parts = [head, lowering]
     where = f"the `{artifact}` artifact of this run" if artifact else "the pending folder"
     parts.append(
         f"What this run produced is in {where} (`build/golden-pending/`, laid out like `golden/`). "

@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.static.changes import ChangeKind, Mismatch
 from harness.static.renaming import classify, comments
-from harness.static.snapshot import CorruptSnapshot, parse_facts, strip_cuda_header
+from harness.static.snapshot import CorruptSnapshot, load_yaml, parse_facts, strip_cuda_header
 from harness.targets import SOURCE_SUFFIXES
 
 MAX_DIFF_LINES = 120
@@ -80,9 +80,7 @@ def describe_mismatch(path: str, golden: str | None, produced: str, prefix: str)
         except CorruptSnapshot as error:
             # The error names the file first, for readers of the exception; the record keeps the path apart.
             return Mismatch(shown, ChangeKind.CORRUPT, reason=str(error).removeprefix(f"{shown}: "))
-        import yaml
-
-        changes = field_changes(old, yaml.safe_load(produced))
+        changes = field_changes(old, load_yaml(produced))
         if changes:
             return Mismatch(shown, ChangeKind.FACTS, fields=tuple(changes))
     raw = tuple(text_diff(golden, produced, path, (prefix, "produced/")))

@@ -15,9 +15,11 @@ from typing import NoReturn
 
 import pytest
 
+from harness.static import lowering_cache
 from harness.static.cases import parse_shard, select_shard
-from harness.static.changes import CASE_ID, MISMATCH, REMEDY, Mismatch, report_lines
+from harness.static.changes import CASE_ID, LOWERING_SOURCE, MISMATCH, REMEDY, Mismatch, lowering_line, report_lines
 from harness.static.golden import RegenRefused, check_may_write
+from harness.static.lowering_cache import LoweringCache
 from harness.static.snapshot import SnapshotStore
 from harness.static.target_identity import identity_lines
 
@@ -29,6 +31,8 @@ _COLLECTED_BY_WORKER: dict[str, int] = {}
 # What the items recorded: regen outcomes per kind, and findings, for the terminal summary.
 _OUTCOME_COUNTS: Counter[str] = Counter()
 _FINDINGS: list[str] = []
+# Cases whose files were lowered in this run, and taken from the lowering cache.
+_LOWERING_SOURCES: Counter[str] = Counter()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -40,6 +44,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--shard", default=None, metavar="I/N", help="run only shard I of N (numbered from 1)")
     group.addoption("--golden-dir", default="golden", help="snapshot folder (default: golden)")
     group.addoption(
+        "--lowering-cache",
+        default="build/lowering-cache",
+        metavar="DIR",
+        help="the content-addressed lowering cache (default: build/lowering-cache)",
+    )
+    group.addoption("--no-cache", action="store_true", help="lower every case; neither read nor write the cache")
+    group.addoption(
+        "--refresh-cache",
+        action="store_true",
+        help="lower every case and store it, checking that an entry under the same key holds the same files "
+        "(what --regen always does)",
+    )
+    group.addoption(
         "--pending-dir",
         default="build/golden-pending",
         help="where every run writes what it produced, for review or upload (default: build/golden-pending)",
@@ -47,7 +64,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for state in (_COLLECTED_BY_WORKER, _OUTCOME_COUNTS, _FINDINGS):
+    for state in (_COLLECTED_BY_WORKER, _OUTCOME_COUNTS, _FINDINGS, _LOWERING_SOURCES):
         state.clear()  # one process may run several sessions (the tests run them in-process)
     config.addinivalue_line("markers", f"{UNSHARDED}: a check over every case, left out of sharded runs (--shard)")
     if os.environ.get("TL_LOWER_TRACE"):
@@ -62,6 +79,12 @@ def pytest_configure(config: pytest.Config) -> None:
             check_may_write(config.getoption("--force-regen-under-ci"))
         except RegenRefused as error:
             raise pytest.UsageError(str(error)) from None
+    # A regen never trusts the cache: it lowers every case (twice) and refreshes the entries.
+    refresh = config.getoption("--regen") or config.getoption("--refresh-cache")
+    cache = None if config.getoption("--no-cache") else LoweringCache(Path(config.getoption("--lowering-cache")))
+    if cache is not None:
+        cache.read = not refresh
+    lowering_cache.activate(cache)
     shard = config.getoption("--shard")
     if shard is not None:
         try:
@@ -169,6 +192,14 @@ def fail_with_mismatches(
     pytest.fail("\n".join(report_lines(mismatches, remedy, note)), pytrace=False)
 
 
+def record_lowering_source(request: pytest.FixtureRequest, case_id: str) -> None:
+    """Attach where the case's files came from (LOWERING_SOURCE: `lowered` or `cache`) to the item's report."""
+    cache = lowering_cache.active()
+    source = "lowered" if cache is None else cache.sources.get(case_id)
+    if source is not None:  # None: the case failed before its files existed
+        request.node.user_properties.append((LOWERING_SOURCE, source))
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when != "call":
         return
@@ -177,6 +208,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             _OUTCOME_COUNTS[value.split(" ", 1)[0]] += 1
         elif name == "golden_finding":
             _FINDINGS.append(value)
+        elif name == LOWERING_SOURCE:
+            _LOWERING_SOURCES[value] += 1
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
@@ -187,6 +220,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     if config.getoption("--regen"):
         counts = ", ".join(f"{_OUTCOME_COUNTS[o]} {o}" for o in OUTCOMES)
         terminalreporter.write_sep("=", f"golden files: {counts}")
+    if _LOWERING_SOURCES:
+        terminalreporter.write_line(lowering_line(_LOWERING_SOURCES, config.getoption("--lowering-cache")))
     pending = Path(config.getoption("--pending-dir"))
     identity = identity_lines(SnapshotStore(pending)) if pending.is_dir() else []
     if identity:

@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.family import CaseFacts
+from harness.static import lowering_cache
 from harness.static.cases import Case
 from harness.static.facts import extract_facts
 from harness.static.lowering import LoweringError, lower
 from harness.static.normalize import normalize_cuda, normalize_error
-from harness.static.snapshot import cuda_header, render_error, render_facts
+from harness.static.snapshot import cuda_header, load_yaml, render_error, render_facts, strip_cuda_header
 
 
 class NowLowers(RuntimeError):
@@ -33,19 +34,11 @@ class Produced:
 
 
 def produce(case: Case, *, fresh: bool = False) -> Produced:
-    """Lower, normalize and extract one case: once per process, or again when `fresh`."""
-    return _produce(case) if fresh else _produce_cached(case)
-
-
-def _produce(case: Case) -> Produced:
-    lowering = lower(case, fresh=True)
-    return Produced(normalize_cuda(lowering.cuda), extract_facts(lowering))
-
-
-@functools.cache
-def _produce_cached(case: Case) -> Produced:
-    lowering = lower(case)
-    return Produced(normalize_cuda(lowering.cuda), extract_facts(lowering))
+    """The normalized source and facts of a case that lowers, read back from its snapshot files (once per
+    process, or lowered again when `fresh`), so a case taken from the lowering cache reads as a lowered one."""
+    files = case_files(case, fresh=fresh)
+    source, facts = case.snapshot_files
+    return Produced(strip_cuda_header(files[source]), load_yaml(files[facts]))
 
 
 def case_facts(case: Case) -> CaseFacts:
@@ -67,11 +60,35 @@ def error_text(case: Case, *, fresh: bool = False) -> str:
 
 
 def case_files(case: Case, *, fresh: bool = False) -> dict[str, str]:
-    """`{"<id>.cu": ..., "<id>.yaml": ...}` for one case, as snapshotted under golden/; `{"<id>.error": ...}` for
-    one declared not to lower."""
+    """`{"<id>.cu": ..., "<id>.yaml": ...}` for one case, as snapshotted under golden/ (`.hip` for a HIP
+    target); `{"<id>.error": ...}` for one declared not to lower. Once per process, from the active lowering
+    cache when there is one (`harness.static.lowering_cache`); `fresh` lowers again and bypasses both."""
+    if fresh:
+        return _lowered_files(case, fresh=True)
+    cache = lowering_cache.active()
+    if cache is None:
+        return _once(case)
+    return cache.files(case, lambda: _once(case))
+
+
+def _once(case: Case) -> dict[str, str]:
+    # A case declared not to lower is cheap to redo (its lowering is memoized); the memo below is keyed on
+    # the case's id, which the declaration does not change.
+    return _lowered_files(case) if case.does_not_lower is not None else _case_files(case)
+
+
+@functools.cache
+def _case_files(case: Case) -> dict[str, str]:
+    return _lowered_files(case)
+
+
+def _lowered_files(case: Case, *, fresh: bool = False) -> dict[str, str]:
     if case.does_not_lower is not None:
         (path,) = case.snapshot_files
         return {path: error_text(case, fresh=fresh)}
-    produced = produce(case, fresh=fresh)
-    cuda, facts = case.snapshot_files
-    return {cuda: cuda_header(case.id, case.target) + produced.cuda, facts: render_facts(produced.facts)}
+    lowering = lower(case, fresh=fresh)
+    source, facts = case.snapshot_files
+    return {
+        source: cuda_header(case.id, case.target) + normalize_cuda(lowering.cuda),
+        facts: render_facts(extract_facts(lowering)),
+    }

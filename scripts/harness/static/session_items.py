@@ -17,7 +17,14 @@ from harness.static.cases import Case, all_cases, check_groups, family_cases, no
 from harness.static.changes import ChangeKind, Mismatch
 from harness.static.golden import RegenRefused, accept_line, check_files, regen_files
 from harness.static.lowering import LoweringError
-from harness.static.plugin import UNSHARDED, fail_with_mismatches, is_filtered, record_findings, record_outcomes
+from harness.static.plugin import (
+    UNSHARDED,
+    fail_with_mismatches,
+    is_filtered,
+    record_findings,
+    record_lowering_source,
+    record_outcomes,
+)
 from harness.static.produce import NowLowers, case_facts, case_files, produce
 from harness.static.snapshot import (
     FORMAT_VERSION,
@@ -83,7 +90,12 @@ def _grouped(values, group_of) -> list:
 
 @pytest.mark.parametrize("case", _grouped(all_cases(), lambda c: c.group))
 def test_case(request, case: Case, golden_store, pending_store, regen) -> None:
-    _compare_or_write(request, lambda fresh: case_files(case, fresh=fresh), case.id, golden_store, pending_store, regen)
+    try:
+        _compare_or_write(
+            request, lambda fresh: case_files(case, fresh=fresh), case.id, golden_store, pending_store, regen
+        )
+    finally:
+        record_lowering_source(request, case.id)
 
 
 @pytest.mark.parametrize("broken", [pytest.param(b, id=b.name) for b in harness.family.registry().broken])

@@ -1,0 +1,184 @@
+"""The content-addressed lowering cache (harness/static/lowering_cache.py): never wrong, and used by the session."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+
+import pytest
+import tilelang
+import tilelang.language as T
+from conftest import SMALL_CASE
+
+import harness.static.lowering_cache as lowering_cache
+from harness.family import Variant
+from harness.static.cases import Case, all_cases, family_cases
+from harness.static.lowering_cache import CorruptEntry, LoweringCache, StaleCacheEntry, case_key
+from harness.static.produce import _lowered_files
+from harness.targets import TARGETS
+
+SMALL = next(c for c in all_cases() if c.id == SMALL_CASE)
+# A variant on every target, and one declared not to lower (its file is the `.error`).
+EVERY_TARGET = family_cases(dataclasses.replace(SMALL.family, variants=[SMALL.variant], targets=None))
+DECLARED = next(c for c in all_cases() if c.does_not_lower is not None)
+
+
+def never_lowered() -> dict[str, str]:
+    raise AssertionError("a cache hit must not lower")
+
+
+@pytest.mark.parametrize("case", [*EVERY_TARGET, DECLARED], ids=lambda c: c.id)
+def test_a_warm_case_is_byte_identical_to_its_cold_lowering(tmp_path, case):
+    cold = LoweringCache(tmp_path)
+    files = cold.files(case, lambda: _lowered_files(case, fresh=True))
+    assert cold.sources == {case.id: "lowered"}
+    assert set(files) == set(case.snapshot_files)
+    warm = LoweringCache(tmp_path)  # another process: only the folder is shared
+    assert warm.files(case, never_lowered) == files == _lowered_files(case, fresh=True)
+    assert warm.sources == {case.id: "cache"}
+
+
+# -- every input of the key makes a miss -------------------------------------------------------------------
+
+
+def scaled(factor: float):
+    """A lazy jit factory whose kernel multiplies by `factor`: one constant of the kernel's text."""
+
+    def scale(rows: int, cols: int, block_rows: int = 8, threads: int = 128):
+        @T.prim_func
+        def kernel(X: T.Tensor((rows, cols), "float16"), Y: T.Tensor((rows, cols), "float16")):
+            with T.Kernel(T.ceildiv(rows, block_rows), threads=threads) as bx:
+                for i, j in T.Parallel(block_rows, cols):
+                    Y[bx * block_rows + i, j] = X[bx * block_rows + i, j] * factor
+
+        return kernel
+
+    return scale
+
+
+def scale_case(factor: float = 2.0, target: str = "sm_80", **jit: object) -> Case:
+    variant = Variant("v", tilelang.jit(out_idx=[1], **jit)(scaled(factor)), {"block_rows": 8, "threads": 128})
+    fields = {"name": "tiny_key", "shape": {"rows": 256, "cols": 128}, "variants": [variant], "targets": None}
+    family = dataclasses.replace(SMALL.family, **fields, outputs=None, checks=None, group=None, sweep=None)
+    return Case(family, variant, target)
+
+
+def test_the_key_is_stable_for_one_case():
+    assert case_key(scale_case()) == case_key(scale_case())
+
+
+def test_a_kernel_change_is_a_miss():
+    assert case_key(scale_case(2.0)) != case_key(scale_case(3.0))
+
+
+def test_a_pass_config_is_a_miss():
+    configured = scale_case(pass_configs={tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True})
+    assert case_key(configured) != case_key(scale_case(pass_configs={}))
+
+
+def test_another_target_is_a_miss():
+    assert len({case_key(scale_case(target=t)) for t in TARGETS}) == len(TARGETS)
+
+
+def test_a_variable_tilelang_reads_is_a_miss_and_another_is_not(monkeypatch):
+    before = case_key(scale_case())
+    monkeypatch.setenv("HOME_OF_SOMETHING_ELSE", "x")
+    assert case_key(scale_case()) == before
+    for name in ("TL_DISABLE_CACHE", "TVM_NUM_THREADS", "TILELANG_PRINT_ON_COMPILATION"):
+        monkeypatch.setenv(name, "1")
+        assert case_key(scale_case()) != before, name
+        monkeypatch.delenv(name)
+
+
+def test_another_tilelang_build_is_a_miss(monkeypatch):
+    before = case_key(scale_case())
+    monkeypatch.setattr(lowering_cache, "tilelang_build", lambda: "0.1.16 0123")
+    assert case_key(scale_case()) != before
+
+
+def test_a_change_to_the_code_that_writes_snapshots_is_a_miss(monkeypatch, tmp_path):
+    """A new normalization rule (one more line in normalize.py) changes every key."""
+    copy = tmp_path / "harness"
+    shutil.copytree(lowering_cache.HARNESS_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(lowering_cache, "HARNESS_ROOT", copy)
+    lowering_cache.harness_fingerprint.cache_clear()
+    try:
+        before = case_key(scale_case())
+        normalize = copy / "static" / "normalize.py"
+        normalize.write_text(normalize.read_text() + "\n# one more rule\n")
+        lowering_cache.harness_fingerprint.cache_clear()
+        assert case_key(scale_case()) != before
+    finally:
+        lowering_cache.harness_fingerprint.cache_clear()
+
+
+def test_the_fingerprint_reads_every_module_that_writes_snapshot_files():
+    modules = lowering_cache.producing_modules()
+    expected = {"normalize", "facts", "snapshot", "lowering", "cases", "produce", "lowering_cache"}
+    assert {f"harness.static.{name}" for name in expected} | {"harness.build", "harness.targets"} <= modules
+
+
+# -- a bad entry is a miss, never a hit or a crash ---------------------------------------------------------
+
+
+def stored(tmp_path, case: Case):
+    cache = LoweringCache(tmp_path)
+    files = cache.files(case, lambda: _lowered_files(case, fresh=True))
+    (entry,) = tmp_path.rglob("*.json")
+    return files, entry
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda text: text[: len(text) // 2],  # truncated
+        lambda text: "",  # empty
+        lambda text: "not json at all",
+        lambda text: json.dumps({**json.loads(text), "digest": "0" * 64}),  # a file changed after writing
+        lambda text: json.dumps({**json.loads(text), "case": "other/case/sm_80"}),
+        lambda text: json.dumps({**json.loads(text), "format": 0}),
+    ],
+    ids=["truncated", "empty", "not-json", "digest", "case", "format"],
+)
+def test_a_corrupt_entry_is_a_miss_with_a_warning_and_is_rewritten(tmp_path, damage):
+    case = EVERY_TARGET[0]
+    files, entry = stored(tmp_path, case)
+    entry.write_text(damage(entry.read_text()))
+    cache = LoweringCache(tmp_path)
+    with pytest.warns(CorruptEntry, match="lowering cache entry ignored"):
+        assert cache.files(case, lambda: files) == files
+    assert cache.sources == {case.id: "lowered"}
+    assert LoweringCache(tmp_path).files(case, never_lowered) == files  # rewritten, now a hit
+
+
+def test_a_refresh_refuses_an_entry_that_differs_from_a_fresh_lowering(tmp_path):
+    """An entry that is well formed but not what the lowering gives: the key missed an input."""
+    case = EVERY_TARGET[0]
+    files, entry = stored(tmp_path, case)
+    forged = {path: text + "// not what TileLang emitted\n" for path, text in files.items()}
+    data = json.loads(entry.read_text())
+    entry.write_text(json.dumps({**data, "files": forged, "digest": lowering_cache._digest(forged)}))
+    assert LoweringCache(tmp_path).files(case, never_lowered) == forged  # a check trusts the key
+    with pytest.raises(StaleCacheEntry, match="the key misses an input"):
+        LoweringCache(tmp_path, read=False).files(case, lambda: files)
+
+
+# -- the session -------------------------------------------------------------------------------------------
+
+
+def test_the_session_reports_lowered_and_cached_cases_and_regen_never_reads_the_cache(golden_session, tmp_path):
+    cache = f"--lowering-cache={tmp_path / 'cache'}"
+    golden_session("--regen", "-k", SMALL_CASE, cache).stdout.fnmatch_lines(["*1 cases lowered, 0 from the*"])
+    warm = golden_session("-k", SMALL_CASE, cache)
+    warm.assert_outcomes(passed=1)
+    warm.stdout.fnmatch_lines(["*0 cases lowered, 1 from the lowering cache*"])
+    # A forged entry: the check reads it and fails against golden/; a regen lowers and refuses the entry.
+    (entry,) = (tmp_path / "cache").rglob("*.json")
+    data = json.loads(entry.read_text())
+    forged = {path: text.replace("__syncthreads", "__syncwarp") for path, text in data["files"].items()}
+    entry.write_text(json.dumps({**data, "files": forged, "digest": lowering_cache._digest(forged)}))
+    golden_session("-k", SMALL_CASE, cache).assert_outcomes(failed=1)
+    regen = golden_session("--regen", "-k", SMALL_CASE, cache)
+    regen.stdout.fnmatch_lines(["*the key misses an input*"])
+    assert golden_session("-k", SMALL_CASE, "--no-cache").ret == 0  # golden/ was never touched

@@ -182,3 +182,40 @@ def test_the_session_reports_lowered_and_cached_cases_and_regen_never_reads_the_
     regen = golden_session("--regen", "-k", SMALL_CASE, cache)
     regen.stdout.fnmatch_lines(["*the key misses an input*"])
     assert golden_session("-k", SMALL_CASE, "--no-cache").ret == 0  # golden/ was never touched
+
+
+# -- how many workers `-n auto` starts -------------------------------------------------------------------
+
+
+class FakeConfig:
+    def __init__(self, **options: object) -> None:
+        self.options = {"--regen": False, "--refresh-cache": False, "--no-cache": False, **options}
+        self.options.setdefault("--lowering-cache", "unused")
+
+    def getoption(self, name: str) -> object:
+        return self.options[name]
+
+
+def workers_for(monkeypatch, missing: dict[str, str], **options: object) -> int | None:
+    """`pytest_xdist_auto_num_workers` over fake cases: case id -> its group, for the cases the cache lacks."""
+    import harness.static.cases
+    from harness.static import plugin
+
+    cases = [dataclasses.replace(SMALL, target=t) for t in TARGETS]  # ids differ by target
+    monkeypatch.setattr(harness.static.cases, "all_cases", lambda: cases)
+    monkeypatch.setattr(LoweringCache, "holds", lambda self, case: case.id not in missing)
+    monkeypatch.setattr(Case, "group", property(lambda case: missing.get(case.id, "held")))
+    return plugin.pytest_xdist_auto_num_workers(FakeConfig(**options))
+
+
+def test_a_warm_cache_runs_in_one_process_and_a_cold_one_on_workers(monkeypatch):
+    ids = [dataclasses.replace(SMALL, target=t).id for t in TARGETS]
+    assert workers_for(monkeypatch, {}) == 0, "nothing to lower"
+    assert workers_for(monkeypatch, {case_id: "one family" for case_id in ids}) == 0, "one group: one worker anyway"
+    few = {case_id: f"group {i}" for i, case_id in enumerate(ids[:2])}
+    assert workers_for(monkeypatch, few) == 0, "a few cases"
+    monkeypatch.setattr("harness.static.plugin.FEW_MISSES", 2)
+    many = {case_id: f"group {i}" for i, case_id in enumerate(ids)}
+    assert workers_for(monkeypatch, many) is None, "xdist's own count"
+    for option in ("--regen", "--refresh-cache", "--no-cache"):
+        assert workers_for(monkeypatch, {}, **{option: True}) is None, option

@@ -83,6 +83,10 @@ class LoweringCache:
         self.sources[case.id] = "lowered"
         return files
 
+    def holds(self, case: Case) -> bool:
+        """Whether a valid entry for the case's key is stored (a corrupt one warns, and counts as none)."""
+        return self._load(case_key(case), case) is not None
+
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 

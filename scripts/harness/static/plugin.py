@@ -28,6 +28,8 @@ OUTCOMES = ("created", "updated", "deleted", "unchanged")
 UNSHARDED = "unsharded"
 # xdist worker -> items it collected after -k/-m/--shard (controller side only).
 _COLLECTED_BY_WORKER: dict[str, int] = {}
+# Cases missing the lowering cache that one process lowers faster than workers would start (`-n auto`).
+FEW_MISSES = 8
 # What the items recorded: regen outcomes per kind, and findings, for the terminal summary.
 _OUTCOME_COUNTS: Counter[str] = Counter()
 _FINDINGS: list[str] = []
@@ -91,6 +93,27 @@ def pytest_configure(config: pytest.Config) -> None:
             parse_shard(shard)
         except ValueError as error:
             raise pytest.UsageError(str(error)) from None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto` with a lowering cache to read: no workers when what misses the cache is one group of cases or
+    a few, since every worker pays TileLang's import and the tracing of every kernel again (about 3 s) and a
+    group runs on one worker anyway; otherwise xdist's own count (None)."""
+    if config.getoption("--regen") or config.getoption("--refresh-cache") or config.getoption("--no-cache"):
+        return None
+    from harness.static.cases import all_cases
+
+    cache = LoweringCache(Path(config.getoption("--lowering-cache")))
+    missing_groups: set[str] = set()
+    misses = 0
+    for case in all_cases():
+        if not cache.holds(case):
+            misses += 1
+            missing_groups.add(case.group)
+            if misses > FEW_MISSES and len(missing_groups) > 1:
+                return None
+    return 0
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -165,10 +165,9 @@ def _traced(case: Case) -> dict[str, Any]:
     return _TRACED[slot][1]
 
 
-def lowering_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+def lowering_environment() -> dict[str, str]:
     """The variables TileLang and TVM may read, with their values."""
-    environ = dict(os.environ) if environ is None else environ
-    return {name: value for name, value in sorted(environ.items()) if name.startswith(ENVIRONMENT_PREFIXES)}
+    return {name: value for name, value in sorted(os.environ.items()) if name.startswith(ENVIRONMENT_PREFIXES)}
 
 
 @functools.cache

@@ -81,12 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
             check_may_write(config.getoption("--force-regen-under-ci"))
         except RegenRefused as error:
             raise pytest.UsageError(str(error)) from None
-    # A regen never trusts the cache: it lowers every case (twice) and refreshes the entries.
-    refresh = config.getoption("--regen") or config.getoption("--refresh-cache")
-    cache = None if config.getoption("--no-cache") else LoweringCache(Path(config.getoption("--lowering-cache")))
-    if cache is not None:
-        cache.read = not refresh
-    lowering_cache.activate(cache)
+    lowering_cache.activate(_lowering_cache(config))
     shard = config.getoption("--shard")
     if shard is not None:
         try:
@@ -95,16 +90,24 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(error)) from None
 
 
+def _lowering_cache(config: pytest.Config) -> LoweringCache | None:
+    """The cache the options ask for; a regen never reads it: it lowers every case (twice) and refreshes it."""
+    if config.getoption("--no-cache"):
+        return None
+    refresh = config.getoption("--regen") or config.getoption("--refresh-cache")
+    return LoweringCache(Path(config.getoption("--lowering-cache")), read=not refresh)
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """`-n auto` with a lowering cache to read: no workers when what misses the cache is one group of cases or
     a few, since every worker pays TileLang's import and the tracing of every kernel again (about 3 s) and a
     group runs on one worker anyway; otherwise xdist's own count (None)."""
-    if config.getoption("--regen") or config.getoption("--refresh-cache") or config.getoption("--no-cache"):
+    cache = _lowering_cache(config)
+    if cache is None or not cache.read:
         return None
     from harness.static.cases import all_cases
 
-    cache = LoweringCache(Path(config.getoption("--lowering-cache")))
     missing_groups: set[str] = set()
     misses = 0
     for case in all_cases():

@@ -28,8 +28,8 @@ from harness.gpu.report import (
     write_reports,
 )
 from harness.gpu.results import Failure, reference_name
-from harness.gpu.worker import RAISED
 from harness.gpu.sweep import conclusions
+from harness.gpu.worker import RAISED
 
 V0 = fake.V0
 TOO_BIG = fake.sweep_case(6, (128, 256, 64))
@@ -343,7 +343,8 @@ def test_workflow_commands_are_escaped_and_capped_like_the_static_summarys():
     """A raw `%`, CR or LF would end or corrupt the command; GitHub shows 10 annotations of a kind per step."""
     results = [
         dataclasses.replace(
-            fake.result(fake.single_case(f"bad{i}"), 1024), failure=Failure("reference", RAISED, "100% off\r\nby 2, at x:1")
+            fake.result(fake.single_case(f"bad{i}"), 1024),
+            failure=Failure("reference", RAISED, "100% off\r\nby 2, at x:1"),
         )
         for i in range(12)
     ]

@@ -54,7 +54,7 @@ from harness.gpu.timing import (
     Timing,
     throughput,
 )
-from harness.gpu.worker import LIMITS, RAISED, TimeLimits
+from harness.gpu.worker import RAISED, TimeLimits
 from harness.static.cases import Case
 from harness.static.normalize import normalize_cuda
 from harness.static.snapshot import CorruptSnapshot, SnapshotStore, parse_facts, strip_cuda_header
@@ -110,7 +110,6 @@ def check_cases(
     timing_seed: int | None = None,
     bench: Bench | None = None,
     kernels: Kernels | None = None,
-    limits: TimeLimits = LIMITS,
     log: Log = print,
 ) -> GpuRun:
     """Compile, check and time `select(device)` on the current GPU; raises NoCudaDevice without one, UnknownTarget
@@ -118,8 +117,8 @@ def check_cases(
     `not_run(device)` names the variants left out on this device and why, for the report; `snapshotted(case)`
     says whether its family has static snapshots to agree with (a test-only family has none).
 
-    The stages run in `kernels`: a worker process (harness.gpu.stages.IsolatedKernels, each request within
-    `limits`) or, by default, this process with `bench`. A stage's failure ends that variant's check; the
+    The stages run in `kernels`: a worker process (harness.gpu.stages.IsolatedKernels, each request within its
+    limits) or, by default, this process with `bench`. A stage's failure ends that variant's check; the
     others go on."""
     device = require_cuda()
     cases = list(select(device))
@@ -134,6 +133,7 @@ def check_cases(
             + (f"; {len(left_out)} not run here, each listed above with why" if left_out else "")
         )
     kernels = kernels or InProcessKernels(KernelSession(bench=bench))
+    limits = kernels.limits
     failures: dict[str, Failure] = {}
 
     started = time.perf_counter()
@@ -317,12 +317,12 @@ def numerics_case(compiled: CompiledCase, key: str | None = None) -> NumericsCas
     )
 
 
-def timed_pair(compiled: CompiledCase, seed: int) -> Pair:
+def timed_pair(compiled: CompiledCase, seed: int, device: str = "cuda") -> Pair:
     """The kernel and its PyTorch op on one seed's inputs, ready to be timed; each call returns fresh outputs,
     as it does for the kernel's users."""
     case = compiled.case
     family, params = case.family, case.params
-    prepared = prepare(numerics_case(compiled), seed, "cuda", checking=False)
+    prepared = prepare(numerics_case(compiled), seed, device, checking=False)
 
     def reference() -> Any:
         return family.speed_reference(params, *prepared.inputs)
@@ -444,7 +444,8 @@ def run_gpu_check(
                 check_may_record(force_record, environ)
                 if not complete_selection:
                     raise BaselineRefused(
-                        "refusing to record a baseline from a selection of variants; run without --select"
+                        "refusing to record a baseline from a selection of variants; "
+                        "run without --select and --families"
                     )
             run = check_cases(select, log=log, kernels=kernels, **check_options)
         except (NoCudaDevice, UnknownTarget, NothingToRun, BaselineRefused) as error:

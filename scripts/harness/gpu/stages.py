@@ -137,7 +137,7 @@ class KernelSession:
 
         compiled = self.compiled[key]
         try:
-            pair = timed_pair(compiled, seed)  # calls the reference once: its first call is not timed
+            pair = timed_pair(compiled, seed, self.device)  # calls the reference once: that call is not timed
             self._synchronize()
             started = time.perf_counter()
             pair.reference_run()
@@ -269,6 +269,7 @@ class Kernels(Protocol):
     """Where the check's stages run; every answer is the variant's result or its Failure."""
 
     pairs: dict[str, Pair]  # the timed pairs, where they can be called from here
+    limits: TimeLimits  # what each request is allowed
 
     def compile(self, cases: Sequence[Case], limit_s: float) -> dict[str, Compiled | Failure]: ...
     def reference(self, case: Case, seed: int, limit_s: float) -> float | Failure: ...
@@ -285,6 +286,7 @@ class InProcessKernels:
     def __init__(self, session: KernelSession | None = None) -> None:
         self.session = session or KernelSession()
         self.pairs = self.session.pairs
+        self.limits = LIMITS  # computed, not enforced
 
     def compile(self, cases: Sequence[Case], limit_s: float) -> dict[str, Compiled | Failure]:
         return self.session.compile(cases)

@@ -221,7 +221,7 @@ def check_cases(
         gpu_state=summarize([s for r in timed for s in r.paired.states]),
         gpu_state_note=note,
         other_processes=others,
-        pairs=kernels.pairs,
+        pairs={key: kernels.pairs[key] for key in measured if key in kernels.pairs},
         variants=results,
         references=reference_timings,
         reference_throughput=reference_throughput,

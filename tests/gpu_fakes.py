@@ -19,6 +19,7 @@ from harness.gpu.numerics import (
     torch_dtype,
 )
 from harness.gpu.results import GpuRun, SnapshotCheck, VariantResult, fits_in
+from harness.gpu.stages import KernelSession, RemoteSession
 from harness.gpu.timing import PairedTiming, Timing, throughput
 from harness.static.cases import Case
 from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul, torch_matmul_relu
@@ -344,3 +345,71 @@ def torch_device(
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=0: capability)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index=0: SimpleNamespace(**properties))
+
+
+# -- the check's stages on the CPU, in process or in a real worker process -----------------------
+
+SMALL = {"M": 64, "N": 48, "K": 32}
+CPU_CACHE = FakeCache()
+
+
+def small_gemm_right(a: Any, b: Any, c: Any) -> None:
+    c.copy_((a.float() @ b.float()).half())
+
+
+def hangs(*tensors: Any) -> None:
+    """A kernel that never finishes."""
+    import time
+
+    time.sleep(3600)
+
+
+def dies(*tensors: Any) -> None:
+    """A kernel that kills its process, saying what CUDA says after an illegal address."""
+    import os
+    import sys
+
+    print("torch.AcceleratorError: CUDA error: an illegal memory access was encountered", file=sys.stderr, flush=True)
+    os.abort()
+
+
+# variant name -> what its kernel does with (A, B, C)
+BEHAVIOURS = {"right": small_gemm_right, "right_too": small_gemm_right, "hangs": hangs, "dies": dies}
+ISOLATED = gemm_family("isolated", [variant(name) for name in BEHAVIOURS], shape=SMALL)
+
+
+def cpu_compiler(cases: Sequence[Case]) -> list[CompiledCase]:
+    """compile_cases on the CPU: each variant's kernel is its BEHAVIOURS entry (or the family's `write`)."""
+
+    compiled = []
+    for c in cases:
+        arguments = gemm_arguments(c.params)
+        write = BEHAVIOURS.get(c.variant.name, small_gemm_right)
+        kernel = returning(write, [arguments[i] for i in GEMM_OUTPUTS], CPU_CACHE)
+        kernel.kernel_source = f"// {c.key}"
+        compiled.append(
+            CompiledCase(c, kernel, arguments=arguments, outputs=GEMM_OUTPUTS, tolerances=(c.family.tolerance,))
+        )
+    return compiled
+
+
+def steady_bench(first: Callable[[], Any], second: Callable[[], Any]) -> tuple[float, float]:
+    """A pair bench on the CPU: both launched once, each taken to last 1 ms."""
+    first()
+    second()
+    return 1.0, 1.0
+
+
+def cpu_session(progress: Callable[[str], None] = lambda key: None) -> KernelSession:
+    return KernelSession(progress, device="cpu", memory=CPU_CACHE, bench=steady_bench, compiler=cpu_compiler)
+
+
+class CpuWorker(RemoteSession):
+    """A real worker's handler on the CPU (`python -m harness.gpu.worker gpu_fakes:CpuWorker`): the check's stages
+    as cpu_session runs them, its cases found in ISOLATED."""
+
+    def __init__(self, progress: Callable[[str], None]) -> None:
+        super().__init__(progress, device="cpu", memory=CPU_CACHE, bench=steady_bench, compiler=cpu_compiler)
+
+    def resolve(self, ref: tuple[str, str, str, str]) -> Case:
+        return case(ISOLATED, ref[2], ref[3])

@@ -145,7 +145,7 @@ def snapshot_result(tmp_path, launched: int, snapshot: int | None, cuda: str = "
         store.write(f"{V0.id}.yaml", FACTS.format(format=FORMAT_VERSION, shared=snapshot))
         store.write(f"{V0.id}.cu", cuda_header(V0.id, "sm_90") + "__global__ void k() {}\n")
     compiled = CompiledCase(V0, SimpleNamespace(kernel_source=cuda), dynamic_shared_memory_bytes=launched)
-    return check_snapshot(compiled, store)
+    return check_snapshot(compiled, cuda, store)
 
 
 def test_shared_memory_equal_to_the_snapshot_passes(tmp_path):
@@ -182,13 +182,13 @@ def test_the_snapshot_of_the_devices_target_is_the_one_read(tmp_path):
     sm80 = fake.case(fake.GEMM_RELU, "v0_baseline", "sm_80")
     store.write(f"{sm80.id}.yaml", FACTS.format(format=FORMAT_VERSION, shared=49152))
     compiled = CompiledCase(sm80, SimpleNamespace(kernel_source=""), dynamic_shared_memory_bytes=49152)
-    result = check_snapshot(compiled, store)
+    result = check_snapshot(compiled, "", store)
     assert result.problems == () and result.path == f"{tmp_path.as_posix()}/{sm80.id}.yaml"
 
 
 def test_a_compile_error_is_the_variants_failure(tmp_path):
     compiled = CompiledCase(V0, None, error="TileLang could not compile it: boom")
-    result = VariantResult(compiled, fake.device(), check_snapshot(compiled, SnapshotStore(tmp_path)))
+    result = VariantResult(compiled, fake.device(), check_snapshot(compiled, None, SnapshotStore(tmp_path)))
     assert result.problems == [f"{V0.id}: TileLang could not compile it: boom"]
     assert fake.run([result]).verdict(result).status == "fail"
 

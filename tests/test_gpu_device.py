@@ -28,6 +28,7 @@ from harness.gpu.device import (
     target_for_gcn_arch,
 )
 from harness.gpu.report import NOT_RUN, render_markdown, report_data
+from harness.gpu.stages import InProcessKernels, KernelSession
 from harness.static.snapshot import FORMAT_VERSION, SnapshotStore, cuda_header
 from harness.targets import TARGETS, device_architecture
 
@@ -179,7 +180,7 @@ def test_a_hip_kernel_is_checked_against_its_hip_snapshot_and_its_registers_are_
     store.write(f"{case.id}.hip", cuda_header(case.id, "gfx942") + "__global__ void k() {}\n")
     compiled = CompiledCase(case, SimpleNamespace(kernel_source="__global__ void k() {}\n"), binary=b"hsaco")
     compiled.dynamic_shared_memory_bytes = 0
-    result = check_snapshot(compiled, store)
+    result = check_snapshot(compiled, compiled.kernel.kernel_source, store)
     assert case.source_file.endswith("/gfx942.hip") and result.problems == () and result.cuda_matches is True
     read_driver_resources(compiled)
     assert compiled.registers_per_thread is None and "not yet ROCm's" in compiled.resources_note
@@ -217,13 +218,14 @@ def test_a_family_narrowed_to_blackwell_is_reported_as_not_run_on_an_h200():
 
 def test_a_run_with_nothing_runnable_on_the_device_stops_with_status_2_before_compiling(monkeypatch, tmp_path):
     monkeypatch.setattr(check, "require_cuda", fake.device)
-    monkeypatch.setattr(check, "compile_cases", lambda cases: pytest.fail("nothing may be compiled"))
+    compiler = KernelSession(compiler=lambda cases: pytest.fail("nothing may be compiled"))
     logged: list[str] = []
     status = run_gpu_check(
         lambda device: device_selection([TCGEN05], device.target)[0],
         not_run=lambda device: device_selection([TCGEN05], device.target)[1],
         output=tmp_path / "report",
         timing_dir=tmp_path,
+        kernels=InProcessKernels(compiler),
         log=logged.append,
     )
     assert status == 2 and not (tmp_path / "report").exists()

@@ -27,8 +27,9 @@ from harness.gpu.report import (
     workflow_commands,
     write_reports,
 )
-from harness.gpu.results import reference_name
+from harness.gpu.results import Failure, reference_name
 from harness.gpu.sweep import conclusions
+from harness.gpu.worker import RAISED
 
 V0 = fake.V0
 TOO_BIG = fake.sweep_case(6, (128, 256, 64))
@@ -159,7 +160,7 @@ def test_a_gpu_without_known_peaks_gets_rates_without_fractions():
 def test_report_data_holds_throughputs_references_and_the_sweeps_of_every_family():
     run = block_k_run()
     data = report_data(run)
-    assert data["format"] == REPORT_FORMAT == 4 and "num_stages_sweep" not in data
+    assert data["format"] == REPORT_FORMAT == 5 and "num_stages_sweep" not in data
     assert [(c["family"], c["series"]) for c in data["sweeps"]["curves"]] == [
         ("gemm_num_stages", "128x128x32"),
         ("gemm_block_k", "BM=64"),
@@ -341,7 +342,10 @@ def test_a_corrupt_baseline_fails_the_run_naming_the_file(tmp_path):
 def test_workflow_commands_are_escaped_and_capped_like_the_static_summarys():
     """A raw `%`, CR or LF would end or corrupt the command; GitHub shows 10 annotations of a kind per step."""
     results = [
-        dataclasses.replace(fake.result(fake.single_case(f"bad{i}"), 1024), reference_error="100% off\r\nby 2, at x:1")
+        dataclasses.replace(
+            fake.result(fake.single_case(f"bad{i}"), 1024),
+            failure=Failure("reference", RAISED, "100% off\r\nby 2, at x:1"),
+        )
         for i in range(12)
     ]
     lines = workflow_commands(fake.run(results))

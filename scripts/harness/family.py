@@ -313,7 +313,7 @@ def load_families(package_name: str = "kernels") -> Registry:
     families: list[Family] = []
     broken: list[BrokenFamily] = []
     for name in family_modules(package):
-        file = f"{package_name}/{name}.py"
+        file = f"{package_name.replace('.', '/')}/{name}.py"
         try:
             module = importlib.import_module(f"{package_name}.{name}")
             if getattr(module, "annotations", None) is __future__.annotations:

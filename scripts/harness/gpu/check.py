@@ -26,12 +26,21 @@ from harness.gpu.baseline import (
     render_baseline,
     write_baseline,
 )
-from harness.gpu.compile import CompiledCase, compile_cases, read_driver_resources
+from harness.gpu.compile import CompiledCase
 from harness.gpu.device import Device, NoCudaDevice, UnknownTarget, require_cuda
 from harness.gpu.gate import CORRUPT, RECORDED, Comparison, compare
-from harness.gpu.gpu_state import GpuState, summarize
-from harness.gpu.numerics import FamilyCallError, NumericsCase, check_numerics, fresh_seeds, prepare, validate_seeds
-from harness.gpu.results import GpuRun, SnapshotCheck, VariantResult, fits_in, reference_name, shape_name
+from harness.gpu.gpu_state import summarize
+from harness.gpu.numerics import FamilyCallError, NumericsCase, NumericsResult, fresh_seeds, prepare, validate_seeds
+from harness.gpu.results import Failure, GpuRun, SnapshotCheck, VariantResult, fits_in, reference_name, shape_name
+from harness.gpu.stages import (
+    Compiled,
+    InProcessKernels,
+    IsolatedKernels,
+    Kernels,
+    KernelSession,
+    TimingRequest,
+    raised,
+)
 from harness.gpu.sweep import SweepCurve, SweepPoint
 from harness.gpu.timing import (
     DEFAULT_ROUNDS,
@@ -41,11 +50,11 @@ from harness.gpu.timing import (
     WARMUP_MS,
     Bench,
     Pair,
+    PairedTiming,
     Timing,
-    make_bench,
-    measure_pairs,
     throughput,
 )
+from harness.gpu.worker import RAISED, TimeLimits
 from harness.static.cases import Case
 from harness.static.normalize import normalize_cuda
 from harness.static.snapshot import CorruptSnapshot, SnapshotStore, parse_facts, strip_cuda_header
@@ -94,18 +103,23 @@ def check_cases(
     seeds: Sequence[int] | None = None,
     rounds: int = DEFAULT_ROUNDS,
     golden: Path = Path("golden"),
+    snapshotted: Callable[[Case], bool] = lambda case: True,
     warmup_ms: float = WARMUP_MS,
     repeat_ms: float = REPEAT_MS,
     timer: str = TIMERS[0],
     timing_seed: int | None = None,
     bench: Bench | None = None,
+    kernels: Kernels | None = None,
     log: Log = print,
 ) -> GpuRun:
     """Compile, check and time `select(device)` on the current GPU; raises NoCudaDevice without one, UnknownTarget
     when the project snapshots no target for it, NothingToRun when the selection is empty on it.
-    `not_run(device)` names the variants left out on this device and why, for the report."""
-    import torch
+    `not_run(device)` names the variants left out on this device and why, for the report; `snapshotted(case)`
+    says whether its family has static snapshots to agree with (a test-only family has none).
 
+    The stages run in `kernels`: a worker process (harness.gpu.stages.IsolatedKernels, each request within its
+    limits) or, by default, this process with `bench`. A stage's failure ends that variant's check; the
+    others go on."""
     device = require_cuda()
     cases = list(select(device))
     left_out = dict(not_run(device))
@@ -118,47 +132,59 @@ def check_cases(
             f"no selected variant runs on {device.name} ({device.target})"
             + (f"; {len(left_out)} not run here, each listed above with why" if left_out else "")
         )
+    kernels = kernels or InProcessKernels(KernelSession(bench=bench))
+    limits = kernels.limits
+    failures: dict[str, Failure] = {}
 
     started = time.perf_counter()
-    compiled = compile_cases(cases)
+    compiled, sources = compile_stage(kernels, cases, limits, failures)
     compile_seconds = time.perf_counter() - started
-    log(f"compiled {sum(c.kernel is not None for c in compiled)}/{len(compiled)} kernels in {compile_seconds:.1f} s")
-
-    torch.empty(1, device="cuda")  # the context (PyTorch names ROCm's `cuda` too), before asking the driver
-    store = SnapshotStore(golden)
-    for c in compiled:
-        if not c.error:
-            read_driver_resources(c)
-    snapshots = {c.case.key: check_snapshot(c, store) for c in compiled}
+    built = sum(not c.error and c.case.key not in failures for c in compiled)
+    log(f"compiled {built}/{len(compiled)} kernels in {compile_seconds:.1f} s")
+    snapshots = snapshot_stage(compiled, sources, SnapshotStore(golden), snapshotted, failures)
     limit = device.shared_memory_per_block_bytes
-    runnable = [
-        c for c in compiled
-        if not c.error and not snapshots[c.case.key].problems and fits_in(c, snapshots[c.case.key], limit)
-    ]  # fmt: skip
+    runnable = {
+        c.case.key: c for c in compiled
+        if c.case.key not in failures and not c.error and not snapshots[c.case.key].problems
+        and fits_in(c, snapshots[c.case.key], limit)
+    }  # fmt: skip
 
-    log(f"numerics: {len(runnable)} kernels x seeds {seeds}")
-    numerics = check_numerics([numerics_case(c) for c in runnable], seeds)
+    launch_s = {key: work_seconds(c.case, device, failures) for key, c in runnable.items()}
+    for key, c in runnable.items():
+        if key not in failures:
+            answer = kernels.reference(c.case, seeds[0], limits.limit(3, launch_s[key]))
+            if isinstance(answer, Failure):
+                failures[key] = answer
+            else:
+                launch_s[key] = max(launch_s[key], answer)
+    checked = [c for key, c in runnable.items() if key not in failures]
+    log(f"numerics: {len(checked)} kernels x seeds {seeds}")
+    numerics: dict[str, NumericsResult] = {}
+    for c in checked:
+        key = c.case.key
+        answer = kernels.numerics(c.case, seeds, limits.limit(3 * len(seeds), launch_s[key]))
+        if isinstance(answer, Failure):
+            failures[key] = answer
+        else:
+            numerics[key] = answer
 
-    bench = bench or make_bench(timer, warmup_ms, repeat_ms)
     timing_seed = fresh_seeds(1)[0] if timing_seed is None else timing_seed
-    state = GpuState(torch.cuda.current_device())
-    others = state.other_processes()
+    passing = {key: runnable[key].case for key, result in numerics.items() if result.passed}
+    kernels.drop([key for key in runnable if key not in passing])
+    note, others = kernels.gpu_state()
     if others:
         log(f"warning: other processes use this GPU while it is timed (pids {others}); timings may be off")
-    pairs: dict[str, Pair] = {}
-    reference_errors: dict[str, str] = {}
-    for c in runnable:
-        if numerics[c.case.key].passed:
-            try:
-                pairs[c.case.key] = timed_pair(c, seeds[0])
-            except FamilyCallError as error:
-                reference_errors[c.case.key] = str(error)
-
-    log(f"timing: {len(pairs)} kernels next to their references, {rounds} rounds in random order (seed {timing_seed})")
-    measured = measure_pairs(list(pairs.values()), rounds, bench, timing_seed, state.sample)
+    request = TimingRequest(rounds, timing_seed, seeds[0], timer, warmup_ms, repeat_ms)
+    # Each pair's own limit: the measurement's budget whatever the kernel does, and its launches (do_bench's
+    # estimate and its least pairs) at the kernel's allowance.
+    nominal_s = 2 * (warmup_ms + repeat_ms) / 1e3
+    pair_limits = {key: limits.limit(16, launch_s[key], nominal_s) for key in passing}
+    log(f"timing: {len(passing)} kernels next to their references, {rounds} rounds in random order "
+        f"(seed {timing_seed})")  # fmt: skip
+    measured = time_stage(kernels, passing, request, pair_limits, failures)
     results = [
         VariantResult(
-            c, device, snapshots[c.case.key], reference_error=reference_errors.get(c.case.key),
+            c, device, snapshots[c.case.key], failure=failures.get(c.case.key),
             numerics=numerics.get(c.case.key), paired=measured.get(c.case.key),
         )
         for c in compiled
@@ -176,8 +202,9 @@ def check_cases(
 
     def remeasure(keys: Sequence[str]) -> dict[str, float]:
         log(f"re-measuring {list(keys)} to confirm a suspected regression")
-        again = measure_pairs([pairs[k] for k in keys], rounds, bench, timing_seed + 1, state.sample)
-        return {k: again[k].ratio for k in keys}
+        again = time_stage(kernels, {k: passing[k] for k in keys}, dataclasses.replace(request, seed=timing_seed + 1),
+                           pair_limits, {})  # fmt: skip
+        return {k: again[k].ratio for k in keys if k in again}
 
     return GpuRun(
         device=device,
@@ -192,9 +219,9 @@ def check_cases(
             "order_seed": timing_seed,
         },
         gpu_state=summarize([s for r in timed for s in r.paired.states]),
-        gpu_state_note=state.note,
+        gpu_state_note=note,
         other_processes=others,
-        pairs=pairs,
+        pairs={key: kernels.pairs[key] for key in measured if key in kernels.pairs},
         variants=results,
         references=reference_timings,
         reference_throughput=reference_throughput,
@@ -206,6 +233,81 @@ def check_cases(
     )
 
 
+def compile_stage(
+    kernels: Kernels, cases: Sequence[Case], limits: TimeLimits, failures: dict[str, Failure]
+) -> tuple[list[CompiledCase], dict[str, str | None]]:
+    """Every case compiled, in the selection's order, and each kernel's source; a case whose compilation failed
+    outright gets its Failure."""
+    found = kernels.compile(cases, limits.compile_limit(len(cases)))
+    compiled = []
+    for case in cases:
+        answer = found.get(case.key)
+        if isinstance(answer, Compiled):
+            compiled.append(dataclasses.replace(answer.compiled, case=case))
+            continue
+        missing = f"{case.family.file}: variant {case.variant.name!r}: the compiler gave no result for it"
+        failures[case.key] = answer or Failure("compile", RAISED, missing)
+        compiled.append(CompiledCase(case, None))
+    return compiled, {key: a.source for key, a in found.items() if isinstance(a, Compiled)}
+
+
+def work_seconds(case: Case, device: Device, failures: dict[str, Failure]) -> float:
+    """What one launch of the variant's work takes at the device's datasheet peaks (0 where they are unknown)."""
+    peak = device.peak
+    try:
+        work = case.family.work(case.params)
+    except Exception as error:  # the report computes throughput from it too: fail here, not there
+        failures[case.key] = raised("work", case, error)
+        return 0.0
+    return 0.0 if peak is None else max(work.flops / (peak.tflops * 1e12), work.bytes / (peak.gbps * 1e9))
+
+
+def time_stage(
+    kernels: Kernels,
+    cases: Mapping[str, Case],
+    request: TimingRequest,
+    limits: Mapping[str, float],
+    failures: dict[str, Failure],
+) -> dict[str, PairedTiming]:
+    """Every pair timed together; a variant whose timing fails is dropped and the others are timed again
+    without it (its failure may have ended the worker, and every pair's rounds go together)."""
+    left = dict(cases)
+    while left:
+        timed = kernels.time(left, request, limits)
+        if timed.failure is None:
+            return timed.measured
+        blamed = [timed.failed] if timed.failed in left else list(left)  # not known: every pair
+        for key in blamed:
+            failures[key] = timed.failure
+            del left[key]
+        kernels.drop(blamed)
+    return {}
+
+
+def snapshot_stage(
+    compiled: Sequence[CompiledCase],
+    sources: Mapping[str, str | None],
+    store: SnapshotStore,
+    snapshotted: Callable[[Case], bool],
+    failures: dict[str, Failure],
+) -> dict[str, SnapshotCheck]:
+    """Each compiled kernel against its static snapshot; a test-only family's has none to agree with."""
+    checks = {}
+    for c in compiled:
+        key = c.case.key
+        checks[key] = SnapshotCheck(f"{store.root.as_posix()}/{c.case.id}.yaml")
+        if key in failures:
+            continue
+        if not snapshotted(c.case):
+            checks[key] = SnapshotCheck("none: a test-only family, never snapshotted")
+            continue
+        try:
+            checks[key] = check_snapshot(c, sources.get(key), store)
+        except Exception as error:
+            failures[key] = raised("snapshot", c.case, error)
+    return checks
+
+
 def numerics_case(compiled: CompiledCase, key: str | None = None) -> NumericsCase:
     """What the numeric gate and the timing need of a compiled case, under its key (`family/variant` by default)."""
     case = compiled.case
@@ -215,12 +317,12 @@ def numerics_case(compiled: CompiledCase, key: str | None = None) -> NumericsCas
     )
 
 
-def timed_pair(compiled: CompiledCase, seed: int) -> Pair:
+def timed_pair(compiled: CompiledCase, seed: int, device: str = "cuda") -> Pair:
     """The kernel and its PyTorch op on one seed's inputs, ready to be timed; each call returns fresh outputs,
     as it does for the kernel's users."""
     case = compiled.case
     family, params = case.family, case.params
-    prepared = prepare(numerics_case(compiled), seed, "cuda", checking=False)
+    prepared = prepare(numerics_case(compiled), seed, device, checking=False)
 
     def reference() -> Any:
         return family.speed_reference(params, *prepared.inputs)
@@ -232,8 +334,9 @@ def timed_pair(compiled: CompiledCase, seed: int) -> Pair:
     return Pair(case.key, lambda: compiled.kernel(*prepared.inputs), reference_name(case), reference)
 
 
-def check_snapshot(compiled: CompiledCase, store: SnapshotStore) -> SnapshotCheck:
-    """The compiled kernel against its static snapshot for its target (nothing to compare when it did not compile)."""
+def check_snapshot(compiled: CompiledCase, source: str | None, store: SnapshotStore) -> SnapshotCheck:
+    """The compiled kernel (its CUDA `source`) against its static snapshot for its target (nothing to compare when
+    it did not compile)."""
     case = compiled.case
     facts_path = f"{case.id}.yaml"
     shown = (store.root / facts_path).as_posix()
@@ -256,7 +359,7 @@ def check_snapshot(compiled: CompiledCase, store: SnapshotStore) -> SnapshotChec
             f"then `{regen}`",
         )
     cuda = store.read(case.source_file)
-    matches = None if cuda is None else normalize_cuda(compiled.kernel.kernel_source) == strip_cuda_header(cuda)
+    matches = None if cuda is None or source is None else normalize_cuda(source) == strip_cuda_header(cuda)
     return SnapshotCheck(shown, snapshot, matches, problems)
 
 
@@ -324,35 +427,43 @@ def run_gpu_check(
     force_record: bool = False,
     complete_selection: bool = True,
     environ: Mapping[str, str] = os.environ,
+    kernels: Kernels | None = None,
     log: Log = print,
     **check_options: Any,
 ) -> int:
-    """The `nox -s gpu` run: 0 when the gate passes, 1 when it fails, 2 when nothing could be checked."""
+    """The `nox -s gpu` run: 0 when the gate passes, 1 when it fails, 2 when nothing could be checked.
+
+    The kernels run in a worker process (harness.gpu.stages.IsolatedKernels) unless `kernels` says where."""
     from harness.gpu.report import write_reports
 
     started = time.perf_counter()
+    kernels = kernels or IsolatedKernels(log=log)
     try:
-        if record:
-            check_may_record(force_record, environ)
-            if not complete_selection:
-                raise BaselineRefused(
-                    "refusing to record a baseline from a selection of variants; run without --select"
-                )
-        run = check_cases(select, log=log, **check_options)
-    except (NoCudaDevice, UnknownTarget, NothingToRun, BaselineRefused) as error:
-        log(f"gpu check stopped, nothing was checked: {error}")
-        return 2
-    comparison: Comparison | None = None
-    if record:
         try:
-            comparison = record_baseline(run, timing_dir, force_record, environ)
-        except BaselineRefused as error:
-            log(str(error))
-    else:
-        comparison = compare_with_baseline(run, timing_dir)
-    run = dataclasses.replace(run, comparison=comparison, wall_seconds=time.perf_counter() - started)
-    for path in write_reports(run, output, environ, log):
-        log(f"wrote {path}")
+            if record:
+                check_may_record(force_record, environ)
+                if not complete_selection:
+                    raise BaselineRefused(
+                        "refusing to record a baseline from a selection of variants; "
+                        "run without --select and --families"
+                    )
+            run = check_cases(select, log=log, kernels=kernels, **check_options)
+        except (NoCudaDevice, UnknownTarget, NothingToRun, BaselineRefused) as error:
+            log(f"gpu check stopped, nothing was checked: {error}")
+            return 2
+        comparison: Comparison | None = None
+        if record:
+            try:
+                comparison = record_baseline(run, timing_dir, force_record, environ)
+            except BaselineRefused as error:
+                log(str(error))
+        else:
+            comparison = compare_with_baseline(run, timing_dir)
+        run = dataclasses.replace(run, comparison=comparison, wall_seconds=time.perf_counter() - started)
+        for path in write_reports(run, output, environ, log):
+            log(f"wrote {path}")
+    finally:
+        kernels.close()
     if record and comparison is None:
         return 1
     return 0 if run.passed else 1

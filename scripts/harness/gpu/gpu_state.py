@@ -58,11 +58,12 @@ class GpuState:
         }
 
     def other_processes(self) -> list[int]:
-        """Process ids besides this one that hold a compute context on the GPU."""
+        """Process ids besides this one and its parent (the GPU check's driver, when this is its worker) that hold a
+        compute context on the GPU."""
         if self._nvml is None:
             return []
         running = self._nvml.nvmlDeviceGetComputeRunningProcesses(self._handle)
-        return sorted({p.pid for p in running} - {os.getpid()})
+        return sorted({p.pid for p in running} - {os.getpid(), os.getppid()})
 
 
 def summarize(states: Sequence[dict[str, Any]]) -> dict[str, Any] | None:

@@ -616,21 +616,48 @@ def check_seed(case: NumericsCase, seed: int, device: str, memory: Memory) -> Se
 
 
 def compare(output: Output, tensor: Any, expected: Any, twin: Any | None = None) -> OutputCheck:
-    """One returned output against its reference, at its own tolerance and beside its precision twin's error."""
+    """One returned output against its reference, at its own tolerance and beside its precision twin's error.
+
+    Every dtype a kernel emits is compared in a wider one (`compared_values`): torch has no isfinite or isclose
+    for float8, and an integer difference must not wrap. Integers and bool (indices, packed int4 in its int8
+    storage, masks) are exact: an element is outside the tolerance when it differs from the reference by more
+    than atol + rtol * |ref| (0 and 0: when it differs at all), and they have no NaN to count.
+    """
     import torch
 
     tolerance = output.tolerance
-    finite = torch.isfinite(tensor) if tensor.dtype.is_floating_point else torch.ones_like(tensor, dtype=torch.bool)
-    close = torch.isclose(tensor.to(expected.dtype), expected, rtol=tolerance.rtol, atol=tolerance.atol)
+    out, ref = compared_values(tensor, expected)
+    if exact(tensor.dtype):
+        difference = (out - ref).abs()
+        outside = (out != ref) & (difference > tolerance.atol + tolerance.rtol * ref.abs())
+        nonfinite = torch.zeros((), dtype=torch.bool)
+    else:
+        outside = ~torch.isclose(out, ref, rtol=tolerance.rtol, atol=tolerance.atol)
+        nonfinite = ~torch.isfinite(out)
     errors = error_stats(tensor, expected, tolerance.mismatches)
     return OutputCheck(
         output,
-        mismatches=int((~close).sum().item()),
-        nonfinite=int((~finite).sum().item()),
-        max_abs_error=errors.max_abs,
+        mismatches=int(outside.sum().item()),
+        nonfinite=int(nonfinite.sum().item()),
+        max_abs_error=int(errors.max_abs) if exact(tensor.dtype) and math.isfinite(errors.max_abs) else errors.max_abs,
         errors=errors,
         twin=None if twin is None else error_stats(twin, expected, tolerance.mismatches),
     )
+
+
+def exact(dtype: Any) -> bool:
+    """Integers and bool compare exactly; every float type (float8 to float64) within its tolerance."""
+    return not dtype.is_floating_point
+
+
+def compared_values(tensor: Any, expected: Any) -> tuple[Any, Any]:
+    """Output and reference flattened in the dtype they are compared in: float64 for integers and bool (exact up to
+    2^53, beyond which an element is wrong anyway) and wherever either side is float64, else float32 (float8,
+    bf16 and fp16 convert exactly)."""
+    import torch
+
+    wide = torch.float64 if exact(tensor.dtype) or torch.float64 in (tensor.dtype, expected.dtype) else torch.float32
+    return tensor.detach().flatten().to(wide), expected.detach().flatten().to(wide)
 
 
 def error_stats(tensor: Any, expected: Any, allowed: int = 0) -> ErrorStats:
@@ -640,7 +667,7 @@ def error_stats(tensor: Any, expected: Any, allowed: int = 0) -> ErrorStats:
     """
     import torch
 
-    out, ref = tensor.detach().flatten().double(), expected.detach().flatten().double()
+    out, ref = (value.detach().flatten().to(torch.float64) for value in (tensor, expected))
     finite = torch.isfinite(out)
     if not bool(finite.all()):
         out, ref = out[finite], ref[finite]

@@ -20,7 +20,9 @@ from harness.gpu.results import GpuRun, VariantResult
 from harness.gpu.sweep import SweepCurve, conclusions
 from harness.gpu.timing import Throughput
 
-REPORT_FORMAT = 4  # 3: numerics per output, each with its own tolerance; 4: and beside its precision twin's error
+# 3: numerics per output, each with its own tolerance; 4: and beside its precision twin's error; 5: a variant's
+# failure (stage, kind: raised, did not finish, crashed), those that did not finish or crashed first among failures
+REPORT_FORMAT = 5
 REPORT = "report.json"
 NOT_RUN = "not_run"  # the count of variants not run on this device's target (GpuRun.not_run)
 SUMMARY = "summary.md"
@@ -82,6 +84,7 @@ def _variant_data(run: GpuRun, v: VariantResult) -> dict[str, Any]:
         "variant": v.key,
         "reference": v.reference,
         "status": verdict.status,
+        "failure": None if v.failure is None else v.failure.as_dict(),
         "problems": list(verdict.problems) + ([] if v.fits else [v.fit_note()]),
         "compile_target": compiled.compile_target,
         "dynamic_shared_memory_bytes": compiled.dynamic_shared_memory_bytes,
@@ -134,6 +137,13 @@ def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
         f"- {counts[PASS]} passed, {counts[FAIL]} failed, {counts[DOES_NOT_FIT]} do not fit on this GPU, "
         f"{counts[NOT_RUN]} not run on {d.target}",
     ]
+    stopped = [v for v in run.failures if v.stopped]
+    if stopped:
+        lines.append(
+            f"- **{len(stopped)} did not finish or crashed** ("
+            + ", ".join(f"{v.key}: {v.failure.kind}" for v in stopped)
+            + "), listed first under Failures"
+        )
     lines += [f"- **{v.key} {v.fit_note()}**: not run, not counted as a pass" for v in run.not_fitting]
     lines += [f"- **{key}**: not run: {why}; not counted as a pass" for key, why in run.not_run.items()]
     if run.comparison is not None:
@@ -203,7 +213,7 @@ def _variant_table(run: GpuRun) -> str:
         timing = v.timing
         cells = [
             v.key,
-            run.verdict(v).status,
+            run.verdict(v).status + (f" ({v.failure.kind})" if v.stopped else ""),
             _num(timing and timing.median_ms, ".3f"),
             _pct(v.paired and v.paired.ratio_spread),
             *_rates(v.throughput),

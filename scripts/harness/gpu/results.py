@@ -15,6 +15,7 @@ from harness.gpu.device import Device
 from harness.gpu.numerics import NumericsResult
 from harness.gpu.sweep import SweepCurve
 from harness.gpu.timing import Pair, PairedTiming, Throughput, Timing, throughput
+from harness.gpu.worker import STOPPED
 from harness.static.cases import Case
 
 
@@ -30,6 +31,25 @@ def reference_name(case: Case) -> str:
     ops (or inputs) alike.
     """
     return f"{case.family.name}: {case.family.label(case.params)} [{shape_name(case)}]"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What ended a variant's check before its verdict: the stage (compile, snapshot, reference, numerics, timing),
+    how (harness.gpu.worker's RAISED, DID_NOT_FINISH, CRASHED) and the message, which names the family file and
+    the variant."""
+
+    stage: str
+    kind: str
+    message: str
+
+    @property
+    def stopped(self) -> bool:
+        """It did not finish or crashed: listed before every other failure."""
+        return self.kind in STOPPED
+
+    def as_dict(self) -> dict[str, str]:
+        return {"stage": self.stage, "kind": self.kind, "message": self.message}
 
 
 @dataclass(frozen=True)
@@ -65,7 +85,7 @@ class VariantResult:
     compiled: CompiledCase
     device: Device
     snapshot: SnapshotCheck
-    reference_error: str | None = None  # the family's speed reference raised, so it was not timed
+    failure: Failure | None = None  # a stage raised, did not finish or crashed: the later ones did not run
     numerics: NumericsResult | None = None  # None: not run (it failed before, or does not fit)
     paired: PairedTiming | None = None  # its timing's rounds, with the reference's beside them; None: not timed
 
@@ -80,10 +100,15 @@ class VariantResult:
 
     @property
     def problems(self) -> list[str]:
-        """What failed before numerics or timing could say anything: compilation, snapshot, the family's calls."""
+        """What failed besides numerics and timing's verdicts: a stage's failure, compilation, the snapshot."""
+        failure = [self.failure.message] if self.failure else []
         if self.compiled.error:
-            return [f"{self.compiled.case.id}: {self.compiled.error}"]
-        return list(self.snapshot.problems) + ([self.reference_error] if self.reference_error else [])
+            return failure + [f"{self.compiled.case.id}: {self.compiled.error}"]
+        return failure + list(self.snapshot.problems)
+
+    @property
+    def stopped(self) -> bool:
+        return self.failure is not None and self.failure.stopped
 
     @property
     def timing(self) -> Timing | None:
@@ -149,7 +174,8 @@ class GpuRun:
 
     @property
     def failures(self) -> list[VariantResult]:
-        return self.of_status(gate.FAIL)
+        """Failing variants, those that did not finish or crashed first."""
+        return sorted(self.of_status(gate.FAIL), key=lambda v: not v.stopped)
 
     @property
     def not_fitting(self) -> list[VariantResult]:

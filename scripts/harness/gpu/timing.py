@@ -181,8 +181,12 @@ def measure_pairs(
     bench: Bench | None = None,
     seed: int = 0,
     sample: Sampler | None = None,
+    starting: Callable[[str], None] | None = None,
 ) -> dict[str, PairedTiming]:
-    """key -> PairedTiming; every round shuffles the pairs and, within each pair, who goes first."""
+    """key -> PairedTiming; every round shuffles the pairs and, within each pair, who goes first.
+
+    `starting(key)` is told before each pair's measurement, outside it (a worker tells its driver which
+    variant it is on)."""
     if rounds < 2:
         raise ValueError(f"rounds={rounds}: at least 2 rounds are needed to measure the spread")
     bench = bench or make_bench()
@@ -194,6 +198,8 @@ def measure_pairs(
         shuffled = list(pairs)
         order.shuffle(shuffled)
         for pair in shuffled:
+            if starting is not None:
+                starting(pair.key)
             if order.random() < 0.5:
                 reference, variant = bench(pair.reference_run, pair.run)
             else:

@@ -1,0 +1,419 @@
+"""The GPU check's stages, one variant at a time, run where the kernels live.
+
+`KernelSession` holds the compiled kernels and their timed pairs and runs each stage: compile
+(every case, in parallel), reference (the timed pair made on one seed, and one call of the speed
+reference timed, for the time limits), numerics (every seed), timing (every pair interleaved over
+rounds, one request: harness.gpu.timing.measure_pairs, exactly as in one process). An exception
+in a variant's stage is that variant's `Failure`, naming its family file, the variant and the
+last frame of the family's own code it passed through; the other variants go on.
+
+The check runs the session in a worker process (`IsolatedKernels`, over harness.gpu.worker: a
+kernel that never finishes, or one that leaves its CUDA context unusable, fails its variant and
+a fresh worker takes the rest) or in its own (`InProcessKernels`: the same stages with nothing to
+stop a hang, for the scripts that time the kernels again afterwards).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from typing import Any, Protocol
+
+from harness.family import Family, load_families
+from harness.gpu.compile import CompiledCase, compile_cases, read_driver_resources
+from harness.gpu.numerics import FamilyCallError, Memory, NumericsResult, check_numerics
+from harness.gpu.results import Failure
+from harness.gpu.timing import Bench, Pair, PairedTiming, make_bench, measure_pairs
+from harness.gpu.worker import CRASHED, LIMITS, RAISED, Stopped, TimeLimits, WorkerProcess, limit_of
+from harness.static.cases import Case
+
+# (family package, family, variant, target): how the worker finds a case among the families it imports.
+CaseRef = tuple[str, str, str, str]
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A compiled case as the driver sees it (no kernel: that stays where it runs) and its source, for the snapshot."""
+
+    compiled: CompiledCase
+    source: str | None
+
+
+@dataclass(frozen=True)
+class TimingRequest:
+    rounds: int
+    seed: int  # the random order's
+    pair_seed: int  # the inputs' of every pair
+    timer: str
+    warmup_ms: float
+    repeat_ms: float
+
+
+@dataclass(frozen=True)
+class Timed:
+    """Every pair's timing, or the failure that ended the request and the variant it was on (None: not known)."""
+
+    measured: dict[str, PairedTiming] = field(default_factory=dict)
+    failed: str | None = None
+    failure: Failure | None = None
+
+
+def raised(stage: str, case: Case, error: BaseException) -> Failure:
+    """A stage's exception as the variant's failure: the family file, the variant, the error, and where."""
+    cause = error.__cause__ if isinstance(error, FamilyCallError) and error.__cause__ else error
+    what = str(error) if isinstance(error, FamilyCallError) else f"{type(error).__name__}: {error}"
+    message = f"{case.family.file}: variant {case.variant.name!r}: {stage} raised {what} ({where(cause, case.family)})"
+    return Failure(stage, RAISED, message)
+
+
+def where(error: BaseException, family: Family) -> str:
+    """`at kernels/x.py:12 in inputs`: the last frame of the error's traceback in the family's package, else its
+    last frame anywhere."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return "no traceback"
+    package = PurePath(family.file).parent.as_posix()
+    own = [f for f in frames if f"/{package}/" in Path(f.filename).as_posix()]
+    frame = (own or frames)[-1]
+    shown = f"{package}/{Path(frame.filename).name}" if own else Path(frame.filename).name
+    return f"at {shown}:{frame.lineno} in {frame.name}"
+
+
+class KernelSession:
+    """The stages on `device` ("cuda", or "cpu" with a test's stand-ins), holding the kernels it compiled.
+
+    `progress(key)` says which variant a timing request goes on with (a worker tells its driver)."""
+
+    def __init__(
+        self,
+        progress: Callable[[str], None] = lambda key: None,
+        *,
+        device: str = "cuda",
+        memory: Memory | None = None,
+        bench: Bench | None = None,
+        compiler: Callable[[Sequence[Case]], list[CompiledCase]] = compile_cases,
+    ) -> None:
+        self.progress, self.device, self.memory, self.bench, self.compiler = progress, device, memory, bench, compiler
+        self.compiled: dict[str, CompiledCase] = {}
+        self.pairs: dict[str, Pair] = {}
+        self._state: Any = None
+
+    @property
+    def cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    def compile(self, cases: Sequence[Case]) -> dict[str, Compiled | Failure]:
+        try:
+            built = self.compiler(cases)
+        except Exception as error:  # compile_cases keeps each case's own errors; this is all of them
+            return {case.key: raised("compile", case, error) for case in cases}
+        if self.cuda:
+            import torch
+
+            torch.empty(1, device=self.device)  # the context, before asking the driver
+        found: dict[str, Compiled | Failure] = {}
+        for compiled in built:
+            key = compiled.case.key
+            try:
+                if compiled.kernel is not None:
+                    read_driver_resources(compiled)
+                source = None if compiled.kernel is None else compiled.kernel.kernel_source
+            except Exception as error:
+                found[key] = raised("compile", compiled.case, error)
+                continue
+            if compiled.kernel is not None and not compiled.error:
+                self.compiled[key] = compiled
+            found[key] = Compiled(compiled, source)
+        return found
+
+    def reference(self, key: str, seed: int) -> float | Failure:
+        """Make the variant's timed pair on `seed`'s inputs; the seconds one call of its speed reference takes."""
+        from harness.gpu.check import timed_pair
+
+        compiled = self.compiled[key]
+        try:
+            pair = timed_pair(compiled, seed, self.device)  # calls the reference once: that call is not timed
+            self._synchronize()
+            started = time.perf_counter()
+            pair.reference_run()
+            self._synchronize()
+            seconds = time.perf_counter() - started
+        except Exception as error:
+            return raised("reference", compiled.case, error)
+        self.pairs[key] = pair
+        return seconds
+
+    def numerics(self, key: str, seeds: Sequence[int]) -> NumericsResult | Failure:
+        from harness.gpu.check import numerics_case
+
+        compiled = self.compiled[key]
+        try:
+            return check_numerics([numerics_case(compiled)], seeds, self.device, self.memory)[key]
+        except Exception as error:
+            return raised("numerics", compiled.case, error)
+
+    def gpu_state(self) -> tuple[str | None, list[int]]:
+        """Why there is no GPU state (None: there is), and the other processes that use the GPU."""
+        state = self._gpu_state()
+        return state.note, state.other_processes()
+
+    def time(self, keys: Sequence[str], request: TimingRequest) -> Timed:
+        """Every pair measured together, as harness.gpu.timing.measure_pairs does in one process; a pair not made
+        in this worker yet is made first."""
+        current: str | None = None
+
+        def starting(key: str) -> None:
+            nonlocal current
+            current = key
+            self.progress(key)
+
+        try:
+            for key in keys:
+                if key not in self.pairs:
+                    starting(key)
+                    made = self.reference(key, request.pair_seed)
+                    if isinstance(made, Failure):
+                        return Timed(failed=key, failure=made)
+            bench = self.bench or make_bench(request.timer, request.warmup_ms, request.repeat_ms)
+            state = self._gpu_state()
+            pairs = [self.pairs[key] for key in keys]
+            measured = measure_pairs(pairs, request.rounds, bench, request.seed, state.sample, starting=starting)
+        except Exception as error:
+            if current is None:
+                return Timed(failure=Failure("timing", RAISED, f"timing raised {type(error).__name__}: {error}"))
+            return Timed(failed=current, failure=raised("timing", self.compiled[current].case, error))
+        return Timed(measured)
+
+    def unusable(self) -> str | None:
+        """The CUDA error that makes this process's context unusable (an illegal address, a trap), or None."""
+        if not self.cuda:
+            return None
+        try:
+            import torch
+
+            torch.ones(1, device=self.device).add_(1).item()
+        except Exception as error:
+            return f"{type(error).__name__}: {error}".strip()
+        return None
+
+    def _synchronize(self) -> None:
+        if self.cuda:
+            import torch
+
+            torch.cuda.synchronize()
+
+    def _gpu_state(self) -> Any:
+        from harness.gpu.gpu_state import GpuState
+
+        if self._state is None:
+            import torch
+
+            self._state = GpuState(torch.cuda.current_device() if self.cuda else 0)
+        return self._state
+
+
+class RemoteSession:
+    """A worker's handler (harness.gpu.worker): a KernelSession that finds cases by reference and answers with
+    what can be pickled."""
+
+    def __init__(self, progress: Callable[[str], None], **session: Any) -> None:
+        self.session = KernelSession(progress, **session)
+
+    def resolve(self, ref: CaseRef) -> Case:
+        package, family_name, variant, target = ref
+        family = next(f for f in families_of(package) if f.name == family_name)
+        return Case(family, family.variant(variant), target)
+
+    def compile(self, refs: Sequence[CaseRef]) -> dict[str, Compiled | Failure]:
+        found = self.session.compile([self.resolve(ref) for ref in refs])
+        return {
+            key: Compiled(dataclasses.replace(c.compiled, case=None, kernel=None, binary=None), c.source)
+            if isinstance(c, Compiled)
+            else c
+            for key, c in found.items()
+        }
+
+    def reference(self, key: str, seed: int) -> float | Failure:
+        return self.session.reference(key, seed)
+
+    def numerics(self, key: str, seeds: Sequence[int]) -> NumericsResult | Failure:
+        return self.session.numerics(key, seeds)
+
+    def gpu_state(self) -> tuple[str | None, list[int]]:
+        return self.session.gpu_state()
+
+    def time(self, keys: Sequence[str], request: TimingRequest) -> Timed:
+        return self.session.time(keys, request)
+
+    def unusable(self) -> str | None:
+        return self.session.unusable()
+
+
+@functools.cache
+def families_of(package: str) -> tuple[Family, ...]:
+    return load_families(package).families
+
+
+def case_ref(case: Case) -> CaseRef:
+    """How a worker finds the case: its family file's package (`kernels/x.py` -> `kernels`), names and target."""
+    package = ".".join(PurePath(case.family.file).parent.parts)
+    return (package, case.family.name, case.variant.name, case.target)
+
+
+class Kernels(Protocol):
+    """Where the check's stages run; every answer is the variant's result or its Failure."""
+
+    pairs: dict[str, Pair]  # the timed pairs, where they can be called from here
+    limits: TimeLimits  # what each request is allowed
+
+    def compile(self, cases: Sequence[Case], limit_s: float) -> dict[str, Compiled | Failure]: ...
+    def reference(self, case: Case, seed: int, limit_s: float) -> float | Failure: ...
+    def numerics(self, case: Case, seeds: Sequence[int], limit_s: float) -> NumericsResult | Failure: ...
+    def gpu_state(self) -> tuple[str | None, list[int]]: ...
+    def time(self, cases: Mapping[str, Case], request: TimingRequest, limits: Mapping[str, float]) -> Timed: ...
+    def drop(self, keys: Sequence[str]) -> None: ...
+    def close(self) -> None: ...
+
+
+class InProcessKernels:
+    """The stages in this process: exceptions contained, no time limit (a hang hangs the run)."""
+
+    def __init__(self, session: KernelSession | None = None) -> None:
+        self.session = session or KernelSession()
+        self.pairs = self.session.pairs
+        self.limits = LIMITS  # computed, not enforced
+
+    def compile(self, cases: Sequence[Case], limit_s: float) -> dict[str, Compiled | Failure]:
+        return self.session.compile(cases)
+
+    def reference(self, case: Case, seed: int, limit_s: float) -> float | Failure:
+        return self.session.reference(case.key, seed)
+
+    def numerics(self, case: Case, seeds: Sequence[int], limit_s: float) -> NumericsResult | Failure:
+        return self.session.numerics(case.key, seeds)
+
+    def gpu_state(self) -> tuple[str | None, list[int]]:
+        return self.session.gpu_state()
+
+    def time(self, cases: Mapping[str, Case], request: TimingRequest, limits: Mapping[str, float]) -> Timed:
+        return self.session.time(list(cases), request)
+
+    def drop(self, keys: Sequence[str]) -> None:
+        """Nothing to forget: the kernels stay for whoever times them again."""
+
+    def close(self) -> None:
+        """The kernels stay with the session."""
+
+
+class IsolatedKernels:
+    """The stages in a worker process, each request within its limit. After a worker was stopped (it did not
+    finish, crashed, or its CUDA context is unusable) the next request starts a fresh one, which first compiles
+    the variants still to be checked (those not dropped)."""
+
+    def __init__(
+        self,
+        handler: str = "harness.gpu.stages:RemoteSession",
+        limits: TimeLimits = LIMITS,
+        log: Callable[[str], None] = print,
+        start: Callable[..., Any] = WorkerProcess,
+    ) -> None:
+        self.handler, self.limits, self.log, self.start = handler, limits, log, start
+        self.worker: Any = None
+        self.wanted: dict[str, Case] = {}  # compiled, not dropped: what a fresh worker compiles
+        self.lost: dict[str, Failure] = {}  # compiled before, but not in a fresh worker
+        self.pairs: dict[str, Pair] = {}  # they live in the worker
+
+    def compile(self, cases: Sequence[Case], limit_s: float) -> dict[str, Compiled | Failure]:
+        try:
+            found = self._ask("compile", [case_ref(c) for c in cases], limit=lambda key: limit_s)
+        except Stopped as stopped:
+            return {c.key: _stopped("compile", c, stopped) for c in cases}
+        self.wanted = {c.key: c for c in cases if isinstance(found.get(c.key), Compiled)}
+        return found
+
+    def reference(self, case: Case, seed: int, limit_s: float) -> float | Failure:
+        return self._variant("reference", case, limit_s, seed)
+
+    def numerics(self, case: Case, seeds: Sequence[int], limit_s: float) -> NumericsResult | Failure:
+        return self._variant("numerics", case, limit_s, list(seeds))
+
+    def gpu_state(self) -> tuple[str | None, list[int]]:
+        try:
+            return self._ask("gpu_state", limit=lambda key: self.limits.floor_s)
+        except Stopped as stopped:
+            return f"no GPU state: {stopped.message}", []
+
+    def time(self, cases: Mapping[str, Case], request: TimingRequest, limits: Mapping[str, float]) -> Timed:
+        lost = next((key for key in cases if key in self.lost), None)
+        if lost is not None:
+            return Timed(failed=lost, failure=self.lost[lost])
+        try:
+            return self._ask("time", list(cases), request, limit=limit_of(limits, self.limits.floor_s))
+        except Stopped as stopped:
+            if stopped.key is None:
+                return Timed(failure=Failure("timing", stopped.kind, f"timing {stopped.message}"))
+            return Timed(failed=stopped.key, failure=_stopped("timing", cases[stopped.key], stopped))
+
+    def drop(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            self.wanted.pop(key, None)
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+            self.worker = None
+
+    def _variant(self, stage: str, case: Case, limit_s: float, *args: Any) -> Any:
+        if case.key in self.lost:
+            return self.lost[case.key]
+        try:
+            return self._ask(stage, case.key, *args, limit=lambda key: limit_s)
+        except Stopped as stopped:
+            return _stopped(stage, case, stopped)
+
+    def _ask(self, op: str, *args: Any, limit: Callable[[str | None], float]) -> Any:
+        worker = self._worker()
+        try:
+            result, unusable = worker.ask(op, *args, limit=limit)
+        except Stopped as stopped:
+            if stopped.kind != RAISED:
+                self.worker = None
+            raise
+        if unusable:
+            self.worker = None
+            raise Stopped(CRASHED, f"left the worker's CUDA context unusable ({unusable}); the worker was replaced")
+        return result
+
+    def _worker(self) -> Any:
+        if self.worker is not None:
+            return self.worker
+        worker = self.start(self.handler, self.limits, self.log)
+        if self.wanted:
+            cases = list(self.wanted.values())
+            self.log(f"a fresh worker compiles the {len(cases)} variants still to be checked")
+            try:
+                result, _ = worker.ask(
+                    "compile", [case_ref(c) for c in cases], limit=lambda key: self.limits.compile_limit(len(cases))
+                )
+            except Stopped as stopped:
+                worker.stop()
+                raise Stopped(stopped.kind, f"could not run: a fresh worker's compilation {stopped.message}") from None
+            for case in cases:
+                if not isinstance(result.get(case.key), Compiled):
+                    why = result.get(case.key)
+                    self.lost[case.key] = Failure(
+                        "compile", RAISED, f"{case.family.file}: variant {case.variant.name!r}: did not compile "
+                        f"again in a fresh worker: {why.message if isinstance(why, Failure) else why}"
+                    )  # fmt: skip
+                    self.wanted.pop(case.key)
+        self.worker = worker
+        return worker
+
+
+def _stopped(stage: str, case: Case, stopped: Stopped) -> Failure:
+    return Failure(stage, stopped.kind, f"{case.family.file}: variant {case.variant.name!r}: {stage} {stopped.message}")

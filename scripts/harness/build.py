@@ -340,7 +340,7 @@ def _outputs(family: Family, variant: Variant, prim_func: Any, out_idx: list[int
             "give the family outputs=[position, ...] (returned) or outputs={position: Written() or Accumulated()}"
         )
     returned = declared_returned if stated is None else sorted(i % count for i in stated)
-    names = [str(prim_func.params[i].name) for i in returned]
+    names = [str(_buffer(prim_func, i).name) for i in returned]
     if stated is not None and declared_returned and returned != declared_returned:
         raise BuildError(
             f"{where}: {how} arguments {returned} ({', '.join(names)}), the family says "
@@ -355,6 +355,12 @@ def _outputs(family: Family, variant: Variant, prim_func: Any, out_idx: list[int
         )
     kinds = {**{i: RETURNED for i in returned}, **declared}
     return {i: kinds[i] for i in sorted(kinds)}
+
+
+def _buffer(prim_func: Any, position: int) -> Any:
+    """The argument's buffer (named as the kernel names it, `C`), or the parameter itself for a scalar."""
+    param = prim_func.params[position]
+    return prim_func.buffer_map.get(param, param)
 
 
 def _indices(out_idx: Any) -> list[int] | None:

@@ -73,15 +73,17 @@ def scale_factory(rows: int, cols: int, block_rows: int = 8, threads: int = 128)
 
 
 def accumulate_factory(rows: int, cols: int, block_rows: int = 8, threads: int = 128) -> Any:
-    """O += X in place, and Y = 2 X: an argument updated in place beside one the kernel may return."""
+    """Acc += X in place, and Y = 2 X: an argument updated in place beside one the kernel may return."""
 
     @T.prim_func
     def accumulate(
-        X: T.Tensor((rows, cols), "float16"), O: T.Tensor((rows, cols), "float16"), Y: T.Tensor((rows, cols), "float16")
+        X: T.Tensor((rows, cols), "float16"),
+        Acc: T.Tensor((rows, cols), "float16"),
+        Y: T.Tensor((rows, cols), "float16"),
     ):
         with T.Kernel(T.ceildiv(rows, block_rows), threads=threads) as bx:
             for i, j in T.Parallel(block_rows, cols):
-                O[bx * block_rows + i, j] = O[bx * block_rows + i, j] + X[bx * block_rows + i, j]
+                Acc[bx * block_rows + i, j] = Acc[bx * block_rows + i, j] + X[bx * block_rows + i, j]
                 Y[bx * block_rows + i, j] = X[bx * block_rows + i, j] * T.float16(2)
 
     return accumulate

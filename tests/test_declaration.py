@@ -21,16 +21,15 @@ from harness.family import (
 )
 from harness.gpu.compile import out_idx
 
-TWO = [Tolerance(atol=0, rtol=0)] * 2  # O += X and Y = 2 X are exact in fp16 at these magnitudes
+TWO = [Tolerance(atol=0, rtol=0)] * 2  # Acc += X and Y = 2 X are exact in fp16 at these magnitudes
 
 
 def accumulating(kernel=styles.lazy_accumulate, outputs=None, **overrides):
-    """The in-place kernel of kernel_styles as a family: O accumulated from inputs(), Y returned."""
+    """The in-place kernel of kernel_styles as a family: Acc accumulated from inputs(), Y returned."""
 
     def inputs(p, generator, device):
         return [
-            torch.randn(p["rows"], p["cols"], generator=generator, device=device, dtype=torch.float16)
-            for _ in range(2)
+            torch.randn(p["rows"], p["cols"], generator=generator, device=device, dtype=torch.float16) for _ in range(2)
         ]
 
     declaration = dict(
@@ -147,7 +146,7 @@ def test_inputs_that_leave_out_an_accumulated_initial_value_are_found():
     family = accumulating(
         inputs=lambda p, generator, device: [torch.randn(p["rows"], p["cols"], generator=generator, device=device)]
     )
-    assert "inputs() made 1 tensors, but the kernel takes 2 from it (X, O)" in only_problem(family)
+    assert "inputs() made 1 tensors, but the kernel takes 2 from it (X, Acc)" in only_problem(family)
 
 
 @pytest.mark.parametrize(

@@ -171,10 +171,7 @@ def test_a_kernel_that_does_not_build_fails_its_family_once_and_its_cases_only(k
     # its cases on every target are skipped, as is the summary comparing it; the declaration item fails, once
     result.assert_outcomes(passed=len(TARGETS), failed=1, skipped=len(TARGETS) + 1)
     result.stdout.fnmatch_lines(
-        [
-            "*kernels/tiny_raise.py: variant 'threads64' did not build with*"
-            "AssertionError: threads=64 is not supported*"
-        ]
+        ["*kernels/tiny_raise.py: variant 'threads64' did not build with*AssertionError: threads=64 is not supported*"]
     )
     assert result.stdout.str().count("did not build with") == 1
     assert "Traceback" not in result.stdout.str()

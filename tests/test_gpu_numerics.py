@@ -344,7 +344,9 @@ def test_a_raising_reference_fails_that_case_only_naming_the_file():
 def test_report_data_records_reference_seeds_and_tolerance():
     data = check(right).as_dict()
     assert data["reference"] == "torch.matmul(A, B)"
-    assert data["tolerances"] == [{"output": "C", "atol": 1e-2, "rtol": 1e-2, "allowed_mismatches": 0, "precision_budget": None}]
+    assert data["tolerances"] == [
+        {"output": "C", "atol": 1e-2, "rtol": 1e-2, "allowed_mismatches": 0, "precision_budget": None}
+    ]
     assert [s["seed"] for s in data["seeds"]] == SEEDS
     assert data["seeds"][0]["outputs"][0]["output"] == "C" and data["seeds"][0]["error"] is None
 

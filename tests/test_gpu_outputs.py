@@ -76,7 +76,10 @@ def test_an_accumulated_argument_starts_at_zero_and_is_compared():
 
 
 def initial_c(p, generator, device):
-    return [*gemm_inputs(p, generator, device), torch.randn(p["M"], p["N"], generator=generator, device=device, dtype=torch.float16)]
+    return [
+        *gemm_inputs(p, generator, device),
+        torch.randn(p["M"], p["N"], generator=generator, device=device, dtype=torch.float16),
+    ]
 
 
 def from_initial(name="from_initial"):

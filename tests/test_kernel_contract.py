@@ -103,7 +103,8 @@ REFUSALS = [
         styles.autotuned_scale,
         {"block_rows": 16, "threads": 64},
         {},
-        r"pins one of its 4 configurations.*sets none of them completely; the closest:\n  {.block_rows.: 4, .threads.: 64}",
+        r"pins one of its 4 configurations.*sets none of them completely; "
+        r"the closest:\n  {.block_rows.: 4, .threads.: 64}",
         id="autotune config not pinned",
     ),
     pytest.param(

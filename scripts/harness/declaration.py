@@ -206,11 +206,7 @@ def family_problems(family: Family) -> list[str]:
         else:
             continue
         found.setdefault(message.replace(named, "\0"), []).append(variant.name)
-    lines = [
-        line
-        for message, names in found.items()
-        for line in message.replace("\0", _variants(names)).splitlines()
-    ]
+    lines = [line for message, names in found.items() for line in message.replace("\0", _variants(names)).splitlines()]
     if len(lines) > MAX_LINES:
         lines = [*lines[: MAX_LINES - 1], f"... and {len(lines) - MAX_LINES + 1} more lines; fix the above and rerun"]
     return lines

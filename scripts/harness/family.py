@@ -278,11 +278,10 @@ class Family:
                 raise FamilyError(
                     f"{where}: outputs must list each written argument's position once, got {self.outputs}"
                 )
-            wrong = {i: k for i, k in self.declared_outputs().items() if not isinstance(k, OutputKind)}
-            wrong_initial = [
-                i for i, k in self.declared_outputs().items() if isinstance(k, Accumulated) and k.initial not in (ZEROS, FROM_INPUTS)
-            ]
-            if wrong or wrong_initial:
+            kinds = self.declared_outputs().values()
+            wrong = [k for k in kinds if not isinstance(k, OutputKind)]
+            wrong += [k for k in kinds if isinstance(k, Accumulated) and k.initial not in (ZEROS, FROM_INPUTS)]
+            if wrong:
                 raise FamilyError(
                     f"{where}: outputs maps each written argument's position to Returned(), Written() or "
                     f"Accumulated(initial=ZEROS or FROM_INPUTS); got {self.outputs}"

@@ -521,7 +521,9 @@ def returned_outputs(returned: Any, like: Sequence[Argument]) -> list[Any]:
             f"{t.dtype} {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__ for t in outputs
         )
         wanted = ", ".join(f"{torch_dtype(a.dtype)} {tuple(a.shape)}" for a in like)
-        raise ValueError(f"the kernel returned {got or 'nothing'}; its signature's returned outputs are {wanted or 'none'}")
+        raise ValueError(
+            f"the kernel returned {got or 'nothing'}; its signature's returned outputs are {wanted or 'none'}"
+        )
     return outputs
 
 
@@ -585,7 +587,9 @@ def check_seed(case: NumericsCase, seed: int, device: str, memory: Memory) -> Se
     # An argument inputs() made that is not an output must come back bit-identical.
     check.inputs_unchanged = all(
         torch.equal(a, b)
-        for i, a, b in zip(from_inputs(len(case.arguments), case.outputs), prepared.inputs, prepared.originals, strict=True)
+        for i, a, b in zip(
+            from_inputs(len(case.arguments), case.outputs), prepared.inputs, prepared.originals, strict=True
+        )
         if i not in case.outputs
     )
     return check

@@ -106,9 +106,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     cache = _lowering_cache(config)
     if cache is None or not cache.read:
         return None
-    from harness.static.cases import all_cases
-
     from harness.build import BuildError
+    from harness.static.cases import all_cases
 
     missing_groups: set[str] = set()
     misses = 0

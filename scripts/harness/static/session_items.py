@@ -124,9 +124,7 @@ def _summary_group(family: Family) -> str:
     return groups.pop() if len(groups) == 1 else family.name
 
 
-@pytest.mark.parametrize(
-    "family", _grouped(harness.family.registry().families, _summary_group), ids=lambda f: f.name
-)
+@pytest.mark.parametrize("family", _grouped(harness.family.registry().families, _summary_group), ids=lambda f: f.name)
 def test_family_declaration(family: Family) -> None:
     """Every variant builds, and the family's inputs(), reference and precision twin fit its kernel's signature in
     number, shape and dtype (on the meta device: no data, no GPU); one message per family, naming the variants."""

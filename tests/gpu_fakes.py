@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from harness.family import Family, Params, Sweep, Variant
+from harness.family import RETURNED, Family, OutputKind, Params, Sweep, Variant
 from harness.gpu.compile import Argument, CompiledCase
 from harness.gpu.device import Device
 from harness.gpu.numerics import (
@@ -90,7 +90,7 @@ def gemm_arguments(p: Params, dtype: str = "float16") -> list[Argument]:
     ]
 
 
-GEMM_OUTPUTS = (2,)
+GEMM_OUTPUTS = {2: RETURNED}
 
 
 # -- the caching allocator -------------------------------------------------------------------------
@@ -127,12 +127,13 @@ class FakeCache:
 
 
 def returning(write: Callable[..., Any], outputs: Sequence[Argument], cache: FakeCache) -> Callable[..., Any]:
-    """A kernel called as TileLang's are, `kernel(*inputs)`: like TileLang's adapter it allocates its outputs
-    from the cache in order, `write(*inputs, *outputs)` fills them, and it returns them (a list if several)."""
+    """A kernel called as TileLang's are, `kernel(*arguments)`: like TileLang's adapter it allocates its returned
+    outputs from the cache in order, `write(*arguments, *outputs)` fills them (and any argument it writes in
+    place), and it returns them (a list unless there is one)."""
 
-    def kernel(*inputs: Any) -> Any:
+    def kernel(*arguments: Any) -> Any:
         made = [cache.take(a.shape, torch_dtype(a.dtype)) for a in outputs]
-        write(*inputs, *made)
+        write(*arguments, *made)
         return made[0] if len(made) == 1 else made
 
     return kernel
@@ -145,17 +146,20 @@ def numerics_case(
     cache: FakeCache,
     run: Callable[..., Any] | None = None,
     arguments: Sequence[Argument] | None = None,
-    outputs: Sequence[int] = GEMM_OUTPUTS,
+    outputs: Sequence[int] | Mapping[int, OutputKind] = GEMM_OUTPUTS,
     name: str = "v",
     key: str | None = None,
 ) -> NumericsCase:
     """The gate's case for variant `name` of a family (GEMM arguments unless given): a kernel that fills its
-    outputs with `write(*inputs, *outputs)`, allocating them from `cache`, or that runs as `run` itself."""
+    outputs with `write(*arguments, *returned)`, allocating the returned ones from `cache`, or that runs as `run`
+    itself. `outputs`: position -> kind, or the positions of returned outputs."""
     params = family.params(family.variant(name))
     arguments = gemm_arguments(params) if arguments is None else list(arguments)
-    run = run or returning(write, [arguments[i] for i in outputs], cache)
-    tolerances = family.tolerances(len(outputs))
-    return NumericsCase(key or f"{family.name}/{name}", family, params, run, arguments, tuple(outputs), tolerances)
+    kinds = dict(outputs) if isinstance(outputs, Mapping) else {i: RETURNED for i in outputs}
+    returned = [arguments[i] for i, kind in kinds.items() if kind == RETURNED]
+    run = run or returning(write, returned, cache)
+    tolerances = family.tolerances(len(kinds))
+    return NumericsCase(key or f"{family.name}/{name}", family, params, run, arguments, kinds, tolerances)
 
 
 def stage_variant(num_stages: int, tile: tuple[int, int, int]) -> Variant:

@@ -72,7 +72,25 @@ def scale_factory(rows: int, cols: int, block_rows: int = 8, threads: int = 128)
     return scale
 
 
+def accumulate_factory(rows: int, cols: int, block_rows: int = 8, threads: int = 128) -> Any:
+    """Acc += X in place, and Y = 2 X: an argument updated in place beside one the kernel may return."""
+
+    @T.prim_func
+    def accumulate(
+        X: T.Tensor((rows, cols), "float16"),
+        Acc: T.Tensor((rows, cols), "float16"),
+        Y: T.Tensor((rows, cols), "float16"),
+    ):
+        with T.Kernel(T.ceildiv(rows, block_rows), threads=threads) as bx:
+            for i, j in T.Parallel(block_rows, cols):
+                Acc[bx * block_rows + i, j] = Acc[bx * block_rows + i, j] + X[bx * block_rows + i, j]
+                Y[bx * block_rows + i, j] = X[bx * block_rows + i, j] * T.float16(2)
+
+    return accumulate
+
+
 lazy_scale = tilelang.jit(out_idx=[1])(scale_factory)
+lazy_accumulate = tilelang.jit(out_idx=[2])(accumulate_factory)
 ready_scale = scale_factory(ROWS, COLS)
 AUTOTUNE_CONFIGS = [{"block_rows": b, "threads": t} for b in (4, 8) for t in (64, 128)]
 autotuned_scale = tilelang.autotune(configs=AUTOTUNE_CONFIGS)(tilelang.jit(eager_scale.func.orig_func))

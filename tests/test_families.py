@@ -78,16 +78,16 @@ def write_family(folder, name: str, extra: str = "", text: str | None = None) ->
 def test_a_family_in_one_new_file_is_lowered_snapshotted_and_compared(kernels_dir, golden_session):
     write_family(kernels_dir, "tiny_scale")
     regen = golden_session("--regen", "-k", "tiny_scale")
-    # 2 variants on every target, and the summary of the annotation pair
+    # 2 variants on every target, the declaration and the summary of the annotation pair
     cases = 2 * len(TARGETS)
-    regen.assert_outcomes(passed=cases + 1)
+    regen.assert_outcomes(passed=cases + 2)
     regen.stdout.fnmatch_lines([f"*golden files: {2 * cases + 1} created, 0 updated, 0 deleted, 0 unchanged*"])
     facts = (golden_session.golden / "tiny_scale/threads64/sm_90.yaml").read_text()
     assert "params:\n  rows: 256\n  cols: 128\n  block_rows: 8\n  threads: 64\n" in facts
     assert "threads: [64, 1, 1]" in facts
     summary = (golden_session.golden / "tiny_scale/SUMMARY.md").read_text()
     assert "| threads64 | threads128 | threads: 128 -> 64 | yes |" in summary
-    golden_session("-k", "tiny_scale").assert_outcomes(passed=cases + 1)
+    golden_session("-k", "tiny_scale").assert_outcomes(passed=cases + 2)
 
 
 def test_the_new_familys_numerics_run_through_the_gpu_check(kernels_dir):
@@ -159,7 +159,7 @@ def test_a_module_without_a_family_or_with_another_name_is_refused(kernels_dir):
     assert "FAMILY.name is 'other_name'; it must be the module's name, 'tiny_named'" in broken["tiny_named"]
 
 
-def test_a_kernel_that_does_not_build_fails_its_cases_only(kernels_dir, golden_session):
+def test_a_kernel_that_does_not_build_fails_its_family_once_and_its_cases_only(kernels_dir, golden_session):
     write_family(
         kernels_dir,
         "tiny_raise",
@@ -167,14 +167,14 @@ def test_a_kernel_that_does_not_build_fails_its_cases_only(kernels_dir, golden_s
             "    @T.prim_func", "    assert threads != 64, 'threads=64 is not supported'\n\n    @T.prim_func", 1
         ),
     )
-    result = golden_session("--regen", "-k", "tiny_raise and test_case")
-    result.assert_outcomes(passed=len(TARGETS), failed=len(TARGETS))
+    result = golden_session("--regen", "-k", "tiny_raise")
+    # its cases on every target are skipped, as is the summary comparing it; the declaration item fails, once
+    result.assert_outcomes(passed=len(TARGETS), failed=1, skipped=len(TARGETS) + 1)
     result.stdout.fnmatch_lines(
-        [
-            "*tiny_raise/threads64/sm_80: kernels/tiny_raise.py: variant 'threads64' did not build with*"
-            "AssertionError: threads=64 is not supported*"
-        ]
+        ["*kernels/tiny_raise.py: variant 'threads64' did not build with*AssertionError: threads=64 is not supported*"]
     )
+    assert result.stdout.str().count("did not build with") == 1
+    assert "Traceback" not in result.stdout.str()
     assert not (golden_session.golden / "tiny_raise/threads64").exists()
     assert (golden_session.golden / "tiny_raise/threads128/sm_80.cu").exists()
 
@@ -201,7 +201,7 @@ def readme_example() -> str:
 
 def test_the_readme_example_is_a_working_family(kernels_dir, golden_session):
     write_family(kernels_dir, "scale_fp16", text=readme_example())
-    cases_and_summary = 2 * len(TARGETS) + 1
+    cases_and_summary = 2 * len(TARGETS) + 2  # and the declaration
     golden_session("--regen", "-k", "scale_fp16").assert_outcomes(passed=cases_and_summary)
     golden_session("-k", "scale_fp16").assert_outcomes(passed=cases_and_summary)
     assert (
@@ -224,3 +224,76 @@ def test_a_twin_must_name_a_variant_and_a_dimension_of_its_family():
         harness.family.Family(**{**vars(FAMILY), "twin": Twin("nope", "K", 8608)})
     with pytest.raises(FamilyError, match="and dimension 'rows'"):
         harness.family.Family(**{**vars(FAMILY), "twin": Twin(FAMILY.variants[0].name, "rows", 8608)})
+
+
+TINY_AUTOTUNED = '''
+"""Y = 2 X, autotuned over block rows and threads, with a variant that misspells `threads`."""
+
+import tilelang
+import tilelang.language as T
+
+from harness.family import Family, Tolerance, Variant, Work
+
+
+@tilelang.autotune(configs=[{"block_rows": b, "threads": t} for b in (4, 8) for t in (64, 128)])
+@tilelang.jit
+def scale(X, block_rows: int = 8, threads: int = 128):
+    rows, cols = T.const("rows, cols")
+    X: T.Tensor((rows, cols), T.float16)
+    Y = T.empty((rows, cols), T.float16)
+    with T.Kernel(T.ceildiv(rows, block_rows), threads=threads) as bx:
+        tile = T.alloc_fragment((block_rows, cols), T.float16)
+        T.copy(X[bx * block_rows, 0], tile)
+        for i, j in T.Parallel(block_rows, cols):
+            tile[i, j] = tile[i, j] * T.float16(2)
+        T.copy(tile, Y[bx * block_rows, 0])
+    return Y
+
+
+def inputs(p, generator, device):
+    import torch
+
+    return [torch.randn(p["rows"], p["cols"], generator=generator, device=device, dtype=torch.float16)]
+
+
+FAMILY = Family(
+    name="tiny_tuned",
+    shape={"rows": 256, "cols": 128},
+    variants=[Variant("misspelled", scale, {"block_rows": 8, "thread": 128})],
+    inputs=inputs,
+    reference=lambda p, x: 2 * x.float(),
+    tolerance=Tolerance(atol=0, rtol=0),  # doubling is exact in fp16
+    speed_reference=lambda p, x: 2 * x,
+    speed_reference_label="2 * x",
+    work=lambda p: Work(flops=p["rows"] * p["cols"], bytes=4 * p["rows"] * p["cols"]),
+)
+'''
+
+
+def test_a_misspelled_autotune_parameter_is_one_did_you_mean_for_the_family(kernels_dir, golden_session):
+    write_family(kernels_dir, "tiny_tuned", text=TINY_AUTOTUNED)
+    result = golden_session("-k", "tiny_tuned")
+    result.assert_outcomes(failed=1, skipped=len(TARGETS))  # the declaration fails; its cases say where to look
+    output = result.stdout.str()
+    assert output.count("did you mean 'threads'?") == 1 and "Traceback" not in output
+    result.stdout.fnmatch_lines(
+        ["*kernels/tiny_tuned.py: variant 'misspelled': the kernel does not take 'thread' (did you mean 'threads'?)*"]
+    )
+    result.stdout.fnmatch_lines(["*tiny_tuned/misspelled/sm_80 not run: variant 'misspelled' does not build*"])
+
+
+def test_a_declaration_that_does_not_fit_the_kernel_fails_on_the_cpu_once(kernels_dir, golden_session):
+    """An inputs() that also makes the output: found by `nox -s static`, not first on a GPU."""
+    text = TINY_FAMILY.format(name="tiny_inputs", extra="").replace(
+        "    return [torch.randn(", "    return 2 * [torch.randn(", 1
+    )
+    write_family(kernels_dir, "tiny_inputs", text=text)
+    result = golden_session("-k", "tiny_inputs and declaration")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*kernels/tiny_inputs.py: variants 'threads128', 'threads64': inputs() made 2 tensors, but the kernel "
+            "takes 1 from it (X); Y (returned by the kernel) it does not make*"
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()

@@ -162,7 +162,10 @@ def test_every_case_is_compiled_for_its_own_target_never_auto(monkeypatch):
         return [SimpleNamespace(kernel_source="", target=SimpleNamespace(attrs=attrs), artifact=None) for _ in funcs]
 
     built = SimpleNamespace(
-        prim_func=SimpleNamespace(params=[], buffer_map={}, attrs=None), pass_configs={}, outputs=(2,), tolerances=()
+        prim_func=SimpleNamespace(params=[], buffer_map={}, attrs=None),
+        pass_configs={},
+        outputs=fake.GEMM_OUTPUTS,
+        tolerances=(),
     )
     monkeypatch.setitem(sys.modules, "tilelang", SimpleNamespace(disable_cache=lambda: None, par_compile=par_compile))
     monkeypatch.setitem(sys.modules, "tvm_ffi", SimpleNamespace(get_global_func=lambda *a, **k: None))

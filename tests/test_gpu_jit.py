@@ -9,12 +9,11 @@ import kernel_styles as styles
 import pytest
 from conftest import REPO
 
-from harness.build import build_kernel
+from harness.build import build_kernel, signature
 from harness.family import Variant, registry
 from harness.gpu.compile import (
     DYNAMIC_SHARED_LAUNCH_PARAM,
     Argument,
-    _arguments,
     compile_cases,
     device_kernel,
     launch_dynamic_shared_memory,
@@ -88,7 +87,7 @@ def test_launch_shared_memory_is_what_the_host_passes_and_the_snapshot_says(name
 def test_arguments_are_the_prim_funcs_signature_at_the_familys_problem(name):
     case = registered_case(name, "sm_90")
     p = case.params
-    assert _arguments(build_kernel(case.family, case.variant).prim_func) == [
+    assert signature(build_kernel(case.family, case.variant)) == [
         Argument((p["M"], p["K"]), "float16", "A"),
         Argument((p["K"], p["N"]), "float16", "B"),
         Argument((p["M"], p["N"]), "float16", "C"),
@@ -108,7 +107,7 @@ def test_arguments_are_the_prim_funcs_signature_at_the_familys_problem(name):
 def test_every_kind_of_kernel_is_compiled_to_return_its_outputs(kernel, declared, expected):
     family = styles.family(kernel, {} if kernel is styles.ready_scale else None, outputs=declared)
     built = build_kernel(family, family.variants[0])
-    assert built.outputs == (1,) and out_idx(built) == expected
+    assert tuple(built.outputs) == (1,) and out_idx(built) == expected
 
 
 def test_a_variant_that_does_not_build_is_its_cases_error(monkeypatch):

@@ -139,7 +139,7 @@ def test_a_real_eager_kernel_is_called_as_users_call_it_and_its_unwritten_row_fa
     target = require_cuda().target  # each case is compiled for its target: this device's
     compiled = compile_cases([Case(DOUBLED, v, target) for v in DOUBLED.variants])
     assert [c.error for c in compiled] == [None, None]
-    assert all(c.outputs == (1,) for c in compiled), "its T.empty result, returned"
+    assert all(tuple(c.outputs) == (1,) for c in compiled), "its T.empty result, returned"
     results = check_numerics([numerics_case(c) for c in compiled], SEEDS)
     right, unwritten = (results[f"poison_probe/{v.name}"] for v in DOUBLED.variants)
     # No seed errs: each returned output was proven to lie in the memory poisoned before the call.

@@ -222,7 +222,7 @@ def refused(precision_twin) -> str:
 
 def test_a_twin_returning_another_number_of_outputs_is_refused_naming_the_family_file():
     problem = refused(lambda p, a, b: (torch.matmul(a, b), torch.matmul(a, b)))
-    assert "the precision twin returned 2 tensor(s) for 1 output(s); declare Family(precision_twin=...)" in problem
+    assert "the precision twin returned 2 tensor(s) for 1 output(s) (C); declare Family(precision_twin=...)" in problem
 
 
 def test_a_twin_output_of_another_element_count_is_refused():

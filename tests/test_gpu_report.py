@@ -174,7 +174,9 @@ def test_report_data_holds_throughputs_references_and_the_sweeps_of_every_family
     variant = data["variants"][0]
     assert variant["reference"] == MATMUL and variant["throughput"]["bound"] == "compute"
     numerics = variant["numerics"]
-    assert numerics["tolerances"] == [{"output": "C", "atol": 0.01, "rtol": 0.01, "allowed_mismatches": 0}]
+    assert numerics["tolerances"] == [
+        {"output": "C", "atol": 0.01, "rtol": 0.01, "allowed_mismatches": 0, "precision_budget": None}
+    ]
     assert numerics["precision_twin"] == "torch.matmul(A, B)"
     assert numerics["thresholds"] == dataclasses.asdict(THRESHOLDS)
     (first,) = numerics["seeds"][0]["outputs"]

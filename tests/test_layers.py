@@ -26,10 +26,13 @@ ALLOWED = {
     "harness.family": {"harness.targets"},  # to check the targets a family narrows to
     "harness.analysis": set(),  # what families' checks compute: with harness.family, all they may import
     "harness.build": {"harness.family"},
+    # a family's callables against the kernel's signature: checked by both halves
+    "harness.declaration": {"harness.family", "harness.build"},
     "harness.static": {
         "harness.family",
         "harness.analysis",
         "harness.build",
+        "harness.declaration",
         "harness.targets",
         "harness.files",
         "harness.environment",
@@ -38,6 +41,7 @@ ALLOWED = {
     "harness.gpu": {
         "harness.family",
         "harness.build",
+        "harness.declaration",
         "harness.static",
         "harness.ci",
         "harness.targets",

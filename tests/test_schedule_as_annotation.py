@@ -288,7 +288,7 @@ def fake_gpu(monkeypatch):
                 c,
                 object(),
                 arguments=gpu_fakes.gemm_arguments(c.params),
-                outputs=(2,),
+                outputs=gpu_fakes.GEMM_OUTPUTS,
                 tolerances=(c.family.tolerance,),
             )
             for c in cases

@@ -25,7 +25,7 @@ from pathlib import Path
 from types import CodeType
 from typing import Any
 
-from harness.family import Family, FamilyError, Tolerance, Variant
+from harness.family import RETURNED, Family, FamilyError, OutputKind, Returned, Tolerance, Variant
 
 KERNEL_KINDS = (
     "an eager @tilelang.jit function (T.const dimensions, T.empty outputs)",
@@ -43,10 +43,21 @@ class BuildError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class Argument:
+    """One kernel argument as the PrimFunc declares it: what the harness allocates, poisons or checks."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    name: str = ""  # the buffer's name, e.g. `C`: how reports and refusals name it
+
+
+@dataclass(frozen=True)
 class BuiltKernel:
     prim_func: Any
     pass_configs: dict[str, Any] = field(default_factory=dict)
-    outputs: tuple[int, ...] = ()  # positions of the arguments the kernel writes, ascending
+    # position -> how the kernel writes that argument, ascending by position: every output, in the order
+    # the reference, the precision twin and the tolerances list them
+    outputs: Mapping[int, OutputKind] = field(default_factory=dict)
     tolerances: tuple[Tolerance, ...] = ()  # one per output, in order
 
 
@@ -113,6 +124,27 @@ def _build(family: Family, variant: Variant) -> BuiltKernel:
     return BuiltKernel(prim_func, configs, outputs, tuple(tolerances))
 
 
+def signature(built: BuiltKernel) -> list[Argument]:
+    """(shape, dtype, name) of every argument of the built kernel, in order; a scalar argument has shape ().
+    BuildError for a symbolic shape: the harness allocates and checks tensors of the signature's shapes."""
+    prim_func = built.prim_func
+    arguments = []
+    for param in prim_func.params:
+        buffer = prim_func.buffer_map.get(param)
+        if buffer is None:
+            arguments.append(Argument((), str(param.dtype), str(param.name)))
+            continue
+        try:
+            shape = tuple(int(d) for d in buffer.shape)
+        except TypeError:
+            raise BuildError(
+                f"argument {buffer.name} has a symbolic shape {list(buffer.shape)}; the harness makes and checks "
+                "tensors of the signature's shapes, so give the kernel the family's concrete dimensions"
+            ) from None
+        arguments.append(Argument(shape, str(buffer.dtype), str(buffer.name)))
+    return arguments
+
+
 def _kernel(variant: Variant, where: str) -> _Kernel:
     """Recognise the variant's kind of kernel; anything else is refused with the kinds accepted."""
     from tilelang.autotuner.tuner import AutoTuneImpl
@@ -128,10 +160,11 @@ def _kernel(variant: Variant, where: str) -> _Kernel:
             )
         return _Kernel(lambda **_dimensions: kernel, None, {}, None)
     if isinstance(kernel, AutoTuneImpl):
-        _refuse_untuned(kernel, variant, where)
         # TileLang keeps the jit function an autotuner wraps as `jit_impl`; tracing it with the
         # variant's parameters is what the tuner does for each configuration it tries.
-        return _jit_kernel(kernel.jit_impl)
+        jitted = _jit_kernel(kernel.jit_impl)
+        _refuse_untuned(kernel, jitted, variant, where)
+        return jitted
     if isinstance(kernel, JITImpl):
         return _jit_kernel(kernel)
     if callable(kernel) and inspect.isfunction(kernel):
@@ -155,18 +188,41 @@ def _jit_kernel(impl: Any) -> _Kernel:
     )
 
 
-def _refuse_untuned(kernel: Any, variant: Variant, where: str) -> None:
-    """An autotuned variant must pin one of the autotuner's own configurations."""
+def _refuse_untuned(kernel: Any, jitted: _Kernel, variant: Variant, where: str) -> None:
+    """An autotuned variant must pin one of the autotuner's own configurations; a name that is neither tuned nor
+    a parameter of the kernel is refused first, with the closest real one."""
     configs = kernel.configs
     if callable(configs):  # computed from the call's arguments: nothing to compare with beforehand
         return
+    tuned = sorted({k for c in configs for k in c if k not in AUTOTUNE_RESERVED})
+    signature = inspect.signature(jitted.function) if jitted.function is not None else None
+    taken = [] if signature is None else [n for n in signature.parameters if n not in jitted.tensor_names]
+    accepted = tuned + [n for n in taken if n not in tuned]
+    open_ended = signature is not None and any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values()
+    )
+    unknown = [name for name in variant.params if name not in accepted]
+    if unknown and not open_ended:
+        raise BuildError(_unknown_message(where, unknown, accepted, "the parameters it tunes, then the others"))
     pinned = [c for c in configs if all(variant.params.get(k) == v for k, v in c.items() if k not in AUTOTUNE_RESERVED)]
     if not pinned:
-        shown = "\n".join(f"  {dict(c)}" for c in list(configs)[:8])
         raise BuildError(
-            f"{where}: an autotuned kernel's variant pins one of its configurations in `params`, but "
-            f"{dict(variant.params)} sets none of these {len(configs)} completely:\n{shown}"
+            f"{where}: an autotuned kernel's variant pins one of its {len(configs)} configurations in `params`, "
+            f"but {dict(variant.params)} sets none of them completely; {_nearest_configs(variant.params, configs)}"
         )
+
+
+def _nearest_configs(params: Mapping[str, Any], configs: Sequence[Mapping[str, Any]], shown: int = 3) -> str:
+    """The configurations that agree with most of the variant's values: what it most likely meant to pin."""
+
+    def agreement(config: Mapping[str, Any]) -> int:
+        return sum(params.get(k) == v for k, v in config.items() if k not in AUTOTUNE_RESERVED)
+
+    nearest = sorted(configs, key=agreement, reverse=True)[:shown]
+    missing = sorted({k for c in nearest for k in c if k not in params and k not in AUTOTUNE_RESERVED})
+    lines = "\n".join(f"  {dict(c)}" for c in nearest)
+    unset = f" (it does not set {missing})" if missing else ""
+    return f"the closest{unset}:\n{lines}"
 
 
 def _refuse_unused(kernel: _Kernel, arguments: Mapping[str, Any], where: str) -> None:
@@ -256,8 +312,10 @@ def _relative(filename: str) -> str:
         return path.name
 
 
-def _outputs(family: Family, variant: Variant, prim_func: Any, out_idx: list[int] | None) -> tuple[int, ...]:
-    """The kernel's own word on its outputs (T.empty, out_idx) checked against the family's, if it gives one."""
+def _outputs(family: Family, variant: Variant, prim_func: Any, out_idx: list[int] | None) -> dict[int, OutputKind]:
+    """Every output, position -> kind, ascending: the kernel's own word on what it returns (T.empty, out_idx),
+    checked against the family's returned outputs where it gives them, with the family's Written and
+    Accumulated arguments beside them."""
     where = f"{family.file}: variant {variant.name!r}"
     count = len(prim_func.params)
     attrs = prim_func.attrs
@@ -267,30 +325,42 @@ def _outputs(family: Family, variant: Variant, prim_func: Any, out_idx: list[int
         stated, how = out_idx, f"the @tilelang.jit decorator says out_idx={out_idx}:"
     else:
         stated, how = None, ""
-    declared = family.outputs
-    if declared is not None:
-        outside = [i for i in declared if not -count <= i < count]
-        if outside:
-            raise BuildError(
-                f"{family.file}: outputs {list(declared)} name positions {outside} outside the kernel's "
-                f"{count} arguments (variant {variant.name!r}); list the written arguments' positions"
-            )
-    if stated is None and declared is None:
+    declared = family.declared_outputs()
+    outside = [i for i in declared if not -count <= i < count]
+    if outside:
+        raise BuildError(
+            f"{family.file}: outputs {family.outputs} name positions {outside} outside the kernel's "
+            f"{count} arguments (variant {variant.name!r}); list the written arguments' positions"
+        )
+    declared = {i % count: kind for i, kind in declared.items()}
+    declared_returned = sorted(i for i, kind in declared.items() if isinstance(kind, Returned))
+    if stated is None and not declared:
         raise BuildError(
             f"{where}: the kernel does not say which arguments it writes (no T.empty, no out_idx); "
-            "give the family outputs=[position, ...]"
+            "give the family outputs=[position, ...] (returned) or outputs={position: Written() or Accumulated()}"
         )
-    if (
-        stated is not None
-        and declared is not None
-        and sorted(i % count for i in stated) != sorted(i % count for i in declared)
-    ):
-        names = [str(prim_func.params[i % count].name) for i in stated]
+    returned = declared_returned if stated is None else sorted(i % count for i in stated)
+    names = [str(_buffer(prim_func, i).name) for i in returned]
+    if stated is not None and declared_returned and returned != declared_returned:
         raise BuildError(
-            f"{where}: {how} arguments {sorted(i % count for i in stated)} ({', '.join(names)}), the family says "
-            f"outputs={list(declared)}; make them name the same arguments, or drop outputs= (the kernel says it)"
+            f"{where}: {how} arguments {returned} ({', '.join(names)}), the family says "
+            f"outputs={family.outputs}; make them name the same arguments, or drop outputs= (the kernel says it)"
         )
-    return tuple(sorted(i % count for i in (stated if stated is not None else declared)))
+    both = sorted(i for i, kind in declared.items() if i in returned and not isinstance(kind, Returned))
+    if both:
+        raise BuildError(
+            f"{where}: {how} arguments {returned} ({', '.join(names)}), which the kernel allocates and returns, "
+            f"but the family declares {both} written or accumulated in place; declare only the arguments the "
+            "kernel takes from its caller"
+        )
+    kinds = {**{i: RETURNED for i in returned}, **declared}
+    return {i: kinds[i] for i in sorted(kinds)}
+
+
+def _buffer(prim_func: Any, position: int) -> Any:
+    """The argument's buffer (named as the kernel names it, `C`), or the parameter itself for a scalar."""
+    param = prim_func.params[position]
+    return prim_func.buffer_map.get(param, param)
 
 
 def _indices(out_idx: Any) -> list[int] | None:

@@ -54,12 +54,64 @@ class Variant:
 
 
 @dataclass(frozen=True)
+class PrecisionBudget:
+    """How far one output's error may exceed its precision twin's beyond the harness's bounds, and why.
+
+    Each factor given replaces that bound's own (`harness.gpu.numerics.Thresholds`); one left None keeps it.
+    For a kernel that rounds differently from the twin on purpose (fp16 products before an fp32 sum, where the
+    twin sums in fp32), so the family keeps the twin's gate on every other statistic and output.
+    """
+
+    why: str  # the arithmetic that makes the kernel's error larger, in words
+    max_factor: float | None = None  # the kernel's max abs error over the twin's
+    mean_factor: float | None = None  # the kernel's mean abs error over the twin's
+    bias_fraction: float | None = None  # |bias| beyond the twin's, in the twin's mean abs errors
+    scale_fraction: float | None = None  # |scale| beyond the twin's, in the twin's relative mean abs errors
+
+    def factors(self) -> dict[str, float]:
+        """The bounds this budget changes: field name -> its value."""
+        names = ("max_factor", "mean_factor", "bias_fraction", "scale_fraction")
+        return {name: getattr(self, name) for name in names if getattr(self, name) is not None}
+
+
+@dataclass(frozen=True)
 class Tolerance:
     """How close a kernel's output must be to the reference: `isclose(atol, rtol)` per element."""
 
     atol: float
     rtol: float
     mismatches: int = 0  # elements allowed outside the tolerance
+    # Where the kernel's error may exceed its precision twin's more than the harness's bounds allow, and why.
+    precision_budget: PrecisionBudget | None = None
+
+
+# Accumulated.initial: the harness allocates the output zeroed (atomic accumulation), or inputs() makes it.
+ZEROS = "zeros"
+FROM_INPUTS = "inputs"
+
+
+@dataclass(frozen=True)
+class Returned:
+    """An output the kernel allocates and returns (`T.empty`, a jit `out_idx`); inputs() does not make it."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """An argument the kernel writes every element of: the harness allocates it, filled with NaN first, and
+    passes it in; inputs() does not make it."""
+
+
+@dataclass(frozen=True)
+class Accumulated:
+    """An argument the kernel updates in place: it starts from zeros the harness allocates (`initial=ZEROS`, for
+    `T.atomic_add`), or from the tensor inputs() makes at its position (`initial=FROM_INPUTS`), which the
+    reference then receives as an input."""
+
+    initial: Literal["zeros", "inputs"] = ZEROS
+
+
+OutputKind = Returned | Written | Accumulated
+RETURNED = Returned()
 
 
 @dataclass(frozen=True)
@@ -140,9 +192,10 @@ class Family:
     group: Callable[[Params, str], str] | None = None
     sweep: Sweep | None = None
     twin: Twin | None = None
-    # Positions of the kernel arguments it writes. Not needed where the kernel says so itself
-    # (`T.empty` outputs, a jit `out_idx`); where both say, they must agree.
-    outputs: Sequence[int] | None = None
+    # The kernel arguments it writes: positions of returned outputs, or position -> Returned(), Written() or
+    # Accumulated(initial=...). Returned outputs need not be listed where the kernel says them itself (`T.empty`
+    # outputs, a jit `out_idx`); where both say, they must agree.
+    outputs: Sequence[int] | Mapping[int, OutputKind] | None = None
     # (params, *inputs) -> the reference's outputs computed by a PyTorch op at the kernel's own precision (one tensor
     # per output, in the output's dtype; a tensor with the output's element count is reshaped to it). The numeric
     # gate holds the kernel's error against the reference to this op's error on the same inputs
@@ -219,13 +272,37 @@ class Family:
                 f"{where}: the twin names variant {self.twin.variant!r} and dimension {self.twin.dimension!r}; "
                 f"it needs one of the variants {names} and one of the dimensions {sorted(self.shape)}"
             )
-        if self.outputs is not None and (len(set(self.outputs)) != len(self.outputs) or not self.outputs):
-            raise FamilyError(f"{where}: outputs must list each written argument's position once, got {self.outputs}")
+        if self.outputs is not None:
+            positions = list(self.outputs)
+            if len(set(positions)) != len(positions) or not positions or not all(isinstance(i, int) for i in positions):
+                raise FamilyError(
+                    f"{where}: outputs must list each written argument's position once, got {self.outputs}"
+                )
+            kinds = self.declared_outputs().values()
+            wrong = [k for k in kinds if not isinstance(k, OutputKind)]
+            wrong += [k for k in kinds if isinstance(k, Accumulated) and k.initial not in (ZEROS, FROM_INPUTS)]
+            if wrong:
+                raise FamilyError(
+                    f"{where}: outputs maps each written argument's position to Returned(), Written() or "
+                    f"Accumulated(initial=ZEROS or FROM_INPUTS); got {self.outputs}"
+                )
         tolerances = [self.tolerance] if isinstance(self.tolerance, Tolerance) else list(self.tolerance)
         if not tolerances or not all(isinstance(t, Tolerance) for t in tolerances):
             raise FamilyError(
                 f"{where}: tolerance must be a Tolerance or one Tolerance per output, got {self.tolerance!r}"
             )
+        for index, tolerance in enumerate(tolerances):
+            budget = tolerance.precision_budget
+            if budget is None:
+                continue
+            if not isinstance(budget, PrecisionBudget) or not str(budget.why).strip() or not budget.factors():
+                raise FamilyError(
+                    f"{where}: tolerance {index}'s precision_budget must be a PrecisionBudget that changes at least "
+                    f"one bound and says why in words, got {budget!r}"
+                )
+            negative = [name for name, value in budget.factors().items() if not value >= 0]
+            if negative:
+                raise FamilyError(f"{where}: tolerance {index}'s precision_budget sets {negative} below 0")
         twin = self.precision_twin
         if not (twin is None or twin == SPEED_REFERENCE or callable(twin)):
             raise FamilyError(
@@ -259,6 +336,14 @@ class Family:
                 f"{len(tolerances)} tolerance(s); give one Tolerance per output, in order, each with its reason"
             )
         return tolerances
+
+    def declared_outputs(self) -> dict[int, OutputKind]:
+        """What `outputs` says, as position -> kind (a plain list names returned outputs); {} when it says nothing."""
+        if self.outputs is None:
+            return {}
+        if isinstance(self.outputs, Mapping):
+            return dict(self.outputs)
+        return {position: RETURNED for position in self.outputs}
 
     def variant(self, name: str) -> Variant:
         for variant in self.variants:

@@ -331,7 +331,7 @@ def timed_pair(compiled: CompiledCase, seed: int, device: str = "cuda") -> Pair:
         reference()  # once before timing: a failing op is this case's failure, not the run's
     except Exception as error:
         raise FamilyCallError(f"{family.file}: speed_reference raised {type(error).__name__}: {error}") from error
-    return Pair(case.key, lambda: compiled.kernel(*prepared.inputs), reference_name(case), reference)
+    return Pair(case.key, lambda: compiled.kernel(*prepared.arguments), reference_name(case), reference)
 
 
 def check_snapshot(compiled: CompiledCase, source: str | None, store: SnapshotStore) -> SnapshotCheck:

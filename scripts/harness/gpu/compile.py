@@ -1,8 +1,9 @@
 """JIT-compile cases for the GPU at hand, and read what each compiled kernel asks of the device.
 
 Compilation uses TileLang's own parallel compiler (`tilelang.par_compile`) on the same PrimFunc
-and pass configs the static snapshots lower (`harness.build`), with the kernel's outputs as
-`out_idx`, so every kernel is called as its users call it: `kernel(*inputs)` returns the outputs.
+and pass configs the static snapshots lower (`harness.build`), with the kernel's returned outputs as
+`out_idx`, so every kernel is called as its users call it: `kernel(*arguments)` returns those, and an
+argument it writes in place (`Written`, `Accumulated`) is one of the arguments passed in.
 Each case is compiled for its own target, the device's (`tilelang_target`), not for what TileLang
 would detect. Dynamic shared memory is the size the compiled kernel is launched with; registers per
 thread and static shared memory come from the CUDA driver, which loads the kernel's binary (on a
@@ -14,12 +15,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.build import BuildError, BuiltKernel, build_kernel
-from harness.family import Tolerance
+from harness.build import Argument, BuildError, BuiltKernel, build_kernel, signature
+from harness.family import OutputKind, Returned, Tolerance
 from harness.static.cases import Case
 from harness.targets import TARGETS
 
@@ -32,22 +33,13 @@ CU_FUNC_ATTRIBUTE_NUM_REGS = 4
 COMPILE_HOOK = "tilelang_callback_cuda_compile"
 
 
-@dataclass(frozen=True)
-class Argument:
-    """One kernel argument as the PrimFunc declares it: what the GPU check poisons for an output."""
-
-    shape: tuple[int, ...]
-    dtype: str
-    name: str = ""  # the buffer's name, e.g. `C`: how the report names an output
-
-
 @dataclass
 class CompiledCase:
     case: Case
     kernel: Any | None  # tilelang JITKernel: kernel(*inputs) returns the output, or a list of them
     error: str | None = None
     arguments: list[Argument] = field(default_factory=list)
-    outputs: tuple[int, ...] = ()  # positions of the arguments the kernel returns, ascending
+    outputs: Mapping[int, OutputKind] = field(default_factory=dict)  # position -> how it is written, ascending
     tolerances: tuple[Tolerance, ...] = ()  # one per output
     dynamic_shared_memory_bytes: int | None = None
     static_shared_memory_bytes: int | None = None
@@ -89,7 +81,7 @@ def compile_cases(cases: Sequence[Case]) -> list[CompiledCase]:
             result.error = str(error)
             continue
         try:
-            result.arguments = _arguments(built.prim_func)
+            result.arguments = signature(built)
         except BuildError as error:
             result.error = f"{case.family.file}: variant {case.variant.name!r}: {error}"
             continue
@@ -124,29 +116,13 @@ def compile_cases(cases: Sequence[Case]) -> list[CompiledCase]:
 
 
 def out_idx(built: BuiltKernel) -> list[int] | None:
-    """What `tilelang.compile` is told the outputs are. Nothing for an eager kernel: its PrimFunc names
-    its `T.empty` results itself (`tilelang_out_idx`), and compile refuses to be told twice."""
+    """What `tilelang.compile` is told the returned outputs are (the others are passed in, as arguments). Nothing
+    for an eager kernel: its PrimFunc names its `T.empty` results itself (`tilelang_out_idx`), and compile refuses
+    to be told twice."""
     attrs = built.prim_func.attrs
-    return None if attrs is not None and "tilelang_out_idx" in attrs else list(built.outputs)
-
-
-def _arguments(prim_func: Any) -> list[Argument]:
-    """(shape, dtype, name) of every argument; a scalar argument has shape ()."""
-    arguments = []
-    for param in prim_func.params:
-        buffer = prim_func.buffer_map.get(param)
-        if buffer is None:
-            arguments.append(Argument((), str(param.dtype), str(param.name)))
-            continue
-        try:
-            shape = tuple(int(d) for d in buffer.shape)
-        except TypeError:
-            raise BuildError(
-                f"argument {buffer.name} has a symbolic shape {list(buffer.shape)}; the GPU check poisons "
-                "outputs from the signature, so give the kernel the family's concrete dimensions"
-            ) from None
-        arguments.append(Argument(shape, str(buffer.dtype), str(buffer.name)))
-    return arguments
+    if attrs is not None and "tilelang_out_idx" in attrs:
+        return None
+    return [i for i, kind in built.outputs.items() if isinstance(kind, Returned)]
 
 
 @contextlib.contextmanager

@@ -1,17 +1,20 @@
 """The numeric gate: does a kernel compute its family's reference on fresh random inputs?
 
-Every kernel is called as its users call it, `kernel(*inputs)`, and returns its outputs (one
-tensor, or a list when it has several), which TileLang allocates through PyTorch's CUDA caching
-allocator. For every seed and case: the family makes the inputs and the reference; then the
-memory the outputs will get is poisoned (NaN, or the dtype's minimum for integers): with the
-cache emptied, one tensor per output (the signature's shape and dtype, in order) is allocated,
-filled and freed, so it stays in the cache and the kernel's own allocations of those sizes, in
-that order, get it back. After the call every returned output must lie inside that poisoned
-memory, or the seed fails: a check that cannot show an unwritten element is never a pass. Each
-output is compared with its reference at its own tolerance (`isclose(atol, rtol)`, at most
-`mismatches` elements outside it); NaN or Inf in an output fails (an element the kernel never
-wrote is still NaN), and the inputs must be bit-identical afterwards. Inputs and references are
-made afresh for every case from its own parameters.
+Every kernel is called as its users call it, `kernel(*arguments)`, and returns its returned outputs
+(one tensor, or a list when it has several), which TileLang allocates through PyTorch's CUDA caching
+allocator. The arguments are what the family's inputs() makes, with the harness's own allocations in
+their places (`harness.declaration`): an argument the kernel must write entirely (`Written`) filled
+with poison, one it accumulates into from zero (`Accumulated(initial=ZEROS)`) zeroed. For every seed
+and case: the family makes the inputs and the reference; then the memory the returned outputs will
+get is poisoned (NaN, or the dtype's minimum for integers): with the cache emptied, one tensor per
+returned output (the signature's shape and dtype, in order) is allocated, filled and freed, so it
+stays in the cache and the kernel's own allocations of those sizes, in that order, get it back.
+After the call every returned output must lie inside that poisoned memory, or the seed fails: a check
+that cannot show an unwritten element is never a pass. Every output, returned or written in place, is
+compared with its reference at its own tolerance (`isclose(atol, rtol)`, at most `mismatches`
+elements outside it); NaN or Inf in an output fails (an element the kernel never wrote is still
+NaN), and every input that is not an output must be bit-identical afterwards. Inputs and references
+are made afresh for every case from its own parameters.
 
 A tolerance must admit the output's rounding, so it cannot see a systematic error smaller than
 that (a bf16 output 0.5 % too small passes rtol 1 %). So each output's error is also held to the
@@ -19,7 +22,8 @@ error of the family's precision twin (`Family.precision_twin`, by default its sp
 PyTorch op at the kernel's own dtypes), run once per seed on the same inputs and measured against
 the same reference, by statistics a systematic error moves (`ErrorStats`: max and mean absolute
 error, mean signed error, least-squares scale). `Thresholds` says how far the kernel's may exceed
-the twin's; the Tolerance still applies, and alone judges a family without a twin.
+the twin's, unless an output's Tolerance budgets more (`PrecisionBudget`, with its reason); the
+Tolerance still applies, and alone judges a family without a twin.
 """
 
 from __future__ import annotations
@@ -27,22 +31,27 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from harness.family import Family, Tolerance
+from harness.declaration import (
+    FamilyCallError,
+    check_inputs,
+    expected_outputs,
+    from_inputs,
+    passed_in,
+    torch_dtype,
+    twin_outputs,
+)
+from harness.family import Family, OutputKind, PrecisionBudget, Returned, Tolerance, Written
 
 if TYPE_CHECKING:
-    from harness.gpu.compile import Argument
+    from harness.build import Argument
 
 MIN_SEEDS = 3
 
-# kernel(*inputs) -> its output, or a list of them in the signature's order.
+# kernel(*arguments) -> its returned output, or a list of them in the signature's order.
 KernelRun = Callable[..., Any]
-
-
-class FamilyCallError(ValueError):
-    """A family's inputs or reference raised, or do not fit the kernel; the message names the family file."""
 
 
 class Memory(Protocol):
@@ -79,6 +88,11 @@ class Output:
 
     name: str
     tolerance: Tolerance
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """The bounds this output's error is held to: the harness's, widened where its Tolerance budgets more."""
+        return THRESHOLDS.with_budget(self.tolerance.precision_budget)
 
 
 @dataclass(frozen=True)
@@ -174,6 +188,10 @@ class Thresholds:
         """The fraction of each bound the kernel's statistic takes: above 1, or NaN, fails."""
         return {name: _ratio(kernel.value(name), bound) for name, bound in self.bounds(twin).items()}
 
+    def with_budget(self, budget: PrecisionBudget | None) -> Thresholds:
+        """These bounds with an output's precision budget in place of the factors it sets."""
+        return self if budget is None else replace(self, **budget.factors())
+
 
 THRESHOLDS = Thresholds()
 
@@ -199,7 +217,7 @@ class OutputCheck:
         """Each statistic's fraction of its bound; empty without a twin to compare with."""
         if self.errors is None or self.twin is None:
             return {}
-        return THRESHOLDS.used(self.errors, self.twin)
+        return self.output.thresholds.used(self.errors, self.twin)
 
     @property
     def tightest(self) -> tuple[str, float] | None:
@@ -226,7 +244,7 @@ class OutputCheck:
                 f"({tolerance.mismatches} allowed; max abs error {self.max_abs_error:.4g})"
             )
         if self.exceeded and self.errors is not None and self.twin is not None:
-            bounds = THRESHOLDS.bounds(self.twin)
+            bounds = self.output.thresholds.bounds(self.twin)
             found.append(
                 "error beyond the precision twin's: "
                 + ", ".join(
@@ -317,6 +335,9 @@ class NumericsResult:
                     "atol": o.tolerance.atol,
                     "rtol": o.tolerance.rtol,
                     "allowed_mismatches": o.tolerance.mismatches,
+                    "precision_budget": None
+                    if o.tolerance.precision_budget is None
+                    else asdict(o.tolerance.precision_budget),
                 }
                 for o in self.outputs
             ],
@@ -345,12 +366,17 @@ class NumericsCase:
     params: Mapping[str, Any]
     run: KernelRun
     arguments: Sequence[Argument]  # every kernel argument as the PrimFunc declares it
-    outputs: Sequence[int]  # positions of the arguments the kernel returns, ascending
+    outputs: Mapping[int, OutputKind]  # position -> how the kernel writes it, ascending (harness.build)
     tolerances: Sequence[Tolerance]  # one per output
 
     @property
     def output_arguments(self) -> list[Argument]:
         return [self.arguments[i] for i in self.outputs]
+
+    @property
+    def returned_arguments(self) -> list[Argument]:
+        """The outputs the kernel allocates and returns, in order: what is poisoned through the allocator."""
+        return [self.arguments[i] for i, kind in self.outputs.items() if isinstance(kind, Returned)]
 
     def checked_outputs(self) -> list[Output]:
         """Each output with its tolerance, named as the signature names it (else by its position)."""
@@ -378,19 +404,6 @@ def make_inputs(family: Family, params: Mapping[str, Any], seed: int, device: st
 
     generator = torch.Generator(device=device).manual_seed(seed)
     return list(family.inputs(params, generator, device))
-
-
-# TVM dtype names torch spells differently.
-TORCH_DTYPES = {"float8_e4m3": "float8_e4m3fn", "float8_e5m2": "float8_e5m2", "bool": "bool"}
-
-
-def torch_dtype(name: str) -> Any:
-    import torch
-
-    dtype = getattr(torch, TORCH_DTYPES.get(name, name), None)
-    if not isinstance(dtype, torch.dtype):
-        raise FamilyCallError(f"the kernel has an argument of dtype {name}, which torch has no name for")
-    return dtype
 
 
 def poison_value(dtype: Any) -> Any:
@@ -442,31 +455,34 @@ def unpoisoned(outputs: Sequence[Any], ranges: Sequence[tuple[int, int]]) -> lis
 
 @dataclass
 class Prepared:
-    """One case's tensors for one seed: the inputs, and when checking, their copies and the expected outputs."""
+    """One case's tensors for one seed: what inputs() made, what the kernel is called with, and when checking,
+    copies of the inputs and the expected outputs."""
 
-    inputs: list[Any]
+    inputs: list[Any]  # as inputs() made them: what the reference and the precision twin receive
+    arguments: list[Any] = field(default_factory=list)  # inputs and the harness's allocations, in the call's order
     originals: list[Any] = field(default_factory=list)
     expected: list[Any] = field(default_factory=list)
     twin: list[Any] | None = None  # the precision twin's outputs, one per output; None: the family has none
 
 
 def prepare(case: NumericsCase, seed: int, device: str, checking: bool) -> Prepared:
-    """Everything a family's callables make for a run; whatever goes wrong in them is a FamilyCallError."""
+    """Everything a family's callables make for a run, and the arguments the harness allocates: a `Written`
+    one filled with poison when checking, an `Accumulated(initial=ZEROS)` one zeroed. Whatever goes wrong in the
+    family's callables is a FamilyCallError."""
     family = case.family
     try:
         inputs = make_inputs(family, case.params, seed, device)
-        taken = len(case.arguments) - len(case.outputs)
-        if len(inputs) != taken:
-            raise FamilyCallError(
-                f"{family.file}: inputs() made {len(inputs)} tensors, but the kernel takes {taken} inputs (its "
-                f"{len(case.arguments)} arguments less the {len(case.outputs)} it returns); make inputs() return "
-                "every argument that is not an output, in order"
-            )
+        check_inputs(family, inputs, case.arguments, case.outputs)
+        made = dict(zip(from_inputs(len(case.arguments), case.outputs), inputs, strict=True))
+        arguments = [
+            made[i] if i in made else allocate(case.arguments[i], case.outputs[i], device, checking)
+            for i in passed_in(len(case.arguments), case.outputs)
+        ]
         if not checking:
-            return Prepared(inputs)
+            return Prepared(inputs, arguments)
         expected = expected_outputs(family, case.params, inputs, case.output_arguments)
         twin = twin_outputs(family, case.params, inputs, case.output_arguments)
-        return Prepared(inputs, [tensor.clone() for tensor in inputs], expected, twin)
+        return Prepared(inputs, arguments, [tensor.clone() for tensor in inputs], expected, twin)
     except FamilyCallError:
         raise
     except Exception as error:  # the family's own code raised: its failure, reported as such
@@ -475,76 +491,27 @@ def prepare(case: NumericsCase, seed: int, device: str, checking: bool) -> Prepa
         ) from error
 
 
-def expected_outputs(
-    family: Family, params: Mapping[str, Any], inputs: Sequence[Any], like: Sequence[Argument]
-) -> list[Any]:
-    """The reference's outputs, checked to match the kernel's outputs in number, shape and kind."""
-    expected = family.reference(params, *inputs)
-    expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
-    if len(expected) != len(like):
-        raise FamilyCallError(
-            f"{family.file}: the reference returned {len(expected)} tensor(s) for {len(like)} output(s); return one "
-            "tensor per output, in order"
-        )
-    for index, (reference, output) in enumerate(zip(expected, like, strict=True)):
-        dtype = torch_dtype(output.dtype)
-        shape_ok = tuple(getattr(reference, "shape", ())) == tuple(output.shape)
-        kind_ok = getattr(reference, "dtype", None) is not None and (
-            reference.dtype.is_floating_point == dtype.is_floating_point
-        )
-        if not (shape_ok and kind_ok):
-            raise FamilyCallError(
-                f"{family.file}: reference output {index} is {getattr(reference, 'dtype', type(reference).__name__)} "
-                f"{tuple(getattr(reference, 'shape', ()))}, the kernel returns {dtype} {tuple(output.shape)}; "
-                "return a tensor of the output's shape (a wider float type is fine)"
-            )
-    return expected
+def allocate(argument: Argument, kind: OutputKind, device: str, checking: bool) -> Any:
+    """An argument the harness makes: one the kernel must write entirely starts as poison, so an element it
+    skips fails; one it accumulates into starts at zero."""
+    import torch
 
-
-def twin_outputs(
-    family: Family, params: Mapping[str, Any], inputs: Sequence[Any], like: Sequence[Argument]
-) -> list[Any] | None:
-    """The precision twin's outputs, one per kernel output in its shape; None when the family has no twin.
-
-    An output of the same element count is reshaped (PyTorch's LayerNorm returns its Mean as (rows, 1) where a
-    kernel writes (rows,)); a different count, number or dtype is the family's mistake, said in its file's name.
-    """
-    op = family.precision_twin_op()
-    if op is None:
-        return None
-    fix = (
-        "declare Family(precision_twin=...) returning one tensor per output in the output's dtype, "
-        "or precision_twin=None where no PyTorch op computes at the kernel's precision"
-    )
-    try:
-        produced = op(params, *inputs)
-    except Exception as error:  # by default the speed reference, called here on the gate's inputs for the first time
-        raise FamilyCallError(
-            f"{family.file}: the precision twin raised {type(error).__name__}: {error}; {fix}"
-        ) from error
-    produced = list(produced) if isinstance(produced, (tuple, list)) else [produced]
-    if len(produced) != len(like):
-        raise FamilyCallError(
-            f"{family.file}: the precision twin returned {len(produced)} tensor(s) for {len(like)} output(s); {fix}"
-        )
-    shaped = []
-    for index, (twin, output) in enumerate(zip(produced, like, strict=True)):
-        dtype = torch_dtype(output.dtype)
-        if getattr(twin, "dtype", None) != dtype or twin.numel() != math.prod(output.shape):
-            raise FamilyCallError(
-                f"{family.file}: precision twin output {index} is {getattr(twin, 'dtype', type(twin).__name__)} "
-                f"{tuple(getattr(twin, 'shape', ()))}, the kernel returns {dtype} {tuple(output.shape)}; {fix}"
-            )
-        shaped.append(twin.reshape(output.shape))
-    return shaped
+    dtype = torch_dtype(argument.dtype)
+    if isinstance(kind, Written) and checking:
+        return torch.full(argument.shape, poison_value(dtype), dtype=dtype, device=device)
+    return torch.zeros(argument.shape, dtype=dtype, device=device)
 
 
 def returned_outputs(returned: Any, like: Sequence[Argument]) -> list[Any]:
-    """What the kernel returned, as one tensor per output; ValueError unless it is what its signature says."""
+    """What the kernel returned, as one tensor per returned output; ValueError unless it is what its signature
+    says (nothing, an empty list, when it returns no output)."""
     import torch
 
     several = isinstance(returned, (list, tuple))
-    outputs = list(returned) if several and len(like) > 1 else [returned]
+    if not like:
+        outputs = list(returned) if several else ([] if returned is None else [returned])
+    else:
+        outputs = list(returned) if several and len(like) > 1 else [returned]
     fits = len(outputs) == len(like) and all(
         isinstance(t, torch.Tensor) and tuple(t.shape) == tuple(a.shape) and t.dtype == torch_dtype(a.dtype)
         for t, a in zip(outputs, like, strict=False)
@@ -554,7 +521,9 @@ def returned_outputs(returned: Any, like: Sequence[Argument]) -> list[Any]:
             f"{t.dtype} {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__ for t in outputs
         )
         wanted = ", ".join(f"{torch_dtype(a.dtype)} {tuple(a.shape)}" for a in like)
-        raise ValueError(f"the kernel returned {got}; its signature's outputs are {wanted}")
+        raise ValueError(
+            f"the kernel returned {got or 'nothing'}; its signature's returned outputs are {wanted or 'none'}"
+        )
     return outputs
 
 
@@ -585,33 +554,44 @@ def check_seed(case: NumericsCase, seed: int, device: str, memory: Memory) -> Se
     check = SeedCheck(seed)
     try:
         prepared = prepare(case, seed, device, checking=True)
-        ranges = poison(case.output_arguments, memory)  # last: nothing else may take the poisoned blocks
+        ranges = poison(case.returned_arguments, memory)  # last: nothing else may take the poisoned blocks
     except FamilyCallError as error:
         check.error = str(error)
         return check
     try:
-        returned = case.run(*prepared.inputs)
+        returned = case.run(*prepared.arguments)
         if device.startswith("cuda"):
             torch.cuda.synchronize()  # launch errors surface here, inside this case's check
     except Exception as error:  # a launch failure is this case's failure, not the run's
         check.error = f"the kernel raised {type(error).__name__}: {error}"
         return check
     try:
-        outputs = returned_outputs(returned, case.output_arguments)
+        returned = returned_outputs(returned, case.returned_arguments)
     except ValueError as error:
         check.error = str(error)
         return check
     checked = case.checked_outputs()
-    lost = unpoisoned(outputs, ranges)
+    lost = unpoisoned(returned, ranges)
     if lost:
+        names = [o.name for o, kind in zip(checked, case.outputs.values(), strict=True) if isinstance(kind, Returned)]
         check.error = (
-            f"output {', '.join(checked[i].name for i in lost)} could not be poisoned: the kernel returned it "
+            f"output {', '.join(names[i] for i in lost)} could not be poisoned: the kernel returned it "
             "outside the memory filled before the call, so an element it never writes could pass unseen"
         )
         return check
+    passed = dict(zip(passed_in(len(case.arguments), case.outputs), prepared.arguments, strict=True))
+    results = iter(returned)
+    outputs = [next(results) if isinstance(kind, Returned) else passed[i] for i, kind in case.outputs.items()]
     twins = prepared.twin or [None] * len(outputs)
     check.outputs = [compare(*each) for each in zip(checked, outputs, prepared.expected, twins, strict=True)]
-    check.inputs_unchanged = all(torch.equal(a, b) for a, b in zip(prepared.inputs, prepared.originals, strict=True))
+    # An argument inputs() made that is not an output must come back bit-identical.
+    check.inputs_unchanged = all(
+        torch.equal(a, b)
+        for i, a, b in zip(
+            from_inputs(len(case.arguments), case.outputs), prepared.inputs, prepared.originals, strict=True
+        )
+        if i not in case.outputs
+    )
     return check
 
 

@@ -240,7 +240,8 @@ NUMERICS_NOTE = (
     f"Bounds: max abs error {THRESHOLDS.max_factor:g}x the twin's, mean abs error {THRESHOLDS.mean_factor:g}x; "
     f"|bias| the twin's plus {THRESHOLDS.bias_fraction:g} of its mean abs error, |scale| (least-squares, "
     f"<out, ref>/<ref, ref> - 1) the twin's plus {THRESHOLDS.scale_fraction:g} of its relative mean abs error; each "
-    f"plus {THRESHOLDS.floor:g} of the output's mean |ref|. *of bound*: the largest fraction of its bound a "
+    f"plus {THRESHOLDS.floor:g} of the output's mean |ref|; an output whose family declares a precision budget "
+    "has the factors it names instead, shown with the reason. *of bound*: the largest fraction of its bound a "
     "statistic took (over 100 % fails). The Tolerance applies too, and alone where there is no twin."
 )
 
@@ -290,7 +291,11 @@ def _of_bound(check: OutputCheck) -> str:
     if tightest is None:
         return "no twin: Tolerance only"
     name, fraction = tightest
-    return f"{fraction:.0%} ({NAMES[name]})"
+    budget = check.output.tolerance.precision_budget
+    if budget is None:
+        return f"{fraction:.0%} ({NAMES[name]})"
+    factors = ", ".join(f"{field} {value:g}" for field, value in budget.factors().items())
+    return f"{fraction:.0%} ({NAMES[name]}); budget {factors}: {budget.why}"
 
 
 def _sweep_table(curves: list[SweepCurve]) -> str:

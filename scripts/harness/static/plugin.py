@@ -106,12 +106,17 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     cache = _lowering_cache(config)
     if cache is None or not cache.read:
         return None
+    from harness.build import BuildError
     from harness.static.cases import all_cases
 
     missing_groups: set[str] = set()
     misses = 0
     for case in all_cases():
-        if not cache.holds(case):
+        try:
+            held = cache.holds(case)
+        except BuildError:  # its key needs the kernel; test_family_declaration says why it does not build
+            held = False
+        if not held:
             misses += 1
             missing_groups.add(case.group)
             if misses > FEW_MISSES and len(missing_groups) > 1:

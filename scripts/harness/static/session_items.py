@@ -12,6 +12,8 @@ from collections.abc import Callable
 import pytest
 
 import harness.family
+from harness.build import BuildError, build_kernel
+from harness.declaration import family_problems
 from harness.family import Family
 from harness.static.cases import Case, all_cases, check_groups, family_cases, not_lowering_cases
 from harness.static.changes import ChangeKind, Mismatch
@@ -84,12 +86,25 @@ def _not_run(what: str, error: LoweringError) -> None:
     pytest.skip(f"{what} not run: case {error.case_id} did not lower (its test_case item says why)")
 
 
+def _require_built(cases, what: str) -> None:
+    """Skip a check over cases whose variant does not build: test_family_declaration says why, once per family."""
+    for case in cases:
+        try:
+            build_kernel(case.family, case.variant)
+        except BuildError:
+            pytest.skip(
+                f"{what} not run: variant {case.variant.name!r} does not build "
+                f"(test_family_declaration[{case.family.name}] says why)"
+            )
+
+
 def _grouped(values, group_of) -> list:
     return [pytest.param(v, id=getattr(v, "id", None), marks=pytest.mark.xdist_group(group_of(v))) for v in values]
 
 
 @pytest.mark.parametrize("case", _grouped(all_cases(), lambda c: c.group))
 def test_case(request, case: Case, golden_store, pending_store, regen) -> None:
+    _require_built([case], case.id)
     try:
         _compare_or_write(
             request, lambda fresh: case_files(case, fresh=fresh), case.id, golden_store, pending_store, regen
@@ -104,6 +119,20 @@ def test_family_loads(broken) -> None:
     pytest.fail(f"{broken.error}\nits cases were not run and nothing under golden/ was written for it", pytrace=False)
 
 
+def _summary_group(family: Family) -> str:
+    groups = {case.group for case in family_cases(family)}
+    return groups.pop() if len(groups) == 1 else family.name
+
+
+@pytest.mark.parametrize("family", _grouped(harness.family.registry().families, _summary_group), ids=lambda f: f.name)
+def test_family_declaration(family: Family) -> None:
+    """Every variant builds, and the family's inputs(), reference and precision twin fit its kernel's signature in
+    number, shape and dtype (on the meta device: no data, no GPU); one message per family, naming the variants."""
+    problems = family_problems(family)
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+
+
 @pytest.mark.parametrize("group", _grouped(check_groups(), lambda group: group))
 def test_family_checks(request, group: str) -> None:
     """The family's own checks on fresh facts (the seeds' claims); only recorded deviations may fail."""
@@ -116,6 +145,7 @@ def test_family_checks(request, group: str) -> None:
             if c.group == group
         ],
     )
+    _require_built(cases, f"{group}: family checks")
     try:
         seen = [case_facts(c) for c in cases]
     except LoweringError as error:
@@ -134,11 +164,6 @@ def test_family_checks(request, group: str) -> None:
     )
 
 
-def _summary_group(family: Family) -> str:
-    groups = {case.group for case in family_cases(family)}
-    return groups.pop() if len(groups) == 1 else family.name
-
-
 @pytest.mark.parametrize(
     "family",
     _grouped([f for f in harness.family.registry().families if has_pairs(f)], _summary_group),
@@ -146,6 +171,7 @@ def _summary_group(family: Family) -> str:
 )
 def test_variant_effects(request, family: Family, golden_store, pending_store, regen) -> None:
     """Which annotations change the CUDA on each target; committed as golden/<family>/SUMMARY.md."""
+    _require_built(family_cases(family), f"{family.name}: variant comparison")
     try:
         effects = variant_effects(family, produce)
     except LoweringError as error:

@@ -94,7 +94,7 @@ FAMILY = Family(
     shape={"M": 16384, "N": 7168},
     variants=[
         Variant(BASELINE, per_token_cast_to_fp8, {"blk_m": 8}),
-        Variant("blk_m32", per_token_cast_to_fp8, {"blk_m": 32}, compare_with=BASELINE),
+        Variant("blk_m32", per_token_cast_to_fp8, {"blk_m": 32}),
     ],
     inputs=fp8_cast_inputs,
     reference=ideal_cast,

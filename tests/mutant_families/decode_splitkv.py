@@ -2,7 +2,8 @@
 weights no longer sum to one. The split kernel is unchanged, so only a check of the combine kernel fails it."""
 
 from kernels import _decode_splitkv as real
-from tests.mutant_families import mutate, with_kernel
+
+from . import mutate, with_kernel
 
 unnormalized_combine = mutate(
     real.flashattn_decode_split,

@@ -1,7 +1,8 @@
 """fp8_cast with its output rounded to e5m2 instead of e4m3: half-step errors up to 2^-3, twice the tolerance."""
 
 from kernels import fp8_cast as real
-from tests.mutant_families import mutate, with_kernel
+
+from . import mutate, with_kernel
 
 e5m2_cast = mutate(
     real.per_token_cast_to_fp8,

@@ -1,7 +1,8 @@
 """gemm_splitk launching one K slice fewer than it cuts: the last slice is never added into C."""
 
 from kernels import _gemm_splitk as real
-from tests.mutant_families import mutate, with_kernel
+
+from . import mutate, with_kernel
 
 slice_skipped = mutate(
     real.matmul_splitk,

@@ -1,7 +1,8 @@
 """inplace_update launching one row of tiles fewer: the last block_M rows of X keep their initial value."""
 
 from kernels import _inplace_update as real
-from tests.mutant_families import mutate, with_kernel
+
+from . import mutate, with_kernel
 
 tiles_skipped = mutate(
     real.residual_add_,

@@ -154,12 +154,12 @@ def float32_decode(p: Params, q: Any, k: Any, v: Any) -> Any:
     """Attention over the whole cache in float32 (TF32 off), each query head with its group's KV head."""
     import torch
 
-    group = p["heads"] // p["kv_heads"]
-    keys = k.float().repeat_interleave(group, dim=2)  # [batch, seqlen_kv, heads, dim]
-    values = v.float().repeat_interleave(group, dim=2)
+    b, h, g, d = p["batch"], p["heads"], p["kv_heads"], p["dim"]
+    grouped = q.float().view(b, g, h // g, d)  # the heads of one group are consecutive
     with tf32_off():
-        scores = torch.einsum("bhd,bshd->bhs", q.float(), keys) / math.sqrt(p["dim"])
-        return torch.einsum("bhs,bshd->bhd", torch.softmax(scores, dim=-1), values)
+        scores = torch.einsum("bgqd,bsgd->bgqs", grouped, k.float()) / math.sqrt(d)
+        out = torch.einsum("bgqs,bsgd->bgqd", torch.softmax(scores, dim=-1), v.float())
+    return out.reshape(b, h, d)
 
 
 def torch_decode(p: Params, q: Any, k: Any, v: Any) -> Any:

@@ -1,0 +1,59 @@
+"""The mutants the GPU numerics must fail: each loads as a family of one variant under its real family's name,
+and each really changes the kernel it mutates; a mutation that no longer applies is refused by name."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator
+
+import pytest
+from conftest import REPO
+
+import harness.family
+
+# mutant family -> the module of the family it mutates (a leading `_`: not registered until the harness can
+# declare its outputs or its several kernels).
+REAL = {
+    "decode_splitkv": "kernels._decode_splitkv",
+    "fp8_cast": "kernels.fp8_cast",
+    "gemm_splitk": "kernels._gemm_splitk",
+    "inplace_update": "kernels._inplace_update",
+}
+
+
+@pytest.fixture(scope="module")
+def mutants() -> Iterator[harness.family.Registry]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(REPO))  # the package is found from the repository root, as on the GPU machine
+        yield harness.family.load_families("tests.mutant_families")
+
+
+def test_every_mutant_loads_as_one_variant_of_its_real_family(mutants):
+    assert not mutants.broken
+    assert sorted(f.name for f in mutants.families) == sorted(REAL)
+    for mutant in mutants.families:
+        real = importlib.import_module(REAL[mutant.name]).FAMILY
+        (variant,) = mutant.variants
+        assert variant.params == real.variant(variant.name).params
+        assert variant.kernel is not real.variant(variant.name).kernel
+
+
+@pytest.mark.parametrize("name", sorted(REAL))
+def test_each_mutant_traces_to_another_kernel(mutants, name):
+    mutant = next(f for f in mutants.families if f.name == name)
+    (variant,) = mutant.variants
+    real = importlib.import_module(REAL[name]).FAMILY.variant(variant.name)
+    arguments = mutant.kernel_arguments(variant)
+    traced = real.kernel.get_tir(**arguments).script()
+    mutated = variant.kernel.get_tir(**arguments).script()
+    assert traced != mutated
+
+
+def test_a_mutation_that_does_not_apply_once_is_refused(mutants):
+    from tests.mutant_families import mutate
+
+    real = importlib.import_module(REAL["fp8_cast"]).per_token_cast_to_fp8
+    with pytest.raises(ValueError, match=r"'T.float16' occurs 0 times in its source, not once"):
+        mutate(real, "T.float16", "T.float32")
+    with pytest.raises(ValueError, match=r"'T.float32' occurs \d+ times in its source, not once"):
+        mutate(real, "T.float32", "T.float16")

@@ -16,8 +16,8 @@ import harness.family
 REAL = {
     "decode_splitkv": "kernels._decode_splitkv",
     "fp8_cast": "kernels.fp8_cast",
-    "gemm_splitk": "kernels._gemm_splitk",
-    "inplace_update": "kernels._inplace_update",
+    "gemm_splitk": "kernels.gemm_splitk",
+    "inplace_update": "kernels.inplace_update",
 }
 
 

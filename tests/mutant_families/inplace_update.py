@@ -1,6 +1,6 @@
 """inplace_update launching one row of tiles fewer: the last block_M rows of X keep their initial value."""
 
-from kernels import _inplace_update as real
+from kernels import inplace_update as real
 
 from . import mutate, with_kernel
 

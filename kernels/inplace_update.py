@@ -10,7 +10,7 @@ from typing import Any
 import tilelang
 import tilelang.language as T
 
-from harness.family import Family, Params, Tolerance, Variant, Work
+from harness.family import FROM_INPUTS, Accumulated, Family, Params, Tolerance, Variant, Work
 
 
 @tilelang.jit
@@ -72,7 +72,8 @@ FAMILY = Family(
         Variant("tile64x512", residual_add_, {"block_M": 64, "block_N": 512, "threads": 256}),
     ],
     inputs=residual_add_inputs,
-    # OUTPUTS: updated in place, argument 0 (X), initial value: X as inputs() draws it (the output is X + Y)
+    # X (argument 0) is updated in place from the value inputs() draws: the output is X + Y.
+    outputs={0: Accumulated(initial=FROM_INPUTS)},
     reference=float32_residual_add,
     # One rounding of the exact sum to bf16: at most half a step, 2^-8 of the value (8 significant bits); 2^-20
     # more where the float32 sum rounded too. A tile skipped keeps X's initial value, off by |Y| (a tenth of |X|);

@@ -2,10 +2,11 @@
 
 Every fact comes from an IRModule captured by `harness.static.lowering`: the loop annotations as
 `tl.PipelinePlanning` leaves them, the shared buffers right after `tl.InjectSoftwarePipeline`
-(with their version dimension), the buffer layouts `tl.LayoutInference` chose, the merged dynamic
-shared memory after `tl.MergeSharedMemoryAllocations`, and launch shape, barriers, copies,
-instructions, loops, vector stores and shared-memory addressing from the final device IR, whose
-statements and calls map one to one onto the CUDA (or HIP) text.
+(with their version dimension), the buffer layouts `tl.LayoutInference` chose (and from its
+accumulator's, each GEMM's warp partition), the merged dynamic shared memory after
+`tl.MergeSharedMemoryAllocations`, and launch shape, barriers, copies, instructions, loops, vector
+stores, shared-memory addressing and size, block rasterization, warp shuffles and casts from the
+final device IR, whose statements and calls map one to one onto the CUDA (or HIP) text.
 
 One extraction serves every backend. Which facts a case has follows from its target's hardware
 (`Hardware`, read from harness.targets.TARGETS), never from a count being zero: a fact the target

@@ -1,6 +1,10 @@
 """One small kernel in each style TileLang's users write, as test fixtures: an eager jit function, a
 lazy jit factory, an autotuned jit function, a plain PrimFunc factory, a ready @T.prim_func, and
-an eager kernel with two reductions of one kind. `family(kernel, ...)` wraps any of them."""
+an eager kernel with two reductions of one kind. `family(kernel, ...)` wraps any of them.
+
+Then small kernels that each exercise one fact reviewers look for, with the one token a test changes
+as a parameter: block rasterization, a GEMM's warp policy, a warp-shuffle reduction, a dtype cast,
+shared memory of a given size."""
 
 from typing import Any
 
@@ -94,6 +98,80 @@ lazy_accumulate = tilelang.jit(out_idx=[2])(accumulate_factory)
 ready_scale = scale_factory(ROWS, COLS)
 AUTOTUNE_CONFIGS = [{"block_rows": b, "threads": t} for b in (4, 8) for t in (64, 128)]
 autotuned_scale = tilelang.autotune(configs=AUTOTUNE_CONFIGS)(tilelang.jit(eager_scale.func.orig_func))
+
+
+def swizzled_gemm(
+    M, N, K, block_M=64, block_N=128, block_K=32, threads=128, policy="Square", panel_size=4, order="row"
+):
+    """A GEMM with T.use_swizzle (`panel_size` 0: the line left out) and a warp policy by name."""
+
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            C_l = T.alloc_fragment((block_M, block_N), "float32")
+            if panel_size:
+                T.use_swizzle(panel_size=panel_size, order=order)
+            T.clear(C_l)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=2):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, C_l, transpose_B=True, policy=T.GemmWarpPolicy[policy])
+            T.copy(C_l, C[by * block_M, bx * block_N])
+
+    return gemm
+
+
+def allreduce_gemv(N, K, block_N=4, reduce_threads=32):
+    """y = B x with one warp per row reducing through TVM's tvm_thread_allreduce, as upstream's GEMV does."""
+
+    @T.prim_func
+    def gemv(A: T.Tensor((K,), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((N,), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), threads=(reduce_threads, block_N)) as bn:
+            tk = T.get_thread_binding(0)
+            tn = T.get_thread_binding(1)
+            partial = T.alloc_local((1,), "float32")
+            total = T.alloc_local((1,), "float32")
+            T.clear(partial)
+            for k in T.serial(T.ceildiv(K, reduce_threads)):
+                a = A[k * reduce_threads + tk].astype("float32")
+                partial[0] += a * B[bn * block_N + tn, k * reduce_threads + tk].astype("float32")
+            with T.attr(
+                T.comm_reducer(lambda x, y: x + y, [T.Cast("float32", 0)]),
+                "reduce_scope",
+                T.reinterpret(T.uint64(0), dtype="handle"),
+            ):
+                T.evaluate(T.tvm_thread_allreduce(T.uint32(1), partial[0], True, total[0], tk, dtype="handle"))
+            C[bn * block_N + tn] = total[0]
+
+    return gemv
+
+
+def cast_rows(M, N, block_M=32, dtype="float8_e4m3fn", threads=128):
+    """Y = X in `dtype`: float32 rows cast on their way out."""
+
+    @T.prim_func
+    def cast(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), dtype)):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            x = T.alloc_fragment((block_M, N), "float32")
+            T.copy(X[bx * block_M, 0], x)
+            T.copy(x, Y[bx * block_M, 0])
+
+    return cast
+
+
+def staged_copy(M, N, block_M=64, threads=128):
+    """Y = X through a shared tile of block_M x N float32: its size is the knob."""
+
+    @T.prim_func
+    def copy(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(T.ceildiv(M, block_M), threads=threads) as bx:
+            tile = T.alloc_shared((block_M, N), "float32")
+            T.copy(X[bx * block_M, 0], tile)
+            T.copy(tile, Y[bx * block_M, 0])
+
+    return copy
 
 
 def _inputs(p: Any, generator: Any, device: str) -> list[Any]:

@@ -3,14 +3,20 @@ and against the CUDA text the same lowering emitted."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections import Counter
 
+import kernel_styles
 import pytest
 from tvm import tirx
 
+from harness.family import Variant
 from harness.static.cases import Case, all_cases
-from harness.static.facts import canonical_form, extract_facts
+from harness.static.facts import _calls, canonical_form, extract_facts
 from harness.static.lowering import lower
+from harness.static.snapshot import CorruptSnapshot, parse_facts, render_facts
+from harness.targets import SHARED_MEMORY_PER_BLOCK, TARGETS, warp_size
 from kernels.gemm_num_stages import FAMILY, variant
 
 
@@ -245,3 +251,156 @@ def test_address_forms_ignore_names_but_not_structure():
     assert canonical_form([x * 4 + x]) != canonical_form([x * 4 + y])
     assert canonical_form([x * 4 + y]) != canonical_form([x * 8 + y])
     assert canonical_form([tirx.floormod(x, 8)]) != canonical_form([tirx.floordiv(x, 8)])
+
+
+# -- facts reviewers look for: rasterization, warp partition, shuffles, conversions, shared memory --
+
+
+# The argument each probe kernel writes (its last).
+PROBE_OUTPUTS = {"swizzled_gemm": [2], "allreduce_gemv": [2], "cast_rows": [1], "staged_copy": [1]}
+
+
+def probe_case(kernel, shape: dict, target: str, **params) -> Case:
+    """`kernel` built with `shape` and `params` for `target`, named by all three (lowerings are cached by name)."""
+    name = "_".join(f"{key}_{value}" for key, value in sorted(params.items())) or "defaults"
+    variants = [Variant(name, kernel, params)]
+    family = dataclasses.replace(
+        FAMILY,
+        name=kernel.__name__,
+        shape=shape,
+        variants=variants,
+        checks=None,
+        group=None,
+        sweep=None,
+        outputs=PROBE_OUTPUTS[kernel.__name__],
+    )
+    return Case(family, variants[0], target)
+
+
+def probe(kernel, shape: dict, target: str, **params) -> tuple[dict, str]:
+    """Facts and source of `kernel` built with `shape` and `params`, lowered for `target`."""
+    lowering = lower(probe_case(kernel, shape, target, **params))
+    return extract_facts(lowering), lowering.cuda
+
+
+GEMM = {"M": 256, "N": 256, "K": 256}
+
+
+@pytest.mark.parametrize("target", ["sm_80", "gfx942"])
+def test_rasterization_is_the_use_swizzle_line_and_goes_when_it_does(target):
+    row, source = probe(kernel_styles.swizzled_gemm, GEMM, target, panel_size=4)
+    assert row["rasterization"] == {"order": "row", "panel_size": 4}
+    assert "tl::rasterization2DRow<4>()" in source
+    column, _ = probe(kernel_styles.swizzled_gemm, GEMM, target, panel_size=4, order="column")
+    assert column["rasterization"] == {"order": "column", "panel_size": 4}
+    removed, source = probe(kernel_styles.swizzled_gemm, GEMM, target, panel_size=0)
+    assert removed["rasterization"] == {} and "rasterization2D" not in source
+
+
+def tilelang_warp_partition(target: str, threads: int, policy: str) -> tuple[int, int]:
+    """TileLang's own answer for the probe GEMM: its op built from the call in the IR, then
+    GemmWarpPolicy::ComputeWarpPartition for the instruction it selects (src/op/gemm.cc)."""
+    import tvm
+    import tvm_ffi
+    from tvm.target import Target
+
+    case = probe_case(kernel_styles.swizzled_gemm, GEMM, target, threads=threads, policy=policy)
+    inferred = lower(case).ir_after["tl.LayoutInference"]
+    (func,) = inferred.functions.values()
+    (call, *_) = _calls(func.body, "tl.tileop.gemm")
+    gemm = tvm.ir.Op.get("tl.tileop.gemm").get_attr("TLOpBuilder")(call.args, call.annotations)
+    target_object = Target(TARGETS[target])
+    instruction = tvm_ffi.get_global_func("tl.GemmGetGemmInstructionKey")(gemm, threads, target_object)
+    tvm_ffi.get_global_func("tl.GemmWarpPolicyComputeWarpPartition")(
+        gemm.policy, gemm.m, gemm.n, threads, target_object, instruction
+    )
+    return gemm.policy.m_warp, gemm.policy.n_warp
+
+
+@pytest.mark.parametrize("target, threads", [("sm_80", 128), ("sm_80", 256), ("sm_90", 256), ("gfx942", 256)])
+@pytest.mark.parametrize("policy", ["Square", "FullRow", "FullCol"])
+def test_warp_partition_is_the_one_tilelang_computes_for_the_policy(target, threads, policy):
+    facts, _ = probe(kernel_styles.swizzled_gemm, GEMM, target, threads=threads, policy=policy)
+    (gemm,) = facts["gemms"]
+    along_m, along_n = tilelang_warp_partition(target, threads, policy)
+    assert gemm["warps"] == f"{along_m} x {along_n}"
+    assert gemm["warp_tile"] == f"{64 // along_m} x {128 // along_n}"  # the probe's 64 x 128 block tile
+    assert gemm["operands"] == "A_s, B_s -> C_l" and gemm["tile"] == "64 x 128 x 32" and gemm["policy"] == policy
+
+
+def test_full_row_and_full_col_give_other_warp_partitions():
+    row, col = (probe(kernel_styles.swizzled_gemm, GEMM, "sm_80", policy=p)[0]["gemms"] for p in ("FullRow", "FullCol"))
+    expected = {"operands": "A_s, B_s -> C_l", "tile": "64 x 128 x 32", "policy": "FullRow"}
+    assert row == [{**expected, "warps": "4 x 1", "warp_tile": "16 x 128"}]
+    assert col[0]["warps"] == "1 x 4" and col[0]["warp_tile"] == "64 x 32"
+
+
+def test_a_pipelined_gemm_is_one_gemm_and_a_tensor_memory_accumulator_has_no_warp_grid():
+    from test_backend_facts import TCGEN05_PROBE
+
+    facts = extract_facts(lower(num_stages_case(3, "sm_80")))  # its tile GEMM copied into prologue, loop, epilogue
+    assert [g["operands"] for g in facts["gemms"]] == ["A_s, B_s -> C_l"]
+    tcgen05 = extract_facts(lower(Case(TCGEN05_PROBE, TCGEN05_PROBE.variants[0], "sm_100a")))
+    (gemm,) = tcgen05["gemms"]
+    assert gemm["operands"] == "A_s, B_s -> C_tmem" and "warps" not in gemm
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90"])
+def test_warp_shuffles_are_the_shuffles_in_the_cuda(target):
+    """The reduction of upstream's GEMV: five shuffles down the warp and one broadcast (no `instructions`)."""
+    facts, cuda = probe(kernel_styles.allreduce_gemv, {"N": 1024, "K": 1024}, target)
+    assert facts["warp_shuffles"] == {"tirx.tvm_warp_shuffle": 1, "tirx.tvm_warp_shuffle_down": 5}
+    assert cuda.count("__shfl_down_sync(") == 5 and cuda.count("__shfl_sync(") == 1
+    wider, _ = probe(kernel_styles.allreduce_gemv, {"N": 1024, "K": 1024}, target, reduce_threads=16)
+    assert wider["warp_shuffles"] == {"tirx.tvm_warp_shuffle": 1, "tirx.tvm_warp_shuffle_down": 4}
+
+
+def test_block_reductions_count_as_the_all_reduce_they_call():
+    facts, cuda = lowered("flash_attention/causal_ns1/sm_90")
+    calls = re.findall(r"(tl::AllReduce<[^(]*>)::run\(", cuda)
+    assert facts["warp_shuffles"] == dict(Counter(calls)) and calls
+    plain, _ = lowered("gemm_relu_schedules/v0_baseline/sm_80")
+    assert plain["warp_shuffles"] == {}
+
+
+@pytest.mark.parametrize("target", ["sm_90", "gfx950"])
+def test_conversions_name_the_cast_and_a_changed_fp8_format_changes_them(target):
+    e4m3, cuda = probe(kernel_styles.cast_rows, {"M": 256, "N": 512}, target, dtype="float8_e4m3fn")
+    e5m2, _ = probe(kernel_styles.cast_rows, {"M": 256, "N": 512}, target, dtype="float8_e5m2")
+    assert e4m3["conversions"] and e4m3["conversions"] != e5m2["conversions"]
+    assert all(k.startswith("float32") and "float8_e4m3fn" in k.split(" -> ")[1] for k in e4m3["conversions"])
+    assert all("float8_e5m2" in k.split(" -> ")[1] for k in e5m2["conversions"])
+
+
+def test_conversions_leave_index_casts_out():
+    facts, _ = lowered("gemm_relu_schedules/v0_baseline/sm_80")
+    assert set(facts["conversions"]) == {"float32x2 -> float16x2"}  # the fp32 accumulator stored as fp16
+
+
+def test_every_target_has_a_shared_memory_limit_and_a_warp_size():
+    assert set(SHARED_MEMORY_PER_BLOCK) == set(TARGETS)
+    assert {warp_size(t) for t in TARGETS} <= {32, 64}
+
+
+def test_shared_memory_over_the_limit_of_sm89_fits_sm90():
+    """128 KiB of shared memory: over the 99 KB a block may use on sm_89, under the 227 KB of sm_90."""
+    over, _ = probe(kernel_styles.staged_copy, {"M": 256, "N": 512}, "sm_89", block_M=64)
+    assert over["shared_memory"] == {"bytes": 131072, "limit": 99 * 1024, "fits": False}
+    under, _ = probe(kernel_styles.staged_copy, {"M": 256, "N": 512}, "sm_90", block_M=64)
+    assert under["shared_memory"]["fits"] is True and under["shared_memory"]["limit"] == 227 * 1024
+    halved, _ = probe(kernel_styles.staged_copy, {"M": 256, "N": 512}, "sm_89", block_M=32)
+    assert halved["shared_memory"]["fits"] is True
+
+
+@pytest.mark.parametrize("case_id", ["linear_bf16/swizzle/sm_90", "gemm_relu_schedules/v0_baseline/sm_80"])
+def test_shared_memory_is_the_dynamic_buffer_and_the_mbarriers(case_id):
+    facts, cuda = lowered(case_id)
+    mbarriers = sum(int(n) for n in re.findall(r"uint64_t \w+_mem\[(\d+)\]", cuda))
+    assert facts["shared_memory"]["bytes"] == facts["dynamic_shared_memory_bytes"] + 8 * mbarriers
+
+
+def test_review_facts_are_part_of_the_snapshot_schema():
+    facts, _ = lowered("linear_bf16/swizzle/sm_90")
+    assert parse_facts(render_facts(facts), "x.yaml") == facts
+    with pytest.raises(CorruptSnapshot, match="gemms is dict, expected list"):
+        parse_facts(render_facts({**facts, "gemms": {}}), "x.yaml")

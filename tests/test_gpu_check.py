@@ -136,6 +136,11 @@ instructions: {{}}
 loops: {{}}
 vector_stores: {{}}
 shared_addressing: {{}}
+shared_memory: {{bytes: {shared}, limit: 232448, fits: true}}
+rasterization: {{}}
+gemms: []
+warp_shuffles: {{}}
+conversions: {{}}
 """
 
 

@@ -23,6 +23,26 @@ TARGETS: dict[str, dict[str, str]] = {
 # refuses such a device (it never checks a device against another target's snapshots), and says so.
 SAME_SOURCE_AS = {"sm_86": "sm_80"}
 
+# The most shared memory (LDS on AMD) one block may use, static and dynamic together, in bytes: the opt-in
+# maximum, which TileLang's kernels request through cudaFuncSetAttribute. A kernel above it lowers, but fails
+# to launch on that target. CUDA: the CUDA C++ Programming Guide, table "Technical Specifications per Compute
+# Capability", row "Maximum amount of shared memory per thread block" (the SM's capacity less the 1 KB per
+# block the system reserves). AMD: the ROCm "AMD GPU specifications" table, column "LDS (KiB)", which one
+# workgroup may use whole; TileLang's own carver states the same for gfx950 (carver/arch/cdna.py, 160 KiB).
+SHARED_MEMORY_PER_BLOCK: dict[str, int] = {
+    "sm_80": 163 * 1024,  # compute capability 8.0: 163 KB (A100: 164 KB per SM)
+    "sm_89": 99 * 1024,  # 8.9: 99 KB (100 KB per SM), as 8.6
+    "sm_90": 227 * 1024,  # 9.0: 227 KB (228 KB per SM)
+    "sm_100a": 227 * 1024,  # 10.0: 227 KB (228 KB per SM)
+    "sm_120": 99 * 1024,  # 12.0: 99 KB (128 KB per SM)
+    "gfx942": 64 * 1024,  # MI300X, MI325X: 64 KiB of LDS
+    "gfx950": 160 * 1024,  # MI350X, MI355X: 160 KiB of LDS
+}
+
+# Threads per warp (a wavefront on AMD) by target kind: the unit TileLang partitions a GEMM's threads into.
+# CDNA runs wave64 (ROCm "AMD GPU specifications", column "Wavefront Size"; TileLang's HIP GEMM uses 64).
+WARP_SIZES = {"cuda": 32, "hip": 64}
+
 # The kernel source's file suffix per target kind, as the language's own tools name it.
 SOURCE_SUFFIXES = {"cuda": ".cu", "hip": ".hip"}
 
@@ -41,3 +61,13 @@ def device_architecture(target: str) -> str:
 def source_suffix(target: str) -> str:
     """`.cu` for a CUDA target, `.hip` for a HIP one: the suffix of its kernel source snapshot."""
     return SOURCE_SUFFIXES[TARGETS[target]["kind"]]
+
+
+def shared_memory_per_block(target: str) -> int:
+    """The most shared memory, in bytes, one block may use on `target` (SHARED_MEMORY_PER_BLOCK)."""
+    return SHARED_MEMORY_PER_BLOCK[target]
+
+
+def warp_size(target: str) -> int:
+    """Threads per warp (wavefront) on `target`."""
+    return WARP_SIZES[TARGETS[target]["kind"]]

@@ -2,10 +2,11 @@
 
 Every fact comes from an IRModule captured by `harness.static.lowering`: the loop annotations as
 `tl.PipelinePlanning` leaves them, the shared buffers right after `tl.InjectSoftwarePipeline`
-(with their version dimension), the buffer layouts `tl.LayoutInference` chose, the merged dynamic
-shared memory after `tl.MergeSharedMemoryAllocations`, and launch shape, barriers, copies,
-instructions, loops, vector stores and shared-memory addressing from the final device IR, whose
-statements and calls map one to one onto the CUDA (or HIP) text.
+(with their version dimension), the buffer layouts `tl.LayoutInference` chose (and from its
+accumulator's, each GEMM's warp partition), the merged dynamic shared memory after
+`tl.MergeSharedMemoryAllocations`, and launch shape, barriers, copies, instructions, loops, vector
+stores, shared-memory addressing and size, block rasterization, warp shuffles and casts from the
+final device IR, whose statements and calls map one to one onto the CUDA (or HIP) text.
 
 One extraction serves every backend. Which facts a case has follows from its target's hardware
 (`Hardware`, read from harness.targets.TARGETS), never from a count being zero: a fact the target
@@ -23,12 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import tilelang  # noqa: F401  (imported first: it makes its bundled TVM importable)
-from tvm import DataType, tirx
-from tvm.tirx.stmt_functor import pre_order_visit
+from tvm import DataType, arith, tirx
+from tvm.tirx.stmt_functor import pre_order_visit, substitute
 
 from harness.static.lowering import Lowering
 from harness.static.snapshot import FORMAT_VERSION
-from harness.targets import TARGETS
+from harness.targets import TARGETS, shared_memory_per_block, warp_size
 
 PIPELINE_ANNOTATIONS = (
     "software_pipeline_stage",
@@ -54,6 +55,18 @@ MMA_FAMILIES = (
     ("ptx_mma", "mma.sync"),
     ("tvm_mfma", "mfma"),  # __builtin_amdgcn_mfma_<out>_<M>x<N>x<K><in>
 )
+# The tile GEMM ops that share TileLang's dense argument layout (src/op/gemm.cc, GemmNode::InitFromDenseArgs):
+# A, B and C regions, trans_A, trans_B, M, N, K, the warp policy, ...
+DENSE_GEMM_OPS = ("tl.tileop.gemm", "tl.tileop.wgmma_gemm", "tl.tileop.tcgen05_gemm")
+# GemmWarpPolicyType in src/op/gemm.h, by value.
+WARP_POLICIES = ("Square", "FullRow", "FullCol", "Free")
+SWIZZLE_PATTERN = "threadblock_swizzle_pattern"  # T.use_swizzle: (device function, panel size)
+# Ops that move a value between the lanes of a warp: TileLang's shuffles and warp reductions, and TVM's
+# (a tvm_thread_allreduce across a warp lowers to tvm_warp_shuffle_down + tvm_warp_shuffle).
+WARP_SHUFFLE_PREFIXES = ("tl.shfl_", "tl.warp_reduce_", "tirx.tvm_warp_shuffle")
+BLOCK_ALL_REDUCE = "tl::AllReduce<"  # T.reduce_*'s device function: warp shuffles, then shared memory
+# Allocations that take shared memory (LDS): dynamic, static, and the mbarriers (tensor memory is not).
+SHARED_MEMORY_SCOPES = ("shared", "shared.dyn", "shared.barrier")
 TCGEN05_MMA_WITH_DESCRIPTOR = ("tl.ptx_tcgen05_mma_ss", "tl.ptx_tcgen05_mma_ts")  # arg 7: instruction descriptor
 # tcgen05 operand kind -> K of one instruction: 32 bytes of the operand type (PTX ISA, tcgen05.mma shapes).
 TCGEN05_K = {"fp16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32}
@@ -100,6 +113,11 @@ def extract_facts(lowering: Lowering) -> dict[str, Any]:
         "loops": _loops(device_nodes),
         "vector_stores": _vector_stores(device_nodes),
         "shared_addressing": _shared_addressing(device_nodes),
+        "shared_memory": _shared_memory(device, case.target),
+        "rasterization": _rasterization(device),
+        "gemms": _gemms(inferred, case.target),
+        "warp_shuffles": _warp_shuffles(device),
+        "conversions": _conversions(device),
     }
     return {key: value for key, value in facts.items() if value is not None}
 
@@ -421,6 +439,115 @@ def _shared_addressing(nodes: list[Any]) -> dict[str, dict[str, str]]:
         name: {how: _fingerprint(forms) for how, forms in sorted(by_how.items())}
         for name, by_how in sorted(sites.items())
     }
+
+
+def _shared_memory(func: Any, target: str) -> dict[str, Any]:
+    """The block's shared memory (dynamic, static and mbarriers) against the most `target` lets one block use."""
+    used = sum(_bytes(b) for scope in SHARED_MEMORY_SCOPES for b in _allocations(func, scope))
+    limit = shared_memory_per_block(target)
+    return {"bytes": used, "limit": limit, "fits": used <= limit}
+
+
+def _rasterization(func: Any) -> dict[str, Any]:
+    """How T.use_swizzle remaps block indices: the order (`row`, `column`, as T.use_swizzle spells it) and
+    the panel size; `{}` when the kernel launches blocks in plain order."""
+    found: dict[str, Any] = {}
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.AttrStmt) and node.attr_key == SWIZZLE_PATTERN:
+            device_function, panel_size = (_plain(a) for a in node.value.args)
+            found.update(order=device_function.removeprefix("rasterization2D").lower(), panel_size=panel_size)
+
+    _visit(func.body, visit)
+    return found
+
+
+def _gemms(func: Any, target: str) -> list[dict[str, str]]:
+    """Each tile GEMM (in program order; the copies software pipelining makes count once): its operands,
+    its M x N x K, the warp policy it was written with, and the warp partition TileLang chose for it,
+    read from the thread layout inferred for its accumulator (absent where that is not a fragment,
+    as tensor memory is)."""
+    layouts: dict[str, Any] = {}
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.SBlock) and "layout_map" in node.annotations:
+            for buffer, layout in node.annotations["layout_map"].items():
+                layouts.setdefault(str(buffer.name), layout)
+
+    _visit(func.body, visit)
+    gemms: list[dict[str, str]] = []
+    for call in (c for op in DENSE_GEMM_OPS for c in _calls(func.body, op)):
+        a, b, c = (_region(arg) for arg in call.args[:3])
+        m, n, k, policy = (_plain(arg) for arg in call.args[5:9])
+        gemm = {
+            "operands": f"{a.buffer.name}, {b.buffer.name} -> {c.buffer.name}",
+            "tile": f"{m} x {n} x {k}",
+            "policy": WARP_POLICIES[policy] if policy < len(WARP_POLICIES) else str(policy),
+        }
+        layout = layouts.get(str(c.buffer.name))
+        if hasattr(layout, "forward_thread"):
+            gemm.update(_warp_partition(layout, c.indices, m, n, warp_size(target)))
+        if gemm not in gemms:
+            gemms.append(gemm)
+    return gemms
+
+
+def _region(arg: Any) -> Any:
+    """The BufferLoad at the start of a tile op's region argument (`T.region(buf[i, j], mode, extents...)`)."""
+    return arg.args[0] if isinstance(arg, tirx.Call) else arg
+
+
+def _warp_partition(layout: Any, start: Any, m: int, n: int, warp: int) -> dict[str, str]:
+    """Warps along M and along N, and the rows x columns one warp holds, from the thread that holds each
+    element of the accumulator's first column and first row (a partition TileLang chose is a grid of warps)."""
+    variables = list(layout.get_forward_vars())
+    analyzer = arith.Analyzer()
+
+    def warp_of(row: int, column: int) -> int | None:
+        index = [*start[:-2], start[-2] + row, start[-1] + column]
+        thread = analyzer.simplify(substitute(layout.forward_thread, dict(zip(variables, index, strict=True))))
+        return thread.value // warp if isinstance(thread, tirx.IntImm) else None
+
+    column = [warp_of(i, 0) for i in range(m)]
+    row = [warp_of(0, j) for j in range(n)]
+    if None in column or None in row:  # a thread that depends on a loop or a replica: no fixed grid to read
+        return {}
+    along_m, along_n = len(set(column)), len(set(row))
+    return {"warps": f"{along_m} x {along_n}", "warp_tile": f"{column.count(column[0])} x {row.count(row[0])}"}
+
+
+def _warp_shuffles(func: Any) -> dict[str, int]:
+    """Call sites per op moving values between a warp's lanes (`tl.shfl_xor_sync`, `tl.warp_reduce_sum`,
+    `tirx.tvm_warp_shuffle_down`), and the block reductions built on them (`tl::AllReduce<...>`)."""
+    sites: Counter[str] = Counter()
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.Call):
+            name = _op_name(node)
+            if name.startswith(WARP_SHUFFLE_PREFIXES):
+                sites[name] += 1
+            elif name == "tirx.call_extern" and str(_plain(node.args[0])).startswith(BLOCK_ALL_REDUCE):
+                sites[str(_plain(node.args[0])).removesuffix("::run")] += 1
+
+    _visit(func.body, visit)
+    return dict(sorted(sites.items()))
+
+
+def _conversions(func: Any) -> dict[str, int]:
+    """Casts per `from -> to` type (with lanes: `float32x4 -> float8_e4m3fnx4`), wherever a floating-point
+    type is on either side; casts between integer types are index arithmetic and left out."""
+    casts: Counter[str] = Counter()
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.Cast) and not all(_is_integer(t) for t in (node.value.dtype, node.dtype)):
+            casts[f"{node.value.dtype} -> {node.dtype}"] += 1
+
+    _visit(func.body, visit)
+    return dict(sorted(casts.items()))
+
+
+def _is_integer(dtype: Any) -> bool:
+    return str(dtype).startswith(("int", "uint", "bool"))
 
 
 def _layouts(func: Any) -> dict[str, str]:

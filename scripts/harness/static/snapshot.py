@@ -30,6 +30,10 @@ FORMAT_CHANGELOG = {
     "(sync.cp_async_* only on CUDA sm_80+, sync.tma_loads and sync.mbarriers only on sm_90+, sync.lds_copies and "
     "sync.vmcnt_waits only on HIP); mma.families names mfma, mma.shapes lists the instruction shapes; "
     "tensor_memory (columns per T.alloc_tmem buffer) on sm_100a-class targets only",
+    6: "facts reviewers look for: shared_memory (the block's bytes against the target's per-block limit, and "
+    "whether they fit), rasterization (T.use_swizzle's order and panel size), gemms (per tile GEMM its operands, "
+    "tile, warp policy, warps along M x N and the warp's tile), warp_shuffles (call sites per shuffle or warp "
+    "reduction), conversions (casts per from -> to type)",
 }
 FORMAT_VERSION = max(FORMAT_CHANGELOG)
 # The last format that changed what a `.cu` holds: its header names that one, so a format change
@@ -101,6 +105,11 @@ FACTS_SCHEMA: dict[str, type | tuple[type, ...]] = {
     "loops": dict,
     "vector_stores": dict,
     "shared_addressing": dict,
+    "shared_memory": dict,
+    "rasterization": dict,
+    "gemms": list,
+    "warp_shuffles": dict,
+    "conversions": dict,
 }
 # Top-level keys only some targets have (harness.static.facts.Hardware), with their types.
 OPTIONAL_FACTS: dict[str, type | tuple[type, ...]] = {"tensor_memory": dict}

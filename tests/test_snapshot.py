@@ -124,18 +124,19 @@ def test_one_changed_count_is_one_changed_line_of_the_facts():
 
     facts = yaml.safe_load((REPO / "golden/layer_norm/threads256/sm_90.yaml").read_text())
     before = render_facts(facts)
-    name = sorted(facts["instructions"])[0]
-    facts["instructions"][name] += 1
-    facts["layouts"]["x"] = "fragment 00000000"
+    (kernel,) = facts["kernels"]
+    name = sorted(kernel["instructions"])[0]
+    kernel["instructions"][name] += 1
+    kernel["layouts"]["x"] = "fragment 00000000"
     after = render_facts(facts)
     changed = [
         line
         for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
         if line[:1] in "+-" and line[:3] not in ("+++", "---")
     ]
-    old_x = yaml.safe_load(before)["layouts"]["x"]
-    count = facts["instructions"][name]
+    old_x = yaml.safe_load(before)["kernels"][0]["layouts"]["x"]
+    count = kernel["instructions"][name]
     assert sorted(changed) == sorted(
-        [f"-  x: {old_x}", "+  x: fragment 00000000", f"-  {name}: {count - 1}", f"+  {name}: {count}"]
+        [f"-    x: {old_x}", "+    x: fragment 00000000", f"-    {name}: {count - 1}", f"+    {name}: {count}"]
     )
     assert yaml.safe_load(after) == facts

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 try:
-    from harness.family import only_kernel
     from harness.static.lowering import tilelang_unavailable
     from harness.targets import TARGETS, source_suffix
 except ModuleNotFoundError as missing:  # a Python without this project (or without anything installed)
@@ -130,6 +129,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def describe(num_stages: int, facts: Mapping[str, Any]) -> list[str]:
     """The report block of one N, read from its extracted facts (the module's one kernel). A fact the target's
     hardware does not have (no TMA on HIP, say) is absent from its facts and left out here, never shown as 0."""
+    from harness.family import only_kernel
+
     case = facts["case"]
     target = case["target"]
     where = f"{case['family']}/{case['variant']}/{target}"
@@ -200,6 +201,7 @@ def report_criteria(
 
 def report(facts_by_n: Mapping[int, Mapping[str, Any]]) -> int:
     """Print every N's block and the criteria; the exit status."""
+    from harness.family import only_kernel
     from kernels.gemm_num_stages import not_applicable, num_stages_criteria
 
     for n in sorted(facts_by_n):

@@ -327,3 +327,12 @@ def test_a_changed_field_names_its_kernel_where_the_module_launches_several():
     assert changed_fields(facts, changed) == ["kernels.split_sum_kernel_1.launch.threads"]
     one, changed_one = ({**side, "kernels": side["kernels"][1:]} for side in (facts, changed))
     assert changed_fields(one, changed_one) == ["launch.threads"]  # one kernel: named as it always was
+
+
+def test_kernels_that_cannot_be_paired_with_their_launch_scopes_are_refused():
+    import dataclasses
+
+    split, single = lower(split_sum_case("sm_80")), lower(num_stages_case(0, "sm_80"))
+    mixed = dataclasses.replace(split, device_ir=single.device_ir, host_ir=single.host_ir)
+    with pytest.raises(ValueError, match=r"split/only/sm_80: cannot pair each device kernel \['gemm_kernel'\]"):
+        extract_facts(mixed)

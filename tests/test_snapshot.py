@@ -14,6 +14,7 @@ from harness.static.snapshot import (
     FACTS_SCHEMA,
     FORMAT_CHANGELOG,
     FORMAT_VERSION,
+    KERNEL_SCHEMA,
     CorruptSnapshot,
     SnapshotStore,
     cuda_header,
@@ -83,7 +84,9 @@ def test_every_format_has_a_changelog_entry_and_the_cu_header_names_the_last_tha
     assert CUDA_FORMAT_VERSION <= FORMAT_VERSION
     assert f"(snapshot format {CUDA_FORMAT_VERSION})" in cuda_header("f/v/sm_80", "sm_80")
     for key in ("layouts", "instructions", "loops", "vector_stores", "shared_addressing"):
-        assert key in FORMAT_CHANGELOG[3] and key in FACTS_SCHEMA
+        assert key in FORMAT_CHANGELOG[3] and key in KERNEL_SCHEMA
+    for key in ("kernels", "warnings"):
+        assert key in FORMAT_CHANGELOG[6] and key in FACTS_SCHEMA
 
 
 def test_a_facts_file_of_an_earlier_format_is_refused_with_the_fix():
@@ -91,9 +94,16 @@ def test_a_facts_file_of_an_earlier_format_is_refused_with_the_fix():
     assert parse_facts(text, "x.yaml")["format"] == FORMAT_VERSION
     with pytest.raises(CorruptSnapshot, match="snapshot format 2, .*run `nox -s regen-golden`"):
         parse_facts(text.replace(f"format: {FORMAT_VERSION}", "format: 2"), "x.yaml")
-    without = {key: value for key, value in yaml.safe_load(text).items() if key != "loops"}
-    with pytest.raises(CorruptSnapshot, match="missing keys \\['loops'\\]"):
+    facts = yaml.safe_load(text)
+    without = {key: value for key, value in facts.items() if key != "warnings"}
+    with pytest.raises(CorruptSnapshot, match="missing keys \\['warnings'\\]"):
         parse_facts(yaml.safe_dump(without), "x.yaml")
+    (kernel,) = facts["kernels"]
+    without = {**facts, "kernels": [{key: value for key, value in kernel.items() if key != "loops"}]}
+    with pytest.raises(CorruptSnapshot, match=f"kernel {kernel['name']}: missing keys \\['loops'\\]"):
+        parse_facts(yaml.safe_dump(without), "x.yaml")
+    with pytest.raises(CorruptSnapshot, match="kernels is empty, expected one entry per device kernel"):
+        parse_facts(yaml.safe_dump({**facts, "kernels": []}), "x.yaml")
 
 
 def test_two_differing_lowerings_are_refused_in_one_readable_message(tmp_path):

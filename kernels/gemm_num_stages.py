@@ -176,7 +176,7 @@ def check_sweep(cases: Sequence[CaseFacts]) -> list[Claim]:
     """Seed 01's criteria over one tile shape and target (one group); recorded deviations expected."""
     target = cases[0].target
     deviations = DEVIATIONS.get(target, {})
-    facts = {case.params["num_stages"]: case.facts for case in cases}
+    facts = {case.params["num_stages"]: case.kernel for case in cases}
     return [
         replace(claim, expected=claim.name not in deviations, why=deviations.get(claim.name, ""))
         for claim in num_stages_criteria(facts)

@@ -109,7 +109,7 @@ def _columns(cuda: str, call: str) -> list[int]:
 
 def tcgen05_claims(case: CaseFacts) -> list[Claim]:
     """The five claims for one case; each reads fresh facts and the normalized CUDA."""
-    facts, cuda, p = case.facts, case.cuda, case.params
+    facts, cuda, p = case.kernel, case.cuda, case.params
     prefix = f"{case.variant.name}/{case.target}: "
     instructions = facts["instructions"]
     mma, sync = facts["mma"], facts["sync"]

@@ -127,11 +127,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def describe(num_stages: int, facts: Mapping[str, Any]) -> list[str]:
-    """The report block of one N, read from its extracted facts. A fact the target's hardware does not
-    have (no TMA on HIP, say) is absent from its facts and left out here, never shown as 0."""
+    """The report block of one N, read from its extracted facts (the module's one kernel). A fact the target's
+    hardware does not have (no TMA on HIP, say) is absent from its facts and left out here, never shown as 0."""
+    from harness.family import only_kernel
+
     case = facts["case"]
     target = case["target"]
-    lines = [f"== num_stages = {num_stages}  ({case['family']}/{case['variant']}/{target}) =="]
+    where = f"{case['family']}/{case['variant']}/{target}"
+    lines = [f"== num_stages = {num_stages}  ({where}) =="]
+    facts = only_kernel(facts, where)
     loops = facts["pipelines"]
     if not loops:
         why = " (the loop was warp-specialized before it)" if facts["warp_specialized"] else ""
@@ -197,14 +201,16 @@ def report_criteria(
 
 def report(facts_by_n: Mapping[int, Mapping[str, Any]]) -> int:
     """Print every N's block and the criteria; the exit status."""
+    from harness.family import only_kernel
     from kernels.gemm_num_stages import not_applicable, num_stages_criteria
 
     for n in sorted(facts_by_n):
         print("\n".join(describe(n, facts_by_n[n])))
         print()
     target = next(iter(facts_by_n.values()))["case"]["target"] if facts_by_n else ""
+    kernel_by_n = {n: only_kernel(facts, f"num_stages = {n}") for n, facts in facts_by_n.items()}
     lines, passed = report_criteria(
-        num_stages_criteria(facts_by_n), sorted(facts_by_n), not_applicable(facts_by_n), target
+        num_stages_criteria(kernel_by_n), sorted(kernel_by_n), not_applicable(kernel_by_n), target
     )
     print("\n".join(lines))
     return 0 if passed else EXIT_CRITERION_FAILED

@@ -256,7 +256,7 @@ def result(
             "arguments": gemm_arguments(c.params),
             "outputs": GEMM_OUTPUTS,
             "tolerances": (c.family.tolerance,),
-            "dynamic_shared_memory_bytes": shared,
+            "launches": {"main_kernel": shared},
             "registers_per_thread": 168,
             "compile_target": "sm_90a",
             **compiled,

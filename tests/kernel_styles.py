@@ -1,6 +1,7 @@
 """One small kernel in each style TileLang's users write, as test fixtures: an eager jit function, a
-lazy jit factory, an autotuned jit function, a plain PrimFunc factory, a ready @T.prim_func, and
-an eager kernel with two reductions of one kind. `family(kernel, ...)` wraps any of them.
+lazy jit factory, an autotuned jit function, a plain PrimFunc factory, a ready @T.prim_func, an
+eager kernel with two reductions of one kind, a split kernel with its combine kernel in one PrimFunc,
+and a kernel that reads a fragment before writing it. `family(kernel, ...)` wraps any of them.
 
 Then small kernels that each exercise one fact reviewers look for, with the one token a test changes
 as a parameter: block rasterization, a GEMM's warp policy, a warp-shuffle reduction, a dtype cast,
@@ -91,6 +92,53 @@ def accumulate_factory(rows: int, cols: int, block_rows: int = 8, threads: int =
                 Y[bx * block_rows + i, j] = X[bx * block_rows + i, j] * T.float16(2)
 
     return accumulate
+
+
+def split_sum_factory(rows: int, cols: int, splits: int = 4, threads: int = 128) -> Any:
+    """Row sums in two kernels, as split-K and split-KV decoding write them: the first sums `splits` slices of
+    each row block into a global scratch buffer through a pipelined loop over shared memory, the second (fewer
+    threads, one block per row block) adds the partials."""
+    part = cols // splits
+    steps = part // threads
+
+    @T.prim_func
+    def split_sum(X: T.Tensor((rows, cols), "float32"), Y: T.Tensor((rows,), "float32")):
+        partial = T.alloc_global((rows, splits), "float32")
+        with T.Kernel(splits, rows, threads=threads) as (bx, by):
+            tile = T.alloc_shared((threads,), "float32")
+            acc = T.alloc_fragment((threads,), "float32")
+            total = T.alloc_fragment((1,), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(steps, num_stages=2):
+                T.copy(X[by, bx * part + k * threads], tile)
+                for i in T.Parallel(threads):
+                    acc[i] += tile[i]
+            T.reduce_sum(acc, total, dim=0)
+            partial[by, bx] = total[0]
+        with T.Kernel(rows, threads=32) as by:
+            partials = T.alloc_fragment((splits,), "float32")
+            total = T.alloc_fragment((1,), "float32")
+            T.copy(partial[by, 0], partials)
+            T.reduce_sum(partials, total, dim=0)
+            Y[by] = total[0]
+
+    return split_sum
+
+
+def row_max_uncleared_factory(rows: int, cols: int, block_rows: int = 4, threads: int = 128) -> Any:
+    """A row maximum into a fragment nothing wrote before (`clear=False`): TileLang warns that it reads it
+    before initialization."""
+
+    @T.prim_func
+    def row_max(X: T.Tensor((rows, cols), "float32"), Y: T.Tensor((rows,), "float32")):
+        with T.Kernel(rows // block_rows, threads=threads) as bx:
+            tile = T.alloc_fragment((block_rows, cols), "float32")
+            largest = T.alloc_fragment((block_rows,), "float32")
+            T.copy(X[bx * block_rows, 0], tile)
+            T.reduce_max(tile, largest, dim=1, clear=False)
+            T.copy(largest, Y[bx * block_rows])
+
+    return row_max
 
 
 lazy_scale = tilelang.jit(out_idx=[1])(scale_factory)

@@ -84,9 +84,15 @@ CASES = {
 
 
 @pytest.fixture(scope="module")
-def lowered() -> dict[str, tuple[dict, str]]:
-    """name -> (facts, emitted source)."""
+def extracted() -> dict[str, tuple[dict, str]]:
+    """name -> (the module's facts, emitted source)."""
     return {name: (extract_facts(low), low.cuda) for name, low in ((n, lower(c)) for n, c in CASES.items())}
+
+
+@pytest.fixture(scope="module")
+def lowered(extracted) -> dict[str, tuple[dict, str]]:
+    """name -> (the facts of its one kernel, emitted source)."""
+    return {name: (facts["kernels"][0], source) for name, (facts, source) in extracted.items()}
 
 
 @pytest.mark.parametrize("name", ["gfx942", "gfx950"])
@@ -158,21 +164,26 @@ def test_mma_shapes_are_the_shapes_the_instructions_name(lowered, name, shape, i
     assert any(key.startswith(instruction) for key in facts["instructions"])
 
 
-def test_tensor_memory_is_an_optional_fact_of_the_snapshot(lowered):
-    facts, _ = lowered["tcgen05"]
+def test_tensor_memory_is_an_optional_fact_of_the_snapshot(extracted):
+    facts, _ = extracted["tcgen05"]
+    (kernel,) = facts["kernels"]
+
+    def with_kernel(kernel: dict) -> dict:
+        return {**facts, "kernels": [kernel]}
+
     assert parse_facts(render_facts(facts), "x.yaml") == facts
-    without = {key: value for key, value in facts.items() if key != "tensor_memory"}
+    without = with_kernel({key: value for key, value in kernel.items() if key != "tensor_memory"})
     assert parse_facts(render_facts(without), "x.yaml") == without  # other targets have none
-    with pytest.raises(CorruptSnapshot, match="tensor_memory is list, expected dict"):
-        parse_facts(render_facts({**facts, "tensor_memory": [128]}), "x.yaml")
+    with pytest.raises(CorruptSnapshot, match=f"kernel {kernel['name']}: tensor_memory is list, expected dict"):
+        parse_facts(render_facts(with_kernel({**kernel, "tensor_memory": [128]})), "x.yaml")
 
 
-def test_the_num_stages_report_names_only_the_machinery_the_target_has(lowered):
+def test_the_num_stages_report_names_only_the_machinery_the_target_has(extracted):
     from script_runner import load_script
 
     describe = load_script("lower_num_stages").describe
-    sm80, sm90, hip = (describe(3, lowered[name][0])[-1] for name in ("sm_80", "sm_90", "gfx950"))
+    sm80, sm90, hip = (describe(3, extracted[name][0])[-1] for name in ("sm_80", "sm_90", "gfx950"))
     assert sm80 == "warp specialized = no, threads = 128, MMA = mma.sync"
     assert sm90 == "warp specialized = yes, threads = 256, TMA loads = 2, mbarriers = 4, MMA = wgmma"
     assert hip == "warp specialized = no, threads = 128, MMA = mfma"
-    assert "s_waitcnt vmcnt arguments = [2, 1, 0]" in describe(3, lowered["gfx950"][0])
+    assert "s_waitcnt vmcnt arguments = [2, 1, 0]" in describe(3, extracted["gfx950"][0])

@@ -73,7 +73,7 @@ def test_real_static_failure_becomes_annotations_and_summary(golden_session, tmp
     assert set(by_path) == {f"golden/{SMALL_CASE}.cu", f"golden/{SMALL_CASE}.yaml"}
     facts_change = by_path[f"golden/{SMALL_CASE}.yaml"]
     assert facts_change.kind is ChangeKind.FACTS
-    assert facts_change.fields == ("dynamic_shared_memory_bytes: 1234 -> 8192",)
+    assert facts_change.fields == ("kernels.0.dynamic_shared_memory_bytes: 1234 -> 8192",)
     cuda_change = by_path[f"golden/{SMALL_CASE}.cu"]
     assert cuda_change.kind is ChangeKind.CUDA
     assert any(line.startswith("-") and "__syncwarp();" in line for line in cuda_change.diff)
@@ -83,14 +83,15 @@ def test_real_static_failure_becomes_annotations_and_summary(golden_session, tmp
     lines = error_annotations(report)
     assert len(lines) == 3 and all(line.startswith("::error file=golden/") for line in lines)
     yaml_line = next(line for line in lines if f"{SMALL_CASE}.yaml" in line)
-    assert "dynamic_shared_memory_bytes: 1234 -> 8192%0Ato accept these changes: nox -s regen-golden" in yaml_line
+    accept = "kernels.0.dynamic_shared_memory_bytes: 1234 -> 8192%0Ato accept these changes: nox -s regen-golden"
+    assert accept in yaml_line
     assert f"title={escape_property(SMALL_CASE)}%3A 1 field(s) changed::" in yaml_line
 
     summary = render_job_summary(report, "Golden snapshots", "golden-pending-shard-1")
     assert summary.startswith("## Golden snapshots: 2 of 2 checks failed")
     assert "Snapshot files by kind: 1 CUDA changed, 1 facts changed, 1 orphan." in summary
     assert f"| `{SMALL_CASE}` | `golden/{SMALL_CASE}.yaml` | 1 field(s) changed |" in summary
-    assert "  dynamic_shared_memory_bytes: 1234 -> 8192" in summary
+    assert "  kernels.0.dynamic_shared_memory_bytes: 1234 -> 8192" in summary
     assert "`golden-pending-shard-1`" in summary
 
 

@@ -20,6 +20,12 @@ from harness.targets import SHARED_MEMORY_PER_BLOCK, TARGETS, warp_size
 from kernels.gemm_num_stages import FAMILY, variant
 
 
+def kernel_facts(lowering) -> dict:
+    """The facts of the lowering's one device kernel."""
+    (kernel,) = extract_facts(lowering)["kernels"]
+    return kernel
+
+
 def num_stages_case(n: int, target: str, tile=(128, 128, 32)) -> Case:
     return Case(FAMILY, variant(n, *tile), target)
 
@@ -37,7 +43,7 @@ SM80 = {
 @pytest.mark.parametrize("n", sorted(SM80))
 def test_sm80_facts_match_measured_values(n):
     stage, order, a_shape, smem, waits, syncs = SM80[n]
-    facts = extract_facts(lower(num_stages_case(n, "sm_80")))
+    facts = kernel_facts(lower(num_stages_case(n, "sm_80")))
     (loop,) = facts["pipelines"]
     assert loop["software_pipeline_stage"] == stage
     assert loop["software_pipeline_order"] == order
@@ -51,14 +57,14 @@ def test_sm80_facts_match_measured_values(n):
 
 
 def test_num_stages_zero_has_no_pipeline():
-    facts = extract_facts(lower(num_stages_case(0, "sm_80")))
+    facts = kernel_facts(lower(num_stages_case(0, "sm_80")))
     assert facts["pipelines"] == []
     assert facts["sync"]["cp_async_wait"] == []
 
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_sm90_is_warp_specialized_with_tma_and_mbarriers(n):
-    facts = extract_facts(lower(num_stages_case(n, "sm_90")))
+    facts = kernel_facts(lower(num_stages_case(n, "sm_90")))
     assert facts["warp_specialized"] is True
     assert facts["launch"]["threads"] == [256, 1, 1]
     assert facts["sync"]["tma_loads"] > 0
@@ -80,7 +86,7 @@ def _cuda_counts(cuda: str) -> dict:
 @pytest.mark.parametrize("n, target", [(0, "sm_80"), (1, "sm_80"), (4, "sm_80"), (1, "sm_90"), (4, "sm_90")])
 def test_ir_facts_agree_with_cuda_text(n, target):
     lowering = lower(num_stages_case(n, target, tile=(64, 64, 32)))
-    facts, text = extract_facts(lowering), _cuda_counts(lowering.cuda)
+    facts, text = kernel_facts(lowering), _cuda_counts(lowering.cuda)
     sync = facts["sync"]
     assert sync["syncthreads_main_loop"] + sync["syncthreads_elsewhere"] == text["syncthreads"]
     assert sync["cp_async_wait"] == text["cp_async_wait"]
@@ -101,7 +107,7 @@ def test_steady_state_loop_is_the_k_loop_in_cuda():
         if depth == 0:
             end = i
             break
-    facts = extract_facts(lower(num_stages_case(3, "sm_80")))
+    facts = kernel_facts(lower(num_stages_case(3, "sm_80")))
     assert cuda[start:end].count("__syncthreads()") == facts["sync"]["syncthreads_main_loop"] == 2
 
 
@@ -120,7 +126,7 @@ EXPLAINED = (
 
 def lowered(case_id: str) -> tuple[dict, str]:
     lowering = lower(CASES[case_id])
-    return extract_facts(lowering), lowering.cuda
+    return kernel_facts(lowering), lowering.cuda
 
 
 # Instruction (as the facts name it) -> how the CUDA text calls it.
@@ -280,7 +286,7 @@ def probe_case(kernel, shape: dict, target: str, **params) -> Case:
 def probe(kernel, shape: dict, target: str, **params) -> tuple[dict, str]:
     """Facts and source of `kernel` built with `shape` and `params`, lowered for `target`."""
     lowering = lower(probe_case(kernel, shape, target, **params))
-    return extract_facts(lowering), lowering.cuda
+    return kernel_facts(lowering), lowering.cuda
 
 
 GEMM = {"M": 256, "N": 256, "K": 256}
@@ -338,9 +344,9 @@ def test_full_row_and_full_col_give_other_warp_partitions():
 def test_a_pipelined_gemm_is_one_gemm_and_a_tensor_memory_accumulator_has_no_warp_grid():
     from test_backend_facts import TCGEN05_PROBE
 
-    facts = extract_facts(lower(num_stages_case(3, "sm_80")))  # its tile GEMM copied into prologue, loop, epilogue
+    facts = kernel_facts(lower(num_stages_case(3, "sm_80")))  # its tile GEMM copied into prologue, loop, epilogue
     assert [g["operands"] for g in facts["gemms"]] == ["A_s, B_s -> C_l"]
-    tcgen05 = extract_facts(lower(Case(TCGEN05_PROBE, TCGEN05_PROBE.variants[0], "sm_100a")))
+    tcgen05 = kernel_facts(lower(Case(TCGEN05_PROBE, TCGEN05_PROBE.variants[0], "sm_100a")))
     (gemm,) = tcgen05["gemms"]
     assert gemm["operands"] == "A_s, B_s -> C_tmem" and "warps" not in gemm
 
@@ -400,7 +406,92 @@ def test_shared_memory_is_the_dynamic_buffer_and_the_mbarriers(case_id):
 
 
 def test_review_facts_are_part_of_the_snapshot_schema():
-    facts, _ = lowered("linear_bf16/swizzle/sm_90")
+    facts = extract_facts(lower(CASES["linear_bf16/swizzle/sm_90"]))
     assert parse_facts(render_facts(facts), "x.yaml") == facts
-    with pytest.raises(CorruptSnapshot, match="gemms is dict, expected list"):
-        parse_facts(render_facts({**facts, "gemms": {}}), "x.yaml")
+    (kernel,) = facts["kernels"]
+    with pytest.raises(CorruptSnapshot, match=f"kernel {kernel['name']}: gemms is dict, expected list"):
+        parse_facts(render_facts({**facts, "kernels": [{**kernel, "gemms": {}}]}), "x.yaml")
+
+
+# -- several device kernels in one module -----------------------------------------------------------
+
+
+def split_sum_case(target: str) -> Case:
+    """Two T.Kernel scopes in one PrimFunc (tests/kernel_styles.py): a pipelined split kernel, then a combine."""
+    import kernel_styles as styles
+
+    family = styles.family(styles.split_sum_factory, {"splits": 2, "threads": 128}, name="split", outputs=[1])
+    return Case(family, family.variants[0], target)
+
+
+def _kernel_sources(source: str) -> dict[str, str]:
+    """Each `__global__` kernel's definition in the emitted text, by name."""
+    starts = [m for m in re.finditer(r"__global__ void (?:__launch_bounds__\([^)]*\) )?(\w+)\([^;{]*\{", source)]
+    return {m[1]: source[m.start() : (starts + [None])[i + 1].start() if i + 1 < len(starts) else len(source)]
+            for i, m in enumerate(starts)}  # fmt: skip
+
+
+@pytest.mark.parametrize("target", ["sm_80", "gfx942"])
+def test_each_kernel_of_a_module_has_its_own_facts_in_launch_order(target):
+    lowering = lower(split_sum_case(target))
+    facts = extract_facts(lowering)
+    split, combine = facts["kernels"]
+    assert [split["name"], combine["name"]] == ["split_sum_kernel", "split_sum_kernel_1"]
+    assert lowering.cuda.index(f"void {combine['name']}(") > 0  # one source holds both kernels
+    assert split["launch"] == {"grid": [2, 256, 1], "threads": [128, 1, 1]}  # T.Kernel(splits, rows, threads=128)
+    assert combine["launch"] == {"grid": [256, 1, 1], "threads": [32, 1, 1]}  # T.Kernel(rows, threads=32)
+    # What each scope allocates is its own: shared memory and layouts are read per launch scope.
+    assert set(split["shared_buffers"]) == {"tile"} and combine["shared_buffers"] == {}
+    assert set(split["layouts"]) - {"tile"} == {"acc", "total"}  # the shared tile's layout, where one is inferred
+    assert set(combine["layouts"]) == {"partials", "total"}
+    assert split["layouts"]["total"] != combine["layouts"]["total"]  # two buffers of one name, one per kernel
+    assert split["dynamic_shared_memory_bytes"] > 0 and combine["dynamic_shared_memory_bytes"] == 0
+    # Each kernel's instructions are the calls of its own definition in the text.
+    sources = _kernel_sources(lowering.cuda)
+    for kernel in (split, combine):
+        (reduction,) = [name for name in kernel["instructions"] if "AllReduce" in name]
+        threads = kernel["launch"]["threads"][0] if kernel is split else 2  # the combine reduces 2 partials
+        assert f"tl::SumOp, {threads}, 1, 0" in reduction
+        assert sources[kernel["name"]].count("tl::AllReduce<") == kernel["instructions"][reduction]
+    assert parse_facts(render_facts(facts), "split.yaml") == facts
+
+
+def test_the_split_kernels_pipeline_is_its_own():
+    split, combine = extract_facts(lower(split_sum_case("sm_80")))["kernels"]
+    (loop,) = split["pipelines"]
+    assert loop["loop_var"] == "k" and loop["tl_pipelined_num_stages"] == 2 and loop["extent"] == 2
+    assert split["shared_buffers"]["tile"]["shape"] == [2, 128]  # two versions of the tile
+    assert split["sync"]["cp_async_copies"] > 0 and combine["sync"]["cp_async_copies"] == 0
+    assert combine["pipelines"] == []
+
+
+def test_a_family_check_reading_the_only_kernel_of_two_is_told_to_read_each():
+    from harness.family import CaseFacts, FamilyError
+
+    case = split_sum_case("sm_80")
+    seen = CaseFacts(case.variant, case.target, case.params, extract_facts(lower(case)), "")
+    assert [kernel["name"] for kernel in seen.kernels] == ["split_sum_kernel", "split_sum_kernel_1"]
+    with pytest.raises(FamilyError, match=r"only/sm_80: the module launches 2 device kernels .*CaseFacts.kernels"):
+        _ = seen.kernel
+
+
+def test_a_changed_field_names_its_kernel_where_the_module_launches_several():
+    import copy
+
+    from harness.static.diff import changed_fields
+
+    facts = extract_facts(lower(split_sum_case("sm_80")))
+    changed = copy.deepcopy(facts)
+    changed["kernels"][1]["launch"]["threads"] = [64, 1, 1]
+    assert changed_fields(facts, changed) == ["kernels.split_sum_kernel_1.launch.threads"]
+    one, changed_one = ({**side, "kernels": side["kernels"][1:]} for side in (facts, changed))
+    assert changed_fields(one, changed_one) == ["launch.threads"]  # one kernel: named as it always was
+
+
+def test_kernels_that_cannot_be_paired_with_their_launch_scopes_are_refused():
+    import dataclasses
+
+    split, single = lower(split_sum_case("sm_80")), lower(num_stages_case(0, "sm_80"))
+    mixed = dataclasses.replace(split, device_ir=single.device_ir, host_ir=single.host_ir)
+    with pytest.raises(ValueError, match=r"split/only/sm_80: cannot pair each device kernel \['gemm_kernel'\]"):
+        extract_facts(mixed)

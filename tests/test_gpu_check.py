@@ -124,23 +124,26 @@ def test_compute_capability_maps_to_a_snapshot_target():
 FACTS = """format: {format}
 case: {{family: gemm_relu_schedules, variant: v0_baseline, target: sm_90}}
 params: {{}}
-pipelines: []
-warp_specialized: true
-shared_buffers: {{}}
-dynamic_shared_memory_bytes: {shared}
-launch: {{grid: [1, 1, 1], threads: [1, 1, 1]}}
-sync: {{}}
-mma: {{}}
-layouts: {{}}
-instructions: {{}}
-loops: {{}}
-vector_stores: {{}}
-shared_addressing: {{}}
-shared_memory: {{bytes: {shared}, limit: 232448, fits: true}}
-rasterization: {{}}
-gemms: []
-warp_shuffles: {{}}
-conversions: {{}}
+warnings: []
+kernels:
+- name: main_kernel
+  pipelines: []
+  warp_specialized: true
+  shared_buffers: {{}}
+  dynamic_shared_memory_bytes: {shared}
+  launch: {{grid: [1, 1, 1], threads: [1, 1, 1]}}
+  sync: {{}}
+  mma: {{}}
+  layouts: {{}}
+  instructions: {{}}
+  loops: {{}}
+  vector_stores: {{}}
+  shared_addressing: {{}}
+  shared_memory: {{bytes: {shared}, limit: 232448, fits: true}}
+  rasterization: {{}}
+  gemms: []
+  warp_shuffles: {{}}
+  conversions: {{}}
 """
 
 
@@ -149,7 +152,7 @@ def snapshot_result(tmp_path, launched: int, snapshot: int | None, cuda: str = "
     if snapshot is not None:
         store.write(f"{V0.id}.yaml", FACTS.format(format=FORMAT_VERSION, shared=snapshot))
         store.write(f"{V0.id}.cu", cuda_header(V0.id, "sm_90") + "__global__ void k() {}\n")
-    compiled = CompiledCase(V0, SimpleNamespace(kernel_source=cuda), dynamic_shared_memory_bytes=launched)
+    compiled = CompiledCase(V0, SimpleNamespace(kernel_source=cuda), launches={"main_kernel": launched})
     return check_snapshot(compiled, cuda, store)
 
 
@@ -169,8 +172,9 @@ def test_shared_memory_different_from_the_snapshot_fails_naming_file_and_command
     result = snapshot_result(tmp_path, 65536, 49152, cuda="__global__ void other() {}\n")
     (problem,) = result.problems
     path = f"{(tmp_path / 'golden').as_posix()}/gemm_relu_schedules/v0_baseline/sm_90.yaml"
-    assert problem.startswith(f"{path}: dynamic_shared_memory_bytes is 49152 in the snapshot")
-    assert "launches with 65536" in problem
+    snapshot = "the snapshot's kernels launch with dynamic shared memory {'main_kernel': 49152}"
+    assert problem.startswith(f"{path}: {snapshot}")
+    assert "compiled here launch with {'main_kernel': 65536}" in problem
     assert 'nox -s regen-golden -- -k "gemm_relu_schedules/v0_baseline/sm_90"' in problem
     assert result.cuda_matches is False
 
@@ -186,7 +190,7 @@ def test_the_snapshot_of_the_devices_target_is_the_one_read(tmp_path):
     store = SnapshotStore(tmp_path)
     sm80 = fake.case(fake.GEMM_RELU, "v0_baseline", "sm_80")
     store.write(f"{sm80.id}.yaml", FACTS.format(format=FORMAT_VERSION, shared=49152))
-    compiled = CompiledCase(sm80, SimpleNamespace(kernel_source=""), dynamic_shared_memory_bytes=49152)
+    compiled = CompiledCase(sm80, SimpleNamespace(kernel_source=""), launches={"main_kernel": 49152})
     result = check_snapshot(compiled, "", store)
     assert result.problems == () and result.path == f"{tmp_path.as_posix()}/{sm80.id}.yaml"
 

@@ -182,7 +182,7 @@ def test_a_hip_kernel_is_checked_against_its_hip_snapshot_and_its_registers_are_
     store.write(f"{case.id}.yaml", FACTS.format(format=FORMAT_VERSION, shared=0))
     store.write(f"{case.id}.hip", cuda_header(case.id, "gfx942") + "__global__ void k() {}\n")
     compiled = CompiledCase(case, SimpleNamespace(kernel_source="__global__ void k() {}\n"), binary=b"hsaco")
-    compiled.dynamic_shared_memory_bytes = 0
+    compiled.launches = {"main_kernel": 0}
     result = check_snapshot(compiled, compiled.kernel.kernel_source, store)
     assert case.source_file.endswith("/gfx942.hip") and result.problems == () and result.cuda_matches is True
     read_driver_resources(compiled)

@@ -15,7 +15,7 @@ from harness.gpu.compile import (
     DYNAMIC_SHARED_LAUNCH_PARAM,
     Argument,
     compile_cases,
-    device_kernel,
+    device_kernels,
     launch_dynamic_shared_memory,
     out_idx,
 )
@@ -47,27 +47,39 @@ def lowered(case: Case):
         return tilelang.lower(built.prim_func, target=tvm_target, enable_device_compile=False)
 
 
-def host_launch_shared_memory(artifact) -> int:
-    """The dynamic shared memory argument of the kernel's launch in the host IR."""
+def host_launch_shared_memory(artifact) -> dict[str, int]:
+    """The dynamic shared memory argument of each kernel's launch in the host IR, by kernel."""
     from tvm import tirx
     from tvm.tirx.stmt_functor import pre_order_visit
 
-    kernel = device_kernel(artifact.device_mod)
-    symbol = str(kernel.attrs["global_symbol"])
-    params = [str(p) for p in kernel.attrs["tirx.kernel_launch_params"]]
-    launches = []
+    passed = {}
+    for symbol, kernel in device_kernels(artifact.device_mod).items():
+        params = [str(p) for p in kernel.attrs["tirx.kernel_launch_params"]]
+        launches = []
 
-    def visit(node):
-        if isinstance(node, tirx.Call) and getattr(node.op, "name", "") == "tirx.tvm_call_packed":
-            if isinstance(node.args[0], tirx.StringImm) and node.args[0].value == symbol:
-                launches.append(node)
-        return True
+        def visit(node, symbol=symbol, launches=launches):
+            if isinstance(node, tirx.Call) and getattr(node.op, "name", "") == "tirx.tvm_call_packed":
+                if isinstance(node.args[0], tirx.StringImm) and node.args[0].value == symbol:
+                    launches.append(node)
+            return True
 
-    for func in artifact.host_mod.functions.values():
-        pre_order_visit(func.body, visit)
-    assert len(launches) == 1
-    trailing = launches[0].args[len(launches[0].args) - len(params) :]
-    return int(trailing[params.index(DYNAMIC_SHARED_LAUNCH_PARAM)].value)
+        for func in artifact.host_mod.functions.values():
+            pre_order_visit(func.body, visit)
+        assert len(launches) == 1
+        if DYNAMIC_SHARED_LAUNCH_PARAM in params:
+            trailing = launches[0].args[len(launches[0].args) - len(params) :]
+            passed[symbol] = int(trailing[params.index(DYNAMIC_SHARED_LAUNCH_PARAM)].value)
+        else:
+            passed[symbol] = 0
+    return passed
+
+
+def test_each_kernel_of_a_module_launches_with_its_own_shared_memory():
+    family = styles.family(styles.split_sum_factory, {"splits": 4, "threads": 128}, name="split", outputs=[1])
+    artifact = lowered(Case(family, family.variants[0], "sm_80"))
+    read = launch_dynamic_shared_memory(SimpleNamespace(artifact=artifact))
+    assert read == host_launch_shared_memory(artifact)
+    assert list(read) == ["split_sum_kernel", "split_sum_kernel_1"] and read["split_sum_kernel"] > 0
 
 
 @pytest.mark.parametrize(
@@ -80,7 +92,8 @@ def test_launch_shared_memory_is_what_the_host_passes_and_the_snapshot_says(name
     read = launch_dynamic_shared_memory(SimpleNamespace(artifact=artifact))
     assert read == host_launch_shared_memory(artifact)
     snapshot = SnapshotStore(GOLDEN).read(f"{case.id}.yaml")
-    assert read == parse_facts(snapshot, case.id)["dynamic_shared_memory_bytes"]
+    kernels = parse_facts(snapshot, case.id)["kernels"]
+    assert read == {kernel["name"]: kernel["dynamic_shared_memory_bytes"] for kernel in kernels}
 
 
 @pytest.mark.parametrize("name", ["ns2_128x128x32", "v1_warp_policy"])

@@ -62,7 +62,7 @@ def test_annotation_lines_have_the_seed_form(sm80_run):
 
 @pytest.mark.parametrize("n", [int(n) for n in NS])
 def test_each_block_reports_the_extracted_facts(sm80_run, n):
-    facts = extract_facts(lower(Case(FAMILY, variant(n, 128, 128, 32), "sm_80")))
+    (facts,) = extract_facts(lower(Case(FAMILY, variant(n, 128, 128, 32), "sm_80")))["kernels"]
     block = "\n".join(block_of(sm80_run[1], n))
     sync = facts["sync"]
     assert f"dynamic shared memory = {facts['dynamic_shared_memory_bytes']} bytes" in block
@@ -93,7 +93,7 @@ def sweep_facts() -> dict[int, dict]:
 def test_altered_facts_make_a_criterion_fail_and_the_exit_status_one(sweep_facts, capsys):
     assert script.report(sweep_facts) == 0
     altered = copy.deepcopy(sweep_facts)
-    altered[3]["sync"]["syncthreads_main_loop"] += 1  # a barrier added to the steady-state loop
+    altered[3]["kernels"][0]["sync"]["syncthreads_main_loop"] += 1  # a barrier added to the steady-state loop
     assert script.report(altered) == script.EXIT_CRITERION_FAILED
     lines = capsys.readouterr().out.splitlines()
     (failed,) = [line for line in lines if line.startswith("FAIL")]
@@ -105,7 +105,7 @@ def test_altered_facts_make_a_criterion_fail_and_the_exit_status_one(sweep_facts
 def test_criteria_the_given_n_cannot_decide_are_shown_as_skipped(sweep_facts):
     from kernels.gemm_num_stages import num_stages_criteria
 
-    only_three = {3: sweep_facts[3]}
+    only_three = {3: sweep_facts[3]["kernels"][0]}
     lines, passed = script.report_criteria(num_stages_criteria(only_three), [3])
     assert passed
     assert lines[1].startswith(f"PASS  {NUM_STAGES_CRITERIA[0]}")
@@ -120,7 +120,7 @@ def without(facts_by_n: dict[int, dict], *paths: tuple[str, str], target: str = 
     for facts in altered.values():
         facts["case"]["target"] = target
         for group, key in paths:
-            del facts[group][key]
+            del facts["kernels"][0][group][key]
     return altered
 
 
@@ -141,7 +141,7 @@ def test_a_fact_the_target_does_not_have_makes_its_criterion_not_applicable_not_
 
 def test_a_criterion_not_applicable_still_lets_another_fail(sweep_facts, capsys):
     hip = without(sweep_facts, ("sync", "cp_async_wait"))
-    hip[3]["pipelines"] = []  # and the deepest N lost its annotation
+    hip[3]["kernels"][0]["pipelines"] = []  # and the deepest N lost its annotation
     assert script.report(hip) == script.EXIT_CRITERION_FAILED
     lines = capsys.readouterr().out.splitlines()
     assert f"N/A   {NUM_STAGES_CRITERIA[4]}  (not applicable on gfx942: {NO_WAITS})" in lines
@@ -153,9 +153,9 @@ def test_a_criterion_not_applicable_still_lets_another_fail(sweep_facts, capsys)
 def test_the_in_flight_criterion_reads_the_vmcnt_waits_of_a_hip_target(sweep_facts):
     from kernels.gemm_num_stages import num_stages_criteria
 
-    hip = without(sweep_facts, ("sync", "cp_async_wait"))
+    hip = {n: facts["kernels"][0] for n, facts in without(sweep_facts, ("sync", "cp_async_wait")).items()}
     for n, facts in hip.items():
-        facts["sync"]["vmcnt_waits"] = sweep_facts[n]["sync"]["cp_async_wait"]
+        facts["sync"]["vmcnt_waits"] = sweep_facts[n]["kernels"][0]["sync"]["cp_async_wait"]
     claims = {claim.name: claim for claim in num_stages_criteria(hip)}
     assert claims[NUM_STAGES_CRITERIA[4]].holds
     for facts in hip.values():
@@ -189,7 +189,7 @@ def test_sm90_prints_what_it_observes_and_fails_the_sm80_criteria():
     status, output, _ = run_main("--arch", "sm_90", "--tile", "64x64x32", "--num-stages", "2")
     assert status == script.EXIT_CRITERION_FAILED
     block = block_of(output, 2)
-    facts = extract_facts(lower(Case(FAMILY, variant(2, 64, 64, 32), "sm_90")))
+    (facts,) = extract_facts(lower(Case(FAMILY, variant(2, 64, 64, 32), "sm_90")))["kernels"]
     assert facts["warp_specialized"] and facts["pipelines"] == []
     assert block[0] == (
         "no loop carries a software pipeline annotation after tl.PipelinePlanning "

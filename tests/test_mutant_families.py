@@ -14,7 +14,7 @@ import harness.family
 # mutant family -> the module of the family it mutates (a leading `_`: not registered until the harness can
 # declare its outputs or its several kernels).
 REAL = {
-    "decode_splitkv": "kernels._decode_splitkv",
+    "decode_splitkv": "kernels.decode_splitkv",
     "fp8_cast": "kernels.fp8_cast",
     "gemm_splitk": "kernels.gemm_splitk",
     "inplace_update": "kernels.inplace_update",

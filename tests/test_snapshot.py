@@ -14,6 +14,7 @@ from harness.static.snapshot import (
     FACTS_SCHEMA,
     FORMAT_CHANGELOG,
     FORMAT_VERSION,
+    KERNEL_SCHEMA,
     CorruptSnapshot,
     SnapshotStore,
     cuda_header,
@@ -83,7 +84,9 @@ def test_every_format_has_a_changelog_entry_and_the_cu_header_names_the_last_tha
     assert CUDA_FORMAT_VERSION <= FORMAT_VERSION
     assert f"(snapshot format {CUDA_FORMAT_VERSION})" in cuda_header("f/v/sm_80", "sm_80")
     for key in ("layouts", "instructions", "loops", "vector_stores", "shared_addressing"):
-        assert key in FORMAT_CHANGELOG[3] and key in FACTS_SCHEMA
+        assert key in FORMAT_CHANGELOG[3] and key in KERNEL_SCHEMA
+    for key in ("kernels", "warnings"):
+        assert key in FORMAT_CHANGELOG[6] and key in FACTS_SCHEMA
 
 
 def test_a_facts_file_of_an_earlier_format_is_refused_with_the_fix():
@@ -91,9 +94,16 @@ def test_a_facts_file_of_an_earlier_format_is_refused_with_the_fix():
     assert parse_facts(text, "x.yaml")["format"] == FORMAT_VERSION
     with pytest.raises(CorruptSnapshot, match="snapshot format 2, .*run `nox -s regen-golden`"):
         parse_facts(text.replace(f"format: {FORMAT_VERSION}", "format: 2"), "x.yaml")
-    without = {key: value for key, value in yaml.safe_load(text).items() if key != "loops"}
-    with pytest.raises(CorruptSnapshot, match="missing keys \\['loops'\\]"):
+    facts = yaml.safe_load(text)
+    without = {key: value for key, value in facts.items() if key != "warnings"}
+    with pytest.raises(CorruptSnapshot, match="missing keys \\['warnings'\\]"):
         parse_facts(yaml.safe_dump(without), "x.yaml")
+    (kernel,) = facts["kernels"]
+    without = {**facts, "kernels": [{key: value for key, value in kernel.items() if key != "loops"}]}
+    with pytest.raises(CorruptSnapshot, match=f"kernel {kernel['name']}: missing keys \\['loops'\\]"):
+        parse_facts(yaml.safe_dump(without), "x.yaml")
+    with pytest.raises(CorruptSnapshot, match="kernels is empty, expected one entry per device kernel"):
+        parse_facts(yaml.safe_dump({**facts, "kernels": []}), "x.yaml")
 
 
 def test_two_differing_lowerings_are_refused_in_one_readable_message(tmp_path):
@@ -124,18 +134,19 @@ def test_one_changed_count_is_one_changed_line_of_the_facts():
 
     facts = yaml.safe_load((REPO / "golden/layer_norm/threads256/sm_90.yaml").read_text())
     before = render_facts(facts)
-    name = sorted(facts["instructions"])[0]
-    facts["instructions"][name] += 1
-    facts["layouts"]["x"] = "fragment 00000000"
+    (kernel,) = facts["kernels"]
+    name = sorted(kernel["instructions"])[0]
+    kernel["instructions"][name] += 1
+    kernel["layouts"]["x"] = "fragment 00000000"
     after = render_facts(facts)
     changed = [
         line
         for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
         if line[:1] in "+-" and line[:3] not in ("+++", "---")
     ]
-    old_x = yaml.safe_load(before)["layouts"]["x"]
-    count = facts["instructions"][name]
+    old_x = yaml.safe_load(before)["kernels"][0]["layouts"]["x"]
+    count = kernel["instructions"][name]
     assert sorted(changed) == sorted(
-        [f"-  x: {old_x}", "+  x: fragment 00000000", f"-  {name}: {count - 1}", f"+  {name}: {count}"]
+        [f"-    x: {old_x}", "+    x: fragment 00000000", f"-    {name}: {count - 1}", f"+    {name}: {count}"]
     )
     assert yaml.safe_load(after) == facts

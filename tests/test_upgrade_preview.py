@@ -56,7 +56,11 @@ def test_a_changed_statement_is_a_cuda_change_and_a_changed_fact_names_its_field
     facts = golden / f"{SMALL_CASE}.yaml"
     facts.write_text(facts.read_text().replace("dynamic_shared_memory_bytes: 8192", "dynamic_shared_memory_bytes: 1"))
     row = row_for(golden, tmp_path)
-    assert (row.status, row.cuda, row.fields) == (ChangeKind.FACTS, ChangeKind.CUDA, ["dynamic_shared_memory_bytes"])
+    assert (row.status, row.cuda, row.fields) == (
+        ChangeKind.FACTS,
+        ChangeKind.CUDA,
+        ["dynamic_shared_memory_bytes"],
+    )
 
 
 def test_a_case_without_snapshot_is_new_and_one_that_fails_names_its_error(golden, tmp_path, monkeypatch):

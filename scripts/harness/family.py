@@ -51,6 +51,9 @@ class Variant:
     # target -> why TileLang cannot lower this variant for it, in words. The static check lowers it
     # anyway and snapshots the error, so the day TileLang fixes it the check says "now lowers".
     does_not_lower: Mapping[str, str] = field(default_factory=dict)
+    # part of a compiler warning (e.g. "read before initialization") -> why the kernel is right despite it. A
+    # warning that fails the static check (harness.static.produce.FAILING_WARNINGS) passes once acknowledged.
+    acknowledged_warnings: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,28 @@ class CaseFacts:
     params: Params
     facts: Mapping[str, Any]
     cuda: str  # normalized, as snapshotted
+
+    @property
+    def kernels(self) -> list[Mapping[str, Any]]:
+        """The facts of each device kernel of the module, in launch order (each names itself: `name`)."""
+        return list(self.facts["kernels"])
+
+    @property
+    def kernel(self) -> Mapping[str, Any]:
+        """The facts of the module's only device kernel; a check of a variant that launches several reads `kernels`."""
+        return only_kernel(self.facts, f"{self.variant.name}/{self.target}")
+
+
+def only_kernel(facts: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    """The one device kernel's facts of a module's `facts`; FamilyError naming `where` when it launches several."""
+    kernels = facts["kernels"]
+    if len(kernels) != 1:
+        names = [kernel["name"] for kernel in kernels]
+        raise FamilyError(
+            f"{where}: the module launches {len(kernels)} device kernels {names}; a check of it reads "
+            "CaseFacts.kernels (one entry per kernel, in launch order), not CaseFacts.kernel"
+        )
+    return kernels[0]
 
 
 @dataclass(frozen=True)
@@ -254,6 +279,16 @@ class Family:
                 raise FamilyError(
                     f"{where}: variant {variant.name!r} passes {clash} as parameters, but they are problem "
                     "dimensions; set them through Variant(shape=...)"
+                )
+            vague = sorted(
+                repr(part)
+                for part, why in variant.acknowledged_warnings.items()
+                if not str(part).strip() or not str(why).strip()
+            )
+            if vague:
+                raise FamilyError(
+                    f"{where}: variant {variant.name!r} acknowledges compiler warnings {vague} without naming part "
+                    "of the warning or saying why; map a part of its text to the reason the kernel is right"
                 )
             if variant.compare_with is not None and variant.compare_with not in names:
                 raise FamilyError(

@@ -5,9 +5,9 @@ and pass configs the static snapshots lower (`harness.build`), with the kernel's
 `out_idx`, so every kernel is called as its users call it: `kernel(*arguments)` returns those, and an
 argument it writes in place (`Written`, `Accumulated`) is one of the arguments passed in.
 Each case is compiled for its own target, the device's (`tilelang_target`), not for what TileLang
-would detect. Dynamic shared memory is the size the compiled kernel is launched with; registers per
-thread and static shared memory come from the CUDA driver, which loads the kernel's binary (on a
-CUDA target only).
+would detect. Dynamic shared memory is the size each device kernel of the module is launched with;
+registers per thread and static shared memory come from the CUDA driver, which loads the module's
+binary (on a CUDA target only).
 """
 
 from __future__ import annotations
@@ -41,12 +41,18 @@ class CompiledCase:
     arguments: list[Argument] = field(default_factory=list)
     outputs: Mapping[int, OutputKind] = field(default_factory=dict)  # position -> how it is written, ascending
     tolerances: tuple[Tolerance, ...] = ()  # one per output
-    dynamic_shared_memory_bytes: int | None = None
+    launches: dict[str, int] = field(default_factory=dict)  # device kernel -> dynamic shared memory it launches with
+    # The most any device kernel of the module uses (a module of one kernel: that kernel's).
     static_shared_memory_bytes: int | None = None
     registers_per_thread: int | None = None
     resources_note: str | None = None  # why registers are missing, when they are
     compile_target: str | None = None
     binary: bytes | None = None  # the cubin nvcc produced, as TileLang's compile hook returned it
+
+    @property
+    def dynamic_shared_memory_bytes(self) -> int | None:
+        """The most dynamic shared memory any device kernel of the module launches with; None before it compiled."""
+        return max(self.launches.values()) if self.launches else None
 
 
 def tilelang_target(target: str) -> dict[str, str]:
@@ -109,7 +115,7 @@ def compile_cases(cases: Sequence[Case]) -> list[CompiledCase]:
         attrs = kernel.target.attrs
         result.compile_target = str(attrs.get("arch") or attrs.get("mcpu") or kernel.target)
         try:
-            result.dynamic_shared_memory_bytes = launch_dynamic_shared_memory(kernel)
+            result.launches = launch_dynamic_shared_memory(kernel)
         except LookupError as error:
             result.error = str(error)
     return results
@@ -152,35 +158,41 @@ def capturing_binaries() -> Iterator[dict[str, bytes]]:
         tvm_ffi.register_global_func(COMPILE_HOOK, original, override=True)
 
 
-def launch_dynamic_shared_memory(kernel: Any) -> int:
-    """Bytes of dynamic shared memory the compiled kernel is launched with.
+def launch_dynamic_shared_memory(kernel: Any) -> dict[str, int]:
+    """Bytes of dynamic shared memory each device kernel of the compiled module is launched with, by name.
 
-    TileLang records the merged size on the device kernel (`dyn_shared_memory_buf`) and the host
+    TileLang records the merged size on each device kernel (`dyn_shared_memory_buf`) and the host
     code passes that number as the launch's last parameter (tests/test_gpu_jit.py checks this
     on the lowered host IR, which the compiled kernel no longer carries).
     """
     artifact = kernel.artifact
     if artifact is None or artifact.device_mod is None:
         raise LookupError("the compiled kernel carries no device module to read its launch from")
-    kernel_func = device_kernel(artifact.device_mod)
-    params = [str(p) for p in _attr(kernel_func, "tirx.kernel_launch_params") or []]
-    if DYNAMIC_SHARED_LAUNCH_PARAM not in params:
-        return 0
-    size = _attr(kernel_func, DYNAMIC_SHARED_ATTR)
-    if size is None:
-        raise LookupError(f"the device kernel uses dynamic shared memory but has no {DYNAMIC_SHARED_ATTR} attribute")
-    return int(size)
+    launches = {}
+    for name, kernel_func in device_kernels(artifact.device_mod).items():
+        params = [str(p) for p in _attr(kernel_func, "tirx.kernel_launch_params") or []]
+        size = _attr(kernel_func, DYNAMIC_SHARED_ATTR) if DYNAMIC_SHARED_LAUNCH_PARAM in params else 0
+        if size is None:
+            raise LookupError(
+                f"device kernel {name} uses dynamic shared memory but has no {DYNAMIC_SHARED_ATTR} attribute"
+            )
+        launches[name] = int(size)
+    return launches
 
 
-def device_kernel(device_mod: Any) -> Any:
-    kernels = [f for f in device_mod.functions.values() if _attr(f, "tirx.is_global_func")]
-    if len(kernels) != 1:
-        raise LookupError(f"expected one device kernel in the compiled module, found {len(kernels)}")
-    return kernels[0]
+def device_kernels(device_mod: Any) -> dict[str, Any]:
+    """Every device kernel of the module by its symbol (what the host launches and the driver looks up)."""
+    kernels = {
+        str(_attr(f, "global_symbol")): f for f in device_mod.functions.values() if _attr(f, "tirx.is_global_func")
+    }
+    if not kernels:
+        raise LookupError("the compiled module holds no device kernel")
+    return dict(sorted(kernels.items()))
 
 
 def read_driver_resources(compiled: CompiledCase) -> None:
-    """Fill registers per thread and static shared memory from the CUDA driver (needs a CUDA context)."""
+    """Fill registers per thread and static shared memory from the CUDA driver (needs a CUDA context): the most
+    any device kernel of the module uses."""
     if TARGETS[compiled.case.target]["kind"] != "cuda":
         compiled.resources_note = "registers not read: the session asks the CUDA driver for them, not yet ROCm's"
         return
@@ -197,22 +209,24 @@ def read_driver_resources(compiled: CompiledCase) -> None:
 
 
 def _driver_attributes(binary: bytes, kernel: Any) -> tuple[int, int]:
-    symbol = str(_attr(device_kernel(kernel.artifact.device_mod), "global_symbol"))
+    """(registers per thread, static shared memory bytes), the most over the module's device kernels."""
+    symbols = list(device_kernels(kernel.artifact.device_mod))
     driver = ctypes.CDLL("libcuda.so.1")
     image = ctypes.create_string_buffer(binary, len(binary))
     module = ctypes.c_void_p()
     _check(driver.cuModuleLoadData(ctypes.byref(module), image), "cuModuleLoadData")
+    values = []
     try:
-        function = ctypes.c_void_p()
-        _check(driver.cuModuleGetFunction(ctypes.byref(function), module, symbol.encode()), "cuModuleGetFunction")
-        values = []
-        for attribute in (CU_FUNC_ATTRIBUTE_NUM_REGS, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES):
-            value = ctypes.c_int()
-            _check(driver.cuFuncGetAttribute(ctypes.byref(value), attribute, function), "cuFuncGetAttribute")
-            values.append(value.value)
+        for symbol in symbols:
+            function = ctypes.c_void_p()
+            _check(driver.cuModuleGetFunction(ctypes.byref(function), module, symbol.encode()), "cuModuleGetFunction")
+            for attribute in (CU_FUNC_ATTRIBUTE_NUM_REGS, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES):
+                value = ctypes.c_int()
+                _check(driver.cuFuncGetAttribute(ctypes.byref(value), attribute, function), "cuFuncGetAttribute")
+                values.append(value.value)
     finally:
         driver.cuModuleUnload(module)
-    return values[0], values[1]
+    return max(values[0::2]), max(values[1::2])
 
 
 def _check(status: int, call: str) -> None:

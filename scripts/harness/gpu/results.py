@@ -57,7 +57,7 @@ class SnapshotCheck:
     """A compiled kernel against its static snapshot for the device's target."""
 
     path: str  # the facts file, as the report shows it
-    shared_memory_bytes: int | None = None  # the snapshot's dynamic shared memory; None: not read
+    shared_memory_bytes: int | None = None  # the most dynamic shared memory any kernel of it has; None: not read
     cuda_matches: bool | None = None  # whether the normalized CUDA equals the snapshot's (None: no .cu)
     problems: tuple[str, ...] = ()
 
@@ -70,7 +70,8 @@ def dynamic_bytes(compiled: CompiledCase, snapshot: SnapshotCheck) -> int | None
 
 
 def needed_bytes(compiled: CompiledCase, snapshot: SnapshotCheck) -> int | None:
-    """Shared memory per block the kernel asks for, dynamic and static; None when unknown."""
+    """Shared memory per block the kernel asks for, dynamic and static; None when unknown. For a module of
+    several kernels, the most dynamic plus the most static any of them uses: a bound the largest block is under."""
     dynamic = dynamic_bytes(compiled, snapshot)
     return None if dynamic is None else dynamic + (compiled.static_shared_memory_bytes or 0)
 

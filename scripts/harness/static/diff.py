@@ -39,9 +39,19 @@ def field_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 def changed_fields(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Fact fields that differ, list indices and numeric keys dropped (`sync.cp_async_wait`, not
     `...wait.0`; `loops.unrolled`, not `loops.unrolled.4`), sorted; the case's own name and
-    parameters left out (they differ between any two variants). Built from the paths, not from the
-    printed lines, so a key holding `:` (a C++ name) stays whole."""
-    fields = {".".join(str(p) for p in path if not isinstance(p, int)) for path, _, _ in _changes(old, new)}
+    parameters left out (they differ between any two variants). A kernel's field is named as it is
+    within the kernel when both sides launch one kernel (`sync.cp_async_wait`), and under the kernel's
+    name when either launches several (`kernels.main_kernel_1.sync.cp_async_wait`). Built from the
+    paths, not from the printed lines, so a key holding `:` (a C++ name) stays whole."""
+    kernels = [facts.get("kernels") if isinstance(facts.get("kernels"), list) else [] for facts in (old, new)]
+    one_kernel = [len(side) for side in kernels] == [1, 1]
+    fields = set()
+    for path, _, _ in _changes(old, new):
+        if path[:1] == ["kernels"] and len(path) > 1 and isinstance(path[1], int):
+            sides = [side[path[1]] for side in reversed(kernels) if path[1] < len(side)]
+            name = next((kernel["name"] for kernel in sides if isinstance(kernel, dict) and "name" in kernel), path[1])
+            path = path[2:] if one_kernel else ["kernels", str(name), *path[2:]]
+        fields.add(".".join(str(p) for p in path if not isinstance(p, int)))
     return sorted(f for f in fields if not f.startswith(("case.", "params.")))
 
 

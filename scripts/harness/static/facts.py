@@ -28,6 +28,7 @@ from tvm import DataType, arith, tirx
 from tvm.tirx.stmt_functor import pre_order_visit, substitute
 
 from harness.static.lowering import Lowering
+from harness.static.normalize import normalize_warnings
 from harness.static.snapshot import FORMAT_VERSION
 from harness.targets import TARGETS, shared_memory_per_block, warp_size
 
@@ -86,38 +87,43 @@ NAMED_LAYOUTS = (
 
 
 def extract_facts(lowering: Lowering) -> dict[str, Any]:
-    """The facts of one case as plain data (ints, strings, lists, dicts) in a stable order."""
+    """The facts of one case as plain data (ints, strings, lists, dicts) in a stable order: the case, what the
+    compiler warned about, then each device kernel of the module in launch order."""
     case = lowering.case
-    planned = _device_or_only_func(lowering.ir_after["tl.PipelinePlanning"])
-    injected = _device_or_only_func(lowering.ir_after["tl.InjectSoftwarePipeline"])
-    inferred = _device_or_only_func(lowering.ir_after["tl.LayoutInference"])
-    merged = _kernel_func(lowering.ir_after["tl.MergeSharedMemoryAllocations"])
-    device = _kernel_func(lowering.device_ir)
-    main_loop_vars = _main_loop_vars(planned)
-    device_nodes = _nodes(device.body)  # walked once, read by the facts of the final IR
     has = hardware(case.target)
-    facts = {
+    return {
         "format": FORMAT_VERSION,
         "case": {"family": case.family.name, "variant": case.variant.name, "target": case.target},
         "params": case.params,
-        "pipelines": _pipeline_loops(planned),
-        "warp_specialized": bool(_attr(planned, "tl_tiled_ws_applied", False)),
-        "shared_buffers": _shared_buffers(injected),
-        "dynamic_shared_memory_bytes": _dynamic_shared_bytes(merged),
-        "launch": _launch(device),
-        "sync": _sync(device, main_loop_vars, has),
+        "warnings": normalize_warnings(lowering.output),
+        "kernels": [kernel_facts(kernel, has, case.target) for kernel in device_kernels(lowering)],
+    }
+
+
+def kernel_facts(kernel: Kernel, has: Hardware, target: str) -> dict[str, Any]:
+    """The facts of one device kernel: its name, then what each stage of the lowering left in it."""
+    main_loop_vars = _main_loop_vars(kernel.planned)
+    device_nodes = _nodes(kernel.device.body)  # walked once, read by the facts of the final IR
+    facts = {
+        "name": kernel.name,
+        "pipelines": _pipeline_loops(kernel.planned),
+        "warp_specialized": kernel.warp_specialized,
+        "shared_buffers": _shared_buffers(kernel.injected),
+        "dynamic_shared_memory_bytes": _dynamic_shared_bytes(kernel.merged),
+        "launch": _launch(kernel.device),
+        "sync": _sync(kernel.device, main_loop_vars, has),
         "mma": _mma(device_nodes),
         "tensor_memory": _tensor_memory(device_nodes) if has.tensor_memory else None,
-        "layouts": _layouts(inferred),
+        "layouts": _layouts(kernel.inferred),
         "instructions": _instructions(device_nodes),
         "loops": _loops(device_nodes),
         "vector_stores": _vector_stores(device_nodes),
         "shared_addressing": _shared_addressing(device_nodes),
-        "shared_memory": _shared_memory(device, case.target),
-        "rasterization": _rasterization(device),
-        "gemms": _gemms(inferred, case.target),
-        "warp_shuffles": _warp_shuffles(device),
-        "conversions": _conversions(device),
+        "shared_memory": _shared_memory(kernel.device, target),
+        "rasterization": _rasterization(kernel.device),
+        "gemms": _gemms(kernel.inferred, target),
+        "warp_shuffles": _warp_shuffles(kernel.device),
+        "conversions": _conversions(kernel.device),
     }
     return {key: value for key, value in facts.items() if value is not None}
 
@@ -149,26 +155,144 @@ def hardware(target: str) -> Hardware:
     return Hardware(cp_async=False, tma=False, tensor_memory=False, lds_copies=False)
 
 
-# -- locating functions -------------------------------------------------------------------
+# -- locating each device kernel -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One device kernel of a lowering: its launch scope (the statement a `T.Kernel` opens) in the IR before
+    SplitHostDevice, where pipelines, shared buffers and layouts are read, and its own device function after."""
+
+    name: str
+    planned: Any  # its launch scope after tl.PipelinePlanning
+    injected: Any  # ... after tl.InjectSoftwarePipeline
+    inferred: Any  # ... after tl.LayoutInference
+    merged: Any  # its device function after tl.MergeSharedMemoryAllocations
+    device: Any  # its final device function, the one the CUDA (or HIP) text is generated from
+    warp_specialized: bool
+
+
+def device_kernels(lowering: Lowering) -> list[Kernel]:
+    """Every device kernel of the module, in the order the host function launches them.
+
+    Before SplitHostDevice the module is one function holding each kernel's launch scope, in program order;
+    SplitHostDevice makes one device kernel of each, in that order too. The two are paired by position, and
+    each pair must launch the same grid: a pairing that does not is an error, never a silent mix-up."""
+    planned = _only_func(lowering.ir_after["tl.PipelinePlanning"])
+    scopes = {name: _launch_scopes(_only_func(lowering.ir_after[name]).body) for name in SPLIT_PASSES}
+    merged = _global_funcs(lowering.ir_after["tl.MergeSharedMemoryAllocations"])
+    final = _global_funcs(lowering.device_ir)
+    names = list(final)
+    launched = _launch_order(lowering.host_ir, names)
+    counts = {len(found) for found in scopes.values()} | {len(merged), len(final)}
+    if counts != {len(names)} or sorted(launched) != sorted(names) or sorted(merged) != sorted(names):
+        raise ValueError(
+            f"{lowering.case.id}: cannot pair each device kernel {names} (launched: {launched}) with its launch scope "
+            f"before SplitHostDevice ({ {name: len(found) for name, found in scopes.items()} } scopes); has TileLang's "
+            "pass pipeline changed?"
+        )
+    kernels = []
+    for position, name in enumerate(names):  # SplitHostDevice names and orders them as the scopes
+        planned_scope = scopes["tl.PipelinePlanning"][position]
+        grid, expected = _scope_grid(planned_scope), _launch(final[name])["grid"]
+        if any(isinstance(a, int) and isinstance(b, int) and a != b for a, b in zip(grid, expected, strict=True)):
+            raise ValueError(
+                f"{lowering.case.id}: launch scope {position} before SplitHostDevice has grid {grid}, but device "
+                f"kernel {name} launches {expected}; has TileLang's pass pipeline changed?"
+            )
+        kernels.append(
+            Kernel(
+                name=name,
+                planned=planned_scope,
+                injected=scopes["tl.InjectSoftwarePipeline"][position],
+                inferred=scopes["tl.LayoutInference"][position],
+                merged=merged[name],
+                device=final[name],
+                warp_specialized=bool(_attr(planned, WS_APPLIED, False)) and _warp_specialized(planned_scope),
+            )
+        )
+    order = {name: position for position, name in enumerate(launched)}
+    return sorted(kernels, key=lambda kernel: order[kernel.name])
+
+
+# The passes before SplitHostDevice whose IR holds each kernel as a launch scope of one function.
+SPLIT_PASSES = ("tl.PipelinePlanning", "tl.InjectSoftwarePipeline", "tl.LayoutInference")
+THREAD_EXTENT = "thread_extent"
+WS_APPLIED = "tl_tiled_ws_applied"  # a function attribute: some kernel of the function was warp-specialized
+WS_SCOPE = "kWarpSpecializationScope"  # the statement attribute around a warp-specialized kernel's partition
 
 
 def _functions(mod: Any) -> list[tuple[str, Any]]:
     return sorted((gv.name_hint, f) for gv, f in mod.functions.items() if isinstance(f, tirx.PrimFunc))
 
 
-def _kernel_func(mod: Any) -> Any:
-    """The device kernel (after SplitHostDevice there is a host function beside it)."""
-    kernels = [f for _, f in _functions(mod) if _attr(f, "tirx.is_global_func", False)]
-    if len(kernels) != 1:
-        raise ValueError(f"expected one device kernel in the module, found {len(kernels)}")
-    return kernels[0]
+def _global_funcs(mod: Any) -> dict[str, Any]:
+    """Device kernel name -> its function, by the name the host launches it with, in the order SplitHostDevice
+    numbered them (`main_kernel`, `main_kernel_1`, ..., `main_kernel_10`)."""
+    found = {
+        str(_attr(f, "global_symbol", name)): f for name, f in _functions(mod) if _attr(f, "tirx.is_global_func", False)
+    }
+    return dict(sorted(found.items(), key=lambda item: _numbered(item[0])))
 
 
-def _device_or_only_func(mod: Any) -> Any:
+def _numbered(name: str) -> tuple[str, int]:
+    stem, _, number = name.rpartition("_")
+    return (stem, int(number)) if number.isdigit() else (name, -1)
+
+
+def _only_func(mod: Any) -> Any:
     funcs = _functions(mod)
     if len(funcs) != 1:
         raise ValueError(f"expected one function before host/device split, found {len(funcs)}")
     return funcs[0][1]
+
+
+def _launch_scopes(body: Any) -> list[Any]:
+    """The outermost thread-extent statements, in program order: one per `T.Kernel`."""
+    scopes: list[Any] = []
+
+    def visit(node: Any) -> bool:
+        if isinstance(node, tirx.AttrStmt) and node.attr_key == THREAD_EXTENT:
+            scopes.append(node)
+            return False  # the launch's inner thread extents belong to the same kernel
+        return True
+
+    pre_order_visit(body, visit)
+    return scopes
+
+
+def _scope_grid(scope: Any) -> list[Any]:
+    extents: dict[str, Any] = {}
+    _visit(
+        scope,
+        lambda n: (
+            extents.setdefault(str(n.node.thread_tag), _plain(n.value))
+            if isinstance(n, tirx.AttrStmt) and n.attr_key == THREAD_EXTENT
+            else None
+        ),
+    )
+    return [extents.get(f"blockIdx.{axis}", 1) for axis in "xyz"]
+
+
+def _warp_specialized(scope: Any) -> bool:
+    found: list[Any] = []
+    _visit(scope, lambda n: found.append(n) if isinstance(n, tirx.AttrStmt) and n.attr_key == WS_SCOPE else None)
+    return bool(found)
+
+
+def _launch_order(host: Any, names: list[str]) -> list[str]:
+    """The device kernels in the order the host function calls them (each launch passes the kernel's name)."""
+    order: list[str] = []
+
+    def visit(node: Any) -> None:
+        if isinstance(node, tirx.Call) and node.args and isinstance(node.args[0], tirx.StringImm):
+            name = str(node.args[0].value)
+            if name in names and name not in order:
+                order.append(name)
+
+    for _, func in _functions(host):
+        _visit(func.body, visit)
+    return order
 
 
 def _attr(func: Any, key: str, default: Any) -> Any:
@@ -217,7 +341,7 @@ def _plain(value: Any) -> Any:
 # -- facts ---------------------------------------------------------------------------------
 
 
-def _pipeline_loops(func: Any) -> list[dict[str, Any]]:
+def _pipeline_loops(scope: Any) -> list[dict[str, Any]]:
     """Every loop carrying a software-pipeline annotation, with the annotations TileLang set."""
     loops: list[dict[str, Any]] = []
 
@@ -228,11 +352,11 @@ def _pipeline_loops(func: Any) -> list[dict[str, Any]]:
                 entry[key] = _plain(node.annotations[key]) if key in node.annotations else None
             loops.append(entry)
 
-    _visit(func.body, visit)
+    _visit(scope, visit)
     return loops
 
 
-def _main_loop_vars(func: Any) -> set[str]:
+def _main_loop_vars(scope: Any) -> set[str]:
     """Names of the loops that run the tile GEMM: the K loop, the pipeline's steady state."""
     names: set[str] = set()
 
@@ -240,11 +364,11 @@ def _main_loop_vars(func: Any) -> set[str]:
         if isinstance(node, tirx.For) and _calls(node.body, GEMM_TILE_OP):
             names.add(node.loop_var.name)
 
-    _visit(func.body, visit)
+    _visit(scope, visit)
     return names
 
 
-def _shared_buffers(func: Any) -> dict[str, dict[str, Any]]:
+def _shared_buffers(scope: Any) -> dict[str, dict[str, Any]]:
     buffers: dict[str, dict[str, Any]] = {}
 
     def visit(node: Any) -> None:
@@ -257,7 +381,7 @@ def _shared_buffers(func: Any) -> dict[str, dict[str, Any]]:
                         "scope": str(buffer.scope()),
                     }
 
-    _visit(func.body, visit)
+    _visit(scope, visit)
     return dict(sorted(buffers.items()))
 
 
@@ -462,7 +586,7 @@ def _rasterization(func: Any) -> dict[str, Any]:
     return found
 
 
-def _gemms(func: Any, target: str) -> list[dict[str, str]]:
+def _gemms(scope: Any, target: str) -> list[dict[str, str]]:
     """Each tile GEMM (in program order; the copies software pipelining makes count once): its operands,
     its M x N x K, the warp policy it was written with, and the warp partition TileLang chose for it,
     read from the thread layout inferred for its accumulator (absent where that is not a fragment,
@@ -474,9 +598,9 @@ def _gemms(func: Any, target: str) -> list[dict[str, str]]:
             for buffer, layout in node.annotations["layout_map"].items():
                 layouts.setdefault(str(buffer.name), layout)
 
-    _visit(func.body, visit)
+    _visit(scope, visit)
     gemms: list[dict[str, str]] = []
-    for call in (c for op in DENSE_GEMM_OPS for c in _calls(func.body, op)):
+    for call in (c for op in DENSE_GEMM_OPS for c in _calls(scope, op)):
         a, b, c = (_region(arg) for arg in call.args[:3])
         m, n, k, policy = (_plain(arg) for arg in call.args[5:9])
         gemm = {
@@ -550,16 +674,16 @@ def _is_integer(dtype: Any) -> bool:
     return str(dtype).startswith(("int", "uint", "bool"))
 
 
-def _layouts(func: Any) -> dict[str, str]:
-    """The layout `tl.LayoutInference` gave each shared buffer and fragment (its layout_map)."""
+def _layouts(scope: Any) -> dict[str, str]:
+    """The layout `tl.LayoutInference` gave each shared buffer and fragment the kernel allocates (its blocks'
+    layout_map, which holds those of every kernel of the function)."""
+    blocks = [node for node in _nodes(scope) if isinstance(node, tirx.SBlock)]
+    allocated = [buffer.data for block in blocks for buffer in block.alloc_buffers]
     found: dict[str, tuple[Any, Any]] = {}
-
-    def visit(node: Any) -> None:
-        if isinstance(node, tirx.SBlock) and "layout_map" in node.annotations:
-            for buffer, layout in node.annotations["layout_map"].items():
+    for block in blocks:
+        for buffer, layout in block.annotations.get("layout_map", {}).items():
+            if any(buffer.data.same_as(data) for data in allocated):
                 found.setdefault(str(buffer.name), (buffer, layout))
-
-    _visit(func.body, visit)
     return {name: _describe_layout(buffer, layout) for name, (buffer, layout) in sorted(found.items())}
 
 

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
+import os
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,12 +36,15 @@ class LoweringError(RuntimeError):
 
 @dataclass(frozen=True)
 class Lowering:
-    """What one lowering produced: the emitted CUDA and the IR after the captured passes."""
+    """What one lowering produced: the emitted CUDA, the IR after the captured passes, and what TileLang
+    printed meanwhile."""
 
     case: Case
     cuda: str
     ir_after: dict[str, Any]  # pass name -> IRModule right after that pass
     device_ir: Any  # final device IRModule, the one handed to CUDA codegen
+    host_ir: Any  # final host IRModule: it launches the device kernels, in order
+    output: str = ""  # TileLang's warnings while lowering: its C++ log (stderr), Python logging and warnings
 
 
 def tilelang_unavailable() -> str | None:
@@ -95,7 +105,7 @@ def _lower_uncached(case: Case) -> Lowering:
         # them), carries the kernel's pass configs as tilelang.compile would, and leaves #line
         # directives off, so the text carries no machine paths.
         context = tvm.transform.PassContext(opt_level=3, config=built.pass_configs, instruments=[CapturePasses()])
-        with context, target:
+        with context, target, captured_output() as output:
             artifact = tilelang.lower(built.prim_func, target=target, enable_device_compile=False)
     except Exception as error:  # TileLang raises many types; all mean "this case did not lower"
         raise LoweringError(
@@ -106,4 +116,47 @@ def _lower_uncached(case: Case) -> Lowering:
     missing = [name for name in CAPTURED_PASSES if name not in captured]
     if missing:
         raise LoweringError(case.id, f"passes {missing} did not run; has TileLang's pass pipeline changed?")
-    return Lowering(case, str(artifact.kernel_source), captured, artifact.device_mod)
+    return Lowering(
+        case, str(artifact.kernel_source), captured, artifact.device_mod, artifact.host_mod, "".join(output)
+    )
+
+
+@contextlib.contextmanager
+def captured_output() -> Iterator[list[str]]:
+    """Everything TileLang reports inside the block, appended to the yielded list when it ends: TVM's C++
+    `LOG(WARNING)` writes to file descriptor 2 directly (past sys.stderr and pytest's capture of it), so the
+    descriptor itself is redirected; Python logging records and warnings are caught as they are raised.
+    What was printed is passed on to the real stderr, so nothing a user saw before is hidden."""
+    found: list[str] = []
+    handler = _Records()
+    loggers = [logging.getLogger(), logging.getLogger("tilelang")]  # TileLang's own logger does not propagate
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink, warnings.catch_warnings(record=True) as raised:
+        warnings.simplefilter("always")
+        os.dup2(sink.fileno(), 2)
+        for logger in loggers:
+            logger.addHandler(handler)
+        try:
+            yield found
+        finally:
+            for logger in loggers:
+                logger.removeHandler(handler)
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            printed = sink.read().decode(errors="replace")
+            os.write(2, printed.encode())
+            found += [printed, *handler.lines, *(f"Warning: {w.category.__name__}: {w.message}\n" for w in raised)]
+
+
+class _Records(logging.Handler):
+    """Python log records of warning level and above, as `Warning: message` lines."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{record.levelname.title()}: {record.getMessage()}\n")

@@ -35,6 +35,37 @@ def normalize_error(text: str) -> str:
     return "\n".join(_HEX.sub("0x<hex>", line) for line in lines) + "\n"
 
 
+# A line that opens a message of TVM's C++ log: `[12:34:56] <file:line>: Warning: ...` (the file is empty in
+# release builds); a Python one, as harness.static.lowering writes it: `Warning: ...`.
+_LOG_LINE = re.compile(r"^(?:\[\d\d:\d\d:\d\d\] \S* ?)?(?P<message>(?:Warning|Error|Critical): .*)$")
+# Where TileLang says a message comes from (`--> /path/file.py:160:1`): the file's name is kept, its folder is
+# machine-specific and its line moves with any edit above it.
+_SOURCE_LOCATION = re.compile(r"(?P<arrow>-->\s*)\S*?(?P<name>[^/\\\s]+?)(?::\d+)+\s*$")
+
+
+# Messages about the machine, not the kernel: TVM asks the ROCm install (absent on a CUDA-only machine) for
+# its version while lowering for a HIP target.
+MACHINE_WARNINGS = ("Warning: Unable to detect ROCm version",)
+
+
+def normalize_warnings(text: str) -> list[str]:
+    """What a lowering printed as a sorted list of distinct messages, each with its continuation lines, without
+    timestamps, folders, line numbers or addresses, or messages about the machine (MACHINE_WARNINGS), so the
+    list is the same on every machine and run."""
+    located = "\n".join(_SOURCE_LOCATION.sub(r"\g<arrow>\g<name>", line) for line in text.splitlines())
+    messages: list[list[str]] = []
+    for line in normalize_cuda(located).splitlines():
+        if not line.strip():
+            continue
+        opened = _LOG_LINE.match(line)
+        if opened or not messages:
+            messages.append([opened["message"] if opened else line])
+            continue
+        messages[-1].append(line)
+    kept = ["\n".join(lines) for lines in messages if not lines[0].startswith(MACHINE_WARNINGS)]
+    return sorted({_HEX.sub("0x<hex>", message) for message in kept})
+
+
 # A shared buffer placed in the merged dynamic shared memory: `void* name = ((void*)((char*)base + offset));`
 _SHARED_ALIAS = re.compile(r"^\s*void\* (?P<name>\w+) = \(\(void\*\)\(\(char\*\)\w+ \+ (?P<offset>.+)\)\);$")
 _NUMBERED = re.compile(r"^(?P<stem>\w+?)(?:_(?P<number>\d+))?$")

@@ -47,6 +47,30 @@ def case_facts(case: Case) -> CaseFacts:
     return CaseFacts(case.variant, case.target, case.params, produced.facts, produced.cuda)
 
 
+# Compiler warnings that fail a case's static check unless its variant acknowledges them: a read before any
+# write is a wrong result unless the kernel means it (Variant.acknowledged_warnings).
+FAILING_WARNINGS = ("read before initialization",)
+
+
+def unacknowledged_warnings(case: Case, facts: dict[str, Any]) -> str | None:
+    """Why the warnings in a case's facts fail its check, with what to do; None when none does."""
+    acknowledged = [part.lower() for part in case.variant.acknowledged_warnings]
+    failing = [
+        (kind, warning)
+        for warning in facts["warnings"]
+        for kind in FAILING_WARNINGS
+        if kind in warning.lower() and not any(part in warning.lower() for part in acknowledged)
+    ]
+    if not failing:
+        return None
+    return (
+        f"{case.id}: TileLang warned while lowering it:\n"
+        + "\n".join(warning for _, warning in failing)
+        + f"\nFix the kernel in {case.family.file}; if it is right as written, say why on variant "
+        f'{case.variant.name!r}: Variant(acknowledged_warnings={{{failing[0][0]!r}: "<why>"}})'
+    )
+
+
 def error_text(case: Case, *, fresh: bool = False) -> str:
     """The `.error` snapshot of a case declared not to lower; NowLowers when it lowers."""
     try:

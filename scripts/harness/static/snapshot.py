@@ -30,10 +30,13 @@ FORMAT_CHANGELOG = {
     "(sync.cp_async_* only on CUDA sm_80+, sync.tma_loads and sync.mbarriers only on sm_90+, sync.lds_copies and "
     "sync.vmcnt_waits only on HIP); mma.families names mfma, mma.shapes lists the instruction shapes; "
     "tensor_memory (columns per T.alloc_tmem buffer) on sm_100a-class targets only",
-    6: "facts reviewers look for: shared_memory (the block's bytes against the target's per-block limit, and "
-    "whether they fit), rasterization (T.use_swizzle's order and panel size), gemms (per tile GEMM its operands, "
-    "tile, warp policy, warps along M x N and the warp's tile), warp_shuffles (call sites per shuffle or warp "
-    "reduction), conversions (casts per from -> to type)",
+    6: "several device kernels per module: the facts of each kernel (pipelines through shared_addressing) move "
+    "into `kernels`, a list in launch order, each opening with its name; `warnings` lists what TileLang warned "
+    "about while lowering (normalized, sorted, one block scalar per message); per kernel, facts reviewers look "
+    "for: shared_memory (the block's bytes against the target's per-block limit, and whether they fit), "
+    "rasterization (T.use_swizzle's order and panel size), gemms (per tile GEMM its operands, tile, warp policy, "
+    "warps along M x N and the warp's tile), warp_shuffles (call sites per shuffle or warp reduction), "
+    "conversions (casts per from -> to type)",
 }
 FORMAT_VERSION = max(FORMAT_CHANGELOG)
 # The last format that changed what a `.cu` holds: its header names that one, so a format change
@@ -75,12 +78,17 @@ class _FactsDumper(yaml.SafeDumper):
         return self.represent_mapping("tag:yaml.org,2002:map", data.items(), flow_style=False)
 
     def represent_list(self, data: Any) -> Any:
-        scalars = all(not isinstance(item, (dict, list, tuple)) for item in data)
+        scalars = all(not isinstance(item, (dict, list, tuple)) and "\n" not in str(item) for item in data)
         return self.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=scalars)
+
+    def represent_str(self, data: str) -> Any:
+        """A text of several lines (a compiler warning) as a literal block, line for line as printed."""
+        return self.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
 
 
 _FactsDumper.add_representer(dict, _FactsDumper.represent_dict)
 _FactsDumper.add_representer(list, _FactsDumper.represent_list)
+_FactsDumper.add_representer(str, _FactsDumper.represent_str)
 
 
 def render_facts(facts: dict[str, Any]) -> str:
@@ -93,6 +101,12 @@ FACTS_SCHEMA: dict[str, type | tuple[type, ...]] = {
     "format": int,
     "case": dict,
     "params": dict,
+    "warnings": list,
+    "kernels": list,
+}
+# Keys of each entry of `kernels` (one device kernel) and their types.
+KERNEL_SCHEMA: dict[str, type | tuple[type, ...]] = {
+    "name": str,
     "pipelines": list,
     "warp_specialized": bool,
     "shared_buffers": dict,
@@ -111,8 +125,8 @@ FACTS_SCHEMA: dict[str, type | tuple[type, ...]] = {
     "warp_shuffles": dict,
     "conversions": dict,
 }
-# Top-level keys only some targets have (harness.static.facts.Hardware), with their types.
-OPTIONAL_FACTS: dict[str, type | tuple[type, ...]] = {"tensor_memory": dict}
+# Keys of a kernel only some targets have (harness.static.facts.Hardware), with their types.
+OPTIONAL_KERNEL_FACTS: dict[str, type | tuple[type, ...]] = {"tensor_memory": dict}
 
 
 # libyaml's parser where PyYAML was built with it: the same safe types, about ten times faster, and a warm
@@ -138,18 +152,32 @@ def parse_facts(text: str, path: str) -> dict[str, Any]:
             f"{path}: snapshot format {data['format']!r}, this harness reads and writes format "
             f"{FORMAT_VERSION}; run `nox -s regen-golden` to rewrite the snapshots"
         )
-    missing = [key for key in FACTS_SCHEMA if key not in data]
-    types = FACTS_SCHEMA | OPTIONAL_FACTS
+    problems = _schema_problems(data, FACTS_SCHEMA, {})
+    if not problems and not data["kernels"]:
+        problems = ["kernels is empty, expected one entry per device kernel"]
+    for index, kernel in enumerate(data["kernels"] if not problems else []):
+        name = kernel.get("name", index) if isinstance(kernel, dict) else index
+        if not isinstance(kernel, dict):
+            problems.append(f"kernels[{index}] is {type(kernel).__name__}, expected dict")
+            continue
+        problems += [f"kernel {name}: {p}" for p in _schema_problems(kernel, KERNEL_SCHEMA, OPTIONAL_KERNEL_FACTS)]
+    if problems:
+        raise CorruptSnapshot(f"{path}: {'; '.join(problems)}")
+    return data
+
+
+def _schema_problems(
+    data: dict[str, Any], schema: dict[str, type | tuple[type, ...]], optional: dict[str, type | tuple[type, ...]]
+) -> list[str]:
+    missing = [key for key in schema if key not in data]
+    types = schema | optional
     unknown = [key for key in data if key not in types]
     wrong = [
         f"{key} is {type(data[key]).__name__}, expected {types[key].__name__}"
         for key in types
         if key in data and (type(data[key]) is not types[key])  # bool is not an int here
     ]
-    problems = [f"missing keys {missing}"] * bool(missing) + [f"unknown keys {unknown}"] * bool(unknown) + wrong
-    if problems:
-        raise CorruptSnapshot(f"{path}: {'; '.join(problems)}")
-    return data
+    return [f"missing keys {missing}"] * bool(missing) + [f"unknown keys {unknown}"] * bool(unknown) + wrong
 
 
 @dataclass(frozen=True)

@@ -157,4 +157,3 @@ class Mismatch:
             reason=data["reason"],
             moved=tuple(data["moved"]),
         )
-

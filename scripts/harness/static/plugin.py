@@ -228,12 +228,10 @@ def fail_with_mismatches(
 ) -> NoReturn:
     """Fail the item with what changed in a line, and attach the records themselves (and the remedy) as
     JUnit properties, which the session's closing verdict and the CI job summary read instead of the text.
-    The diffs are shown once per change in the verdict, not once per case."""
+    The diffs are shown once per change in the verdict the session closes with, not once per case."""
     request.node.user_properties.extend((MISMATCH, mismatch.to_json()) for mismatch in mismatches)
     request.node.user_properties.append((REMEDY, remedy))
-    files = ", ".join(f"{m.path}: {m.headline}" for m in mismatches[:2])
-    more = f" and {len(mismatches) - 2} more" if len(mismatches) > 2 else ""
-    lines = [f"{files}{more} (the session's last lines group what changed)", note, remedy]
+    lines = [*(f"{m.path}: {m.headline}" for m in mismatches), note, remedy]
     pytest.fail("\n".join(line for line in lines if line), pytrace=False)
 
 

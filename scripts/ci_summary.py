@@ -34,6 +34,12 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.envi
         default=Path("build/golden-pending"),
         help="the produced snapshots, whose targets with byte-identical source the summary names",
     )
+    parser.add_argument(
+        "--comment-file",
+        type=Path,
+        default=None,
+        help="also write the summary to this file (the pull request comment workflow posts it)",
+    )
     args = parser.parse_args(argv)
     produced = not args.no_produced_files
     return publish(
@@ -44,6 +50,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.envi
         out,
         produced=produced,
         pending=args.pending_dir if produced else None,
+        comment=args.comment_file,
     )
 
 

@@ -21,7 +21,7 @@ from harness.ci.job_summary import (
     read_junit,
     render_job_summary,
 )
-from harness.static.changes import CASE_ID, MISMATCH, REMEDY, ChangeKind, Mismatch
+from harness.static.changes import CASE_ID, MISMATCH, REMEDY, ChangeKind, FactChange, Mismatch
 
 main = load_script("ci_summary").main
 ACCEPT = "to accept these changes: nox -s regen-golden"
@@ -73,26 +73,29 @@ def test_real_static_failure_becomes_annotations_and_summary(golden_session, tmp
     assert set(by_path) == {f"golden/{SMALL_CASE}.cu", f"golden/{SMALL_CASE}.yaml"}
     facts_change = by_path[f"golden/{SMALL_CASE}.yaml"]
     assert facts_change.kind is ChangeKind.FACTS
-    assert facts_change.fields == ("kernels.0.dynamic_shared_memory_bytes: 1234 -> 8192",)
+    assert facts_change.fields == ("dynamic_shared_memory_bytes: 1234 -> 8192",)
     cuda_change = by_path[f"golden/{SMALL_CASE}.cu"]
     assert cuda_change.kind is ChangeKind.CUDA
     assert any(line.startswith("-") and "__syncwarp();" in line for line in cuda_change.diff)
     assert orphans.mismatches == (Mismatch("golden/gemm_num_stages/retired/sm_80.yaml", ChangeKind.ORPHAN),)
-    assert case.report() == case.message, "the summary shows what the session printed"
+    assert case.case == tuple(SMALL_CASE.split("/")), "the case's family, variant and target, as recorded"
 
     lines = error_annotations(report)
-    assert len(lines) == 3 and all(line.startswith("::error file=golden/") for line in lines)
-    yaml_line = next(line for line in lines if f"{SMALL_CASE}.yaml" in line)
-    accept = "kernels.0.dynamic_shared_memory_bytes: 1234 -> 8192%0Ato accept these changes: nox -s regen-golden"
-    assert accept in yaml_line
-    assert f"title={escape_property(SMALL_CASE)}%3A 1 field(s) changed::" in yaml_line
+    assert len(lines) == 2, "one annotation per change, not one per file"
+    case_line = next(line for line in lines if SMALL_CASE.rsplit("/", 1)[0] in line)
+    assert case_line.startswith(f"::error file=golden/{SMALL_CASE}.")
+    assert "shared memory (dynamic_shared_memory_bytes 1234 -> 8192) changed%0Ato accept: nox -s regen-golden" in (
+        case_line
+    )
 
     summary = render_job_summary(report, "Golden snapshots", "golden-pending-shard-1")
     assert summary.startswith("## Golden snapshots: 2 of 2 checks failed")
-    assert "Snapshot files by kind: 1 CUDA changed, 1 facts changed, 1 orphan." in summary
+    assert "Every failing snapshot file: 1 CUDA changed, 1 facts changed, 1 orphan" in summary
     assert f"| `{SMALL_CASE}` | `golden/{SMALL_CASE}.yaml` | 1 field(s) changed |" in summary
-    assert "  kernels.0.dynamic_shared_memory_bytes: 1234 -> 8192" in summary
+    assert "dynamic_shared_memory_bytes: 1234 -> 8192" in summary
     assert "`golden-pending-shard-1`" in summary
+    top = "\n".join(summary.splitlines()[:15])
+    assert "nox -s regen-golden" in top and "dynamic_shared_memory_bytes 1234 -> 8192" in top, "what and how, first"
 
 
 def test_the_summary_reads_the_records_not_the_wording(golden_session, tmp_path, monkeypatch):
@@ -125,10 +128,10 @@ def test_a_failure_without_records_is_shown_by_its_text_and_annotated_without_a_
     check = failed("64x64x32/sm_80", text="seed 01 criteria differ:\n2. N = 1 ...")
     report = StaticReport(checks=3, skipped=0, failed=(check,))
     (line,) = error_annotations(report)
-    assert line == "::error title=64x64x32/sm_80::seed 01 criteria differ:%0A2. N = 1 ..."
+    assert line == "::error title=64x64x32/sm_80::seed 01 criteria differ:"
     summary = render_job_summary(report, "Golden snapshots")
-    assert "| `64x64x32/sm_80` |  | see below |" in summary and "seed 01 criteria differ:\n2. N = 1 ..." in summary
-    assert "Snapshot files by kind" not in summary
+    assert "### 1. 64x64x32/sm_80" in summary and "seed 01 criteria differ:\n2. N = 1 ..." in summary
+    assert "Every failing snapshot file" not in summary
 
 
 def test_escaping_follows_the_workflow_command_rules():
@@ -137,23 +140,25 @@ def test_escaping_follows_the_workflow_command_rules():
     corrupt = Mismatch("golden/f/v/sm_80.yaml", ChangeKind.CORRUPT, reason="not valid YAML (line 2, column 1)")
     check = FailedCheck("f/v/sm_80", "", "", (corrupt,), "50%")
     (line,) = error_annotations(StaticReport(1, 0, (check,)))
-    assert (
-        line
-        == "::error file=golden/f/v/sm_80.yaml,line=1,title=f/v/sm_80%3A not valid YAML (line 2%2C column 1)::50%25"
+    assert line == (
+        "::error file=golden/f/v/sm_80.yaml,line=1,title=f/v/sm_80::"
+        "not valid YAML (line 2, column 1): golden/f/v/sm_80.yaml"
     )
+    percent = FailedCheck("f/v/sm_80", "50% done", "50% done")
+    assert error_annotations(StaticReport(1, 0, (percent,))) == ["::error title=f/v/sm_80::50%25 done"]
 
 
 def test_annotations_stop_at_githubs_limit_and_count_the_rest():
     checks = tuple(failed(f"f/v{i}/sm_80", Mismatch(f"golden/f/v{i}/sm_80.md", ChangeKind.TEXT)) for i in range(13))
     lines = error_annotations(StaticReport(13, 0, checks))
     assert len(lines) == MAX_ERROR_ANNOTATIONS + 1
-    assert lines[-1].startswith("::notice ") and "3 more failing snapshot(s)" in lines[-1]
+    assert lines[-1].startswith("::notice ") and "3 more changes not annotated" in lines[-1]
 
 
 def test_summary_fence_survives_backticks_and_size_is_capped(monkeypatch):
     check = failed("f/v/sm_80", Mismatch("golden/f/v/sm_80.md", ChangeKind.TEXT, diff=("+```` in the text",)))
     summary = render_job_summary(StaticReport(1, 0, (check,)), "Golden snapshots")
-    assert "`````text\n" in summary and summary.rstrip().endswith("`````")
+    assert "`````text\n+```` in the text\n`````" in summary
     monkeypatch.setattr(ci_summary, "MAX_SUMMARY_BYTES", 600)
     many = tuple(failed(f"f/v{i}/sm_80", Mismatch("golden/x.md", ChangeKind.TEXT, diff=("y",) * 20)) for i in range(5))
     capped = render_job_summary(StaticReport(5, 0, many), "Golden snapshots")
@@ -171,8 +176,8 @@ def test_main_appends_summary_and_prints_error_annotations(tmp_path):
         main([str(junit), "--artifact", "golden-pending-shard-2"], {"GITHUB_STEP_SUMMARY": str(step_summary)}, out) == 0
     )
     assert out.getvalue() == (
-        "::error file=golden/f/v/sm_80.cu,line=1,title=f/v/sm_80%3A missing (no snapshot committed for this case)"
-        "::to accept these changes: nox -s regen-golden\n"
+        "::error file=golden/f/v/sm_80.cu,line=1,title=f/v/sm_80::missing (no snapshot committed for this case): "
+        "golden/f/v/sm_80.cu%0Ato accept: nox -s regen-golden\n"
     )
     text = step_summary.read_text()
     assert text.startswith("earlier step\n## Golden snapshots: 1 of 2 checks failed")
@@ -222,11 +227,11 @@ def test_the_summary_counts_snapshot_files_per_kind():
     renamed = failed("f/a/sm_80", Mismatch("golden/f/a/sm_80.cu", ChangeKind.RENAMED, renaming=(("i_1", "i"),)))
     changed = failed(
         "f/b/sm_80",
-        Mismatch("golden/f/b/sm_80.yaml", ChangeKind.FACTS, fields=("sync.tma_loads: 2 -> 1",)),
+        Mismatch("golden/f/b/sm_80.yaml", ChangeKind.FACTS, facts=(FactChange(("sync", "tma_loads"), "2", "1"),)),
         Mismatch("golden/f/b/sm_80.cu", ChangeKind.CUDA, diff=("@@ -1 +1 @@",)),
     )
     summary = render_job_summary(StaticReport(2, 0, (renamed, changed)), "Golden snapshots")
-    assert "Snapshot files by kind: 1 CUDA changed, 1 facts changed, 1 identifiers renamed only." in summary
+    assert "Every failing snapshot file: 1 CUDA changed, 1 facts changed, 1 identifiers renamed only" in summary
     assert "| `f/a/sm_80` | `golden/f/a/sm_80.cu` | identifiers renamed only (1: i_1 -> i) |" in summary
 
 

@@ -43,7 +43,9 @@ def test_regen_then_static_passes(golden_session):
 def test_missing_snapshot_fails_with_regen_command(golden_session):
     result = golden_session("-k", SMALL_CASE)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([f"*golden/{SMALL_CASE}.cu: missing*", f'*nox -s regen-golden -- -k "{SMALL_CASE}"*'])
+    result.stdout.fnmatch_lines(
+        [f"*golden/{SMALL_CASE}.cu: missing*", f'*to accept: nox -s regen-golden -- -k "{SMALL_CASE}"']
+    )
     assert not (golden_session.golden / f"{SMALL_CASE}.cu").exists(), "static must never write golden/"
 
 
@@ -55,8 +57,10 @@ def test_yaml_mismatch_names_each_changed_field(golden_session):
     assert facts.read_text() != text
     result = golden_session("-k", SMALL_CASE)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*1 field(s) changed*", "*kernels.0.dynamic_shared_memory_bytes: 1234 -> 8192*"])
-    result.stdout.fnmatch_lines([f'*to accept these changes: nox -s regen-golden -- -k "{SMALL_CASE}"*'])
+    result.stdout.fnmatch_lines(["*1 field(s) changed*", "*dynamic_shared_memory_bytes: 1234 -> 8192*"])
+    # the last lines, where a terminal user looks: what changed in words, and the command
+    assert "shared memory (dynamic_shared_memory_bytes 1234 -> 8192) changed" in "\n".join(result.outlines[-5:])
+    assert f'nox -s regen-golden -- -k "{SMALL_CASE}"' in result.outlines[-3]
 
 
 def test_cuda_mismatch_shows_unified_diff(golden_session):
@@ -275,3 +279,33 @@ def test_lower_trace_is_refused(golden_session, monkeypatch):
     result = golden_session("-k", SMALL_CASE)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*TL_LOWER_TRACE='html' is set*"])
+
+
+def test_the_same_error_in_several_cases_is_printed_once_and_short(golden_session, monkeypatch):
+    """A harness or declaration error that every case of a family hits: its text once, at most
+    FAILURE_TEXT_LINES lines; the other cases name the first."""
+    from harness.static.verdict import FAILURE_TEXT_LINES
+
+    second = SMALL_CASE.replace("ns0", "ns1")
+
+    def failing(case):
+        raise RuntimeError(f"{case.id}: a declaration the harness cannot use")
+
+    small_registry(monkeypatch, SMALL_CASE, second)
+    monkeypatch.setattr(harness.static.lowering, "_lower_uncached", failing)
+    caches = (harness.static.lowering._lower_cached, harness.static.produce._case_files)
+    for cache in caches:
+        cache.cache_clear()
+    try:
+        result = golden_session("-k", "64x64x32 and test_case")
+    finally:
+        for cache in caches:
+            cache.cache_clear()
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    assert text.count("RuntimeError: ") == 1, text
+    result.stdout.fnmatch_lines([f"*the same error as {SMALL_CASE} (above)*"])
+    lines = result.stdout.lines
+    start = next(i for i, line in enumerate(lines) if line.startswith("_") and SMALL_CASE in line)
+    end = next(i for i, line in enumerate(lines) if line.startswith("_") and second in line)
+    assert end - start - 1 <= FAILURE_TEXT_LINES, "\n".join(lines[start:end])

@@ -48,8 +48,14 @@ ALLOWED = {
         "harness.files",
         "harness.environment",
     },
-    # the mismatch records it reads from the JUnit report, and which targets emitted the same source
-    "harness.ci": {"harness.static.changes", "harness.static.snapshot", "harness.static.target_identity"},
+    # the mismatch records it reads from the JUnit report, the verdict it renders (as the session does), and
+    # which targets emitted the same source
+    "harness.ci": {
+        "harness.static.changes",
+        "harness.static.snapshot",
+        "harness.static.target_identity",
+        "harness.static.verdict",
+    },
 }
 
 

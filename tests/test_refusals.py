@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 from conftest import GOLDEN_TEST, REPO, SMALL_CASE
 
-from harness.ci.job_summary import error_annotations, escape_property, read_junit
+from harness.ci.job_summary import error_annotations, read_junit
 from harness.static.cases import all_cases
 
 WORKERS = ("0", "2")  # -n 0: no xdist; -n 2: what `nox -s static` runs (-n auto on 2 cores)
@@ -84,4 +84,6 @@ def test_the_items_of_one_group_run_on_one_worker_and_the_report_names_them_by_c
     (check,) = read_junit(junit).failed
     assert check.case_id == case.id and "@" in ElementTree.parse(junit).find(".//testcase").get("name")
     (annotation,) = error_annotations(read_junit(junit))
-    assert f"title={escape_property(case.id)}%3A comments changed only" in annotation
+    assert annotation.startswith(f"::error file=golden/{case.id}.cu,line=1,title=") and "comments changed only" in (
+        annotation
+    )

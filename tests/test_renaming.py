@@ -76,7 +76,7 @@ def test_a_failing_cu_says_which_kind_it_is():
     old, new = pair("ns0_64x64x32_sm_80")
     changed = describe_mismatch("f/v/sm_80.cu", old, new, "golden/")
     assert changed.kind is ChangeKind.CUDA
-    assert changed.lines()[0] == "golden/f/v/sm_80.cu: CUDA changed (first with local names canonicalized, then as is)"
+    assert changed.lines()[0] == "golden/f/v/sm_80.cu: CUDA changed (local names canonicalized)"
     assert changed.diff[0] == "--- golden/f/v/sm_80.cu (locals renamed as produced)"
     renamed = describe_mismatch("f/v/sm_80.cu", new, re.sub(r"\bC_l\b", "accumulator", new), "golden/")
     assert (renamed.kind, renamed.renaming) == (ChangeKind.RENAMED, (("C_l", "accumulator"),))
@@ -95,3 +95,43 @@ def test_comment_and_whitespace_edits_get_their_own_kind():
     assert commented.lines()[0] == "g/f/v/sm_80.cu: comments changed only (the code is the same token for token)"
     assert spaced.lines()[0] == "g/f/v/sm_80.cu: whitespace changed only (the code is the same token for token)"
     assert spaced.lines()[1:3] == ["  --- g/f/v/sm_80.cu", "  +++ produced/f/v/sm_80.cu"], "named by the store's prefix"
+
+
+MOVED_OLD = """__global__ void k(float* C, half_t* D) {
+  float C_l[8];
+  for (int i = 0; i < 4; ++i) {
+    half_t C_local_cast[4];
+    C_local_cast[0] = (half_t)C_l[i];
+    D[i] = C_local_cast[0];
+  }
+}
+"""
+# TileLang hoists the cast buffer out of the loop and renumbers the loop variable.
+MOVED_NEW = """__global__ void k(float* C, half_t* D) {
+  float C_l[8];
+  half_t C_local_cast[4];
+  for (int i_1 = 0; i_1 < 4; ++i_1) {
+    C_local_cast[0] = (half_t)C_l[i_1];
+    D[i_1] = C_local_cast[0];
+  }
+}
+"""
+
+
+def test_a_declaration_moved_between_scopes_and_nothing_else_is_its_own_class():
+    found = classify(MOVED_OLD, MOVED_NEW)
+    assert not found.renamed_only and found.moved == ("half_t C_local_cast[4];",)
+    moved = describe_mismatch("f/v/gfx942.hip", MOVED_OLD, MOVED_NEW, "golden/")
+    assert moved.kind is ChangeKind.MOVED and moved.moved == ("half_t C_local_cast[4];",)
+    assert moved.lines()[0].startswith("golden/f/v/gfx942.hip: declarations moved only (half_t C_local_cast[4];")
+
+
+def test_a_moved_declaration_beside_a_real_change_is_a_source_change_named_by_its_language():
+    changed = MOVED_NEW.replace("D[i_1] = ", "D[i_1 + 1] = ")
+    assert changed != MOVED_NEW
+    found = classify(MOVED_OLD, changed)
+    assert not found.renamed_only and found.moved == ()
+    mismatch = describe_mismatch("f/v/gfx942.hip", MOVED_OLD, changed, "golden/")
+    assert mismatch.kind is ChangeKind.CUDA and mismatch.headline == "HIP changed (local names canonicalized)"
+    resized = MOVED_NEW.replace("C_local_cast[4];", "C_local_cast[8];", 1)
+    assert classify(MOVED_OLD, resized).moved == (), "a declaration that changed did not only move"

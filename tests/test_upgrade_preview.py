@@ -81,7 +81,7 @@ def test_the_report_counts_per_family_and_target_and_lists_fields_and_checks(gol
     preview = Preview("9.9.9", "0.1.15", [row_for(golden, tmp_path)], ["g: 2. something: recorded holds, now fails"])
     text = render_markdown(preview)
     assert text.startswith("<!-- Written by `nox -s upgrade-preview -- 9.9.9`")
-    assert "| gemm_num_stages/sm_90 | 0 | 0 | 0 | 1 | 0 | 0 |" in text
+    assert "| gemm_num_stages/sm_90 | 0 | 0 | 0 | 0 | 1 | 0 | 0 |" in text  # the MOVED column before CUDA
     assert "- `dynamic_shared_memory_bytes` in 1 case(s)" in text
     assert "- g: 2. something: recorded holds, now fails" in text
     assert "| sm_90 | CUDA | 1 | 0 | 0 | - |\n\n- none\n" in text  # its CUDA did not change

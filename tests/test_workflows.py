@@ -150,10 +150,62 @@ def test_triggers():
     }
 
 
-@pytest.mark.parametrize("name", [path.name for path in workflow_files()])
+# The one workflow that may write: the pull request comment, which runs no code of the pull request.
+COMMENT = "comment.yml"
+
+
+@pytest.mark.parametrize("name", [path.name for path in workflow_files() if path.name != COMMENT])
 def test_no_privileged_pull_request_triggers(name):
     """pull_request_target and workflow_run run with the base repository's secrets and tokens."""
     assert not set(triggers(load(WORKFLOWS / name))) & {"pull_request_target", "workflow_run"}
+
+
+def test_the_comment_workflow_holds_the_write_token_but_runs_no_code_of_the_pull_request():
+    """workflow_run on the static workflow, reading only its artifact: no checkout, no action, no Python, no nox."""
+    workflow = workflows()[COMMENT]
+    assert triggers(workflow) == {"workflow_run": {"workflows": [workflows()["static.yml"]["name"]],
+                                                   "types": ["completed"]}}  # fmt: skip
+    assert workflow["permissions"] == {}, "nothing at the top; the job asks for what it needs"
+    (job,) = workflow["jobs"].values()
+    assert job["permissions"] == {"actions": "read", "pull-requests": "write"}
+    assert job["runs-on"] == "ubuntu-24.04"
+    assert all("uses" not in step for step in job["steps"]), "no action: no checkout, nothing to run"
+    (step,) = job["steps"]
+    script = step["run"]
+    assert "python" not in script and not nox_sessions_called(script) and "git " not in script
+    assert "gh run download \"$RUN_ID\" --pattern 'verdict-*'" in script
+    assert '[[ "$number" =~ ^[0-9]+$ ]]' in script and '[ "$head" != "$HEAD_SHA" ]' in script
+    assert "--method PATCH" in script, "the comment is updated in place"
+    assert step["env"]["RUN_ID"] == "${{ github.event.workflow_run.id }}"
+
+
+def _workflow_run(event: str, conclusion: str) -> dict[str, Any]:
+    return {"event_name": "workflow_run", "event": {"workflow_run": {"event": event, "conclusion": conclusion}}}
+
+
+@pytest.mark.parametrize(
+    ("event", "conclusion", "runs"),
+    [("pull_request", "failure", True), ("pull_request", "success", True), ("pull_request", "cancelled", False),
+     ("push", "failure", False), ("workflow_dispatch", "success", False)],
+)  # fmt: skip
+def test_the_comment_follows_pull_request_runs_only(event, conclusion, runs):
+    """A passing run updates the comment too (an old failure must not linger); a cancelled one does not."""
+    (job,) = workflows()[COMMENT]["jobs"].values()
+    assert runs_if(job["if"], {"github": _workflow_run(event, conclusion)}) is runs
+
+
+def test_the_static_shards_upload_the_verdict_and_the_pull_request_number_for_the_comment():
+    golden = _static_jobs()["golden"]
+    summary = next(step for step in golden["steps"] if "scripts/ci_summary.py" in step.get("run", ""))
+    assert "--comment-file build/verdict/verdict.md" in summary["run"]
+    number = next(step for step in golden["steps"] if "build/verdict/pull-request" in step.get("run", ""))
+    assert number["env"] == {"PULL_REQUEST": "${{ github.event.pull_request.number }}"}
+    upload = next(s for s in golden["steps"] if s.get("with", {}).get("path") == "build/verdict/")
+    assert upload["with"]["name"] == "verdict-shard-${{ matrix.shard }}"
+    for step in (number, upload):
+        assert runs_if(step["if"], {"github": SAMPLE_EVENTS["fork PR"]}, "failure")
+        assert not runs_if(step["if"], {"github": SAMPLE_EVENTS["push to main"]}, "failure")
+        assert not runs_if(step["if"], {"github": SAMPLE_EVENTS["fork PR"]}, "cancelled")
 
 
 def test_gpu_job_checks_out_the_commit_a_maintainer_named_verified_on_a_github_hosted_runner():
@@ -195,7 +247,7 @@ def test_self_hosted_runners_never_see_forks(name):
 @pytest.mark.parametrize("path", workflow_files(), ids=lambda p: p.name)
 def test_actions_pinned_by_commit_with_version_comment(path):
     lines = [line for line in path.read_text().splitlines() if re.match(r"^\s*(?:-\s+)?uses:", line)]
-    assert lines, f"{path.name}: no action used"
+    assert lines or path.name == COMMENT, f"{path.name}: no action used"
     for line in lines:
         match = PINNED_USES.match(line)
         assert match, f"{path.name}: cannot read `{line.strip()}`"
@@ -215,7 +267,7 @@ def test_one_commit_per_action_across_workflows():
     assert pins and all(len(refs) == 1 for refs in pins.values()), pins
 
 
-@pytest.mark.parametrize("name", [path.name for path in workflow_files()])
+@pytest.mark.parametrize("name", [path.name for path in workflow_files() if path.name != COMMENT])
 def test_permissions_read_only(name):
     workflow = load(WORKFLOWS / name)
     assert "permissions" in workflow, f"{name}: top-level permissions missing (the default may be write-all)"
@@ -228,7 +280,7 @@ def test_permissions_read_only(name):
     assert workflow["permissions"].get("contents") in ("read", "none")
 
 
-@pytest.mark.parametrize("name", [path.name for path in workflow_files()])
+@pytest.mark.parametrize("name", [path.name for path in workflow_files() if path.name != COMMENT])
 def test_checkout_drops_credentials(name):
     checkouts = [
         step for _, step in steps(load(WORKFLOWS / name)) if step.get("uses", "").startswith("actions/checkout@")
@@ -316,6 +368,7 @@ def test_nox_sessions_called_exist_in_noxfile():
     assert per_workflow["static.yml"] == {"static", "tests", "lint"}
     assert per_workflow["regen.yml"] == {"regen-golden"}
     assert per_workflow["gpu.yml"] == {"gpu"}
+    assert per_workflow[COMMENT] == set()
     assert set(ci_run) == {"static", "tests", "lint"}
     missing = sorted(set(ci_run).union(*per_workflow.values()) - declared)
     assert not missing, f"workflows or .ci/run call nox sessions that noxfile.py does not declare: {missing}"
@@ -493,7 +546,11 @@ def test_static_failure_reports_through_the_harness(job_name):
     assert len(summary) == 1 and summary[0]["if"] == "${{ !cancelled() }}"
     assert shlex.split(summary[0]["run"])[1:3] == ["scripts/ci_summary.py", junit[1]]
     assert (REPO / "scripts" / "ci_summary.py").is_file()
-    upload = [step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact@")]
+    upload = [
+        step
+        for step in job["steps"]
+        if step.get("uses", "").startswith("actions/upload-artifact@") and "verdict" not in step["with"]["name"]
+    ]
     assert len(upload) == 1 and upload[0]["if"] == "${{ failure() }}"
     assert junit[1] in upload[0]["with"]["path"]
     # what the shards produced is uploaded; the orphan check produces nothing to upload

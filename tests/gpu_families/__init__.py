@@ -1,7 +1,7 @@
 """Test-only families for proving the GPU check on a GPU: `scripts/gpu_check.py --families tests.gpu_families`.
 
-Three are broken on purpose (a kernel that does not finish, one that writes to an illegal address,
-inputs that raise) and one has an fp8 output. None is snapshotted: the static check reads only
+Each is broken on purpose: a kernel that does not finish, one that writes to an illegal address,
+inputs that raise. None is snapshotted: the static check reads only
 `kernels/` (tests/test_gpu_isolation.py holds that), and the GPU check compares none of these with
 a snapshot.
 """

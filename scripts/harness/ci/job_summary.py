@@ -1,14 +1,15 @@
 """A static session's JUnit XML -> GitHub job summary (Markdown) and error annotations.
 
 Each failing check of the static session attaches its findings to the report as JUnit properties
-(`harness.static.changes`: its case id, one mismatch record per snapshot file, the remedy); this
-module reads those records, never the printed messages, and renders them with the same functions
-the session prints them with. A check without records (a family check, the manifest) is shown by
-its failure text.
+(`harness.static.changes`: its case id and case, one mismatch record per snapshot file, the remedy);
+this module reads those records, never the printed messages, and renders the same verdict the
+session closes with (`harness.static.verdict`): one entry per change, its facts first, its CUDA/HIP
+folded. A check without records (a family check, the manifest) is shown by its failure text.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -19,9 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from harness.static.changes import CASE_ID, LOWERING_SOURCE, MISMATCH, REMEDY, Mismatch, lowering_line, report_lines
+from harness.static.changes import CASE, CASE_ID, LOWERING_SOURCE, MISMATCH, REMEDY, Mismatch, lowering_line
 from harness.static.snapshot import SnapshotStore
 from harness.static.target_identity import identity_lines
+from harness.static.verdict import (
+    CaseKey,
+    Failure,
+    Verdict,
+    build_verdict,
+    entries_markdown,
+    folded,
+    overview_lines,
+)
 
 # GitHub shows at most 10 error annotations per step; the rest are counted in one notice.
 MAX_ERROR_ANNOTATIONS = 10
@@ -42,10 +52,11 @@ class FailedCheck:
     short_message: str  # pytest's one-paragraph form: the exception text, without traceback
     mismatches: tuple[Mismatch, ...] = ()
     remedy: str = ""  # how to accept (or delete) what the mismatches show
+    case: CaseKey | None = None  # a case's family, variant and target
 
-    def report(self) -> str:
-        """The check's report: rendered from its records when it has some, else its failure text."""
-        return "\n".join(report_lines(self.mismatches, self.remedy)) if self.mismatches else self.message
+    def failure(self) -> Failure:
+        """The check as the verdict reads it."""
+        return Failure(self.case_id, self.case, self.mismatches, self.remedy, "" if self.mismatches else self.message)
 
 
 @dataclass(frozen=True)
@@ -54,6 +65,10 @@ class StaticReport:
     skipped: int
     failed: tuple[FailedCheck, ...]
     lowering: Mapping[str, int] = field(default_factory=dict)  # cases `lowered` and taken from the `cache`
+    unchanged: tuple[CaseKey, ...] = ()  # the cases that passed
+
+    def verdict(self) -> Verdict:
+        return build_verdict([check.failure() for check in self.failed], self.unchanged)
 
 
 def read_junit(path: Path) -> StaticReport:
@@ -70,6 +85,7 @@ def read_junit(path: Path) -> StaticReport:
     if not cases:
         raise JUnitReportError(f"{path}: the report holds no test case; a run that checks nothing cannot pass")
     failed = []
+    unchanged = []
     skipped = 0
     lowering: Counter[str] = Counter(
         p.get("value") or ""
@@ -80,16 +96,19 @@ def read_junit(path: Path) -> StaticReport:
         outcome = case.find("failure")
         if outcome is None:
             outcome = case.find("error")
-        if outcome is None:
-            skipped += case.find("skipped") is not None
-            continue
         properties = [(p.get("name"), p.get("value") or "") for p in case.findall("properties/property")]
-        found = dict(properties)  # the case id and remedy are recorded once per check
+        found = dict(properties)  # the case id, the case and the remedy are recorded once per check
         try:
+            key = tuple(json.loads(found[CASE])) if CASE in found else None
             mismatches = tuple(Mismatch.from_json(value) for name, value in properties if name == MISMATCH)
         except (ValueError, KeyError, TypeError) as error:
             unreadable = f"an unreadable {MISMATCH} property of {case.get('name')} ({error})"
             raise JUnitReportError(f"{path}: {unreadable}") from None
+        if outcome is None:
+            skipped += case.find("skipped") is not None
+            if key and case.find("skipped") is None:
+                unchanged.append(key)
+            continue
         short_message = outcome.get("message") or ""
         failed.append(
             FailedCheck(
@@ -98,9 +117,10 @@ def read_junit(path: Path) -> StaticReport:
                 short_message=short_message,
                 mismatches=mismatches,
                 remedy=found.get(REMEDY, ""),
+                case=key,
             )
         )
-    return StaticReport(checks=len(cases), skipped=skipped, failed=tuple(failed), lowering=dict(lowering))
+    return StaticReport(len(cases), skipped, tuple(failed), dict(lowering), tuple(unchanged))
 
 
 def escape_data(text: str) -> str:
@@ -142,27 +162,14 @@ def capped(commands: list[str], noun: str, limit: int = MAX_ERROR_ANNOTATIONS) -
 
 
 def error_annotations(report: StaticReport, limit: int = MAX_ERROR_ANNOTATIONS) -> list[str]:
-    """`::error` lines: one per mismatching snapshot file, one per failing check that has no mismatch."""
+    """`::error` lines: one per entry of the verdict (a change, wherever it applies), on a snapshot file of it
+    where it has one; its text is the headline and the command that accepts it."""
     errors = []
-    for check in report.failed:
-        for mismatch in check.mismatches:
-            body = "\n".join(line for line in (*mismatch.details, check.remedy) if line) or mismatch.headline
-            # GitHub shows an annotation in "Files changed" only with a line; the file's first is the honest one.
-            errors.append(
-                workflow_command(
-                    "error", body, file=mismatch.path, line="1", title=f"{check.case_id}: {mismatch.headline}"
-                )
-            )
-        if not check.mismatches:
-            errors.append(workflow_command("error", check.short_message, title=check.case_id))
-    return capped(errors, "failing snapshot(s)", limit)
-
-
-def _code_block(text: str) -> str:
-    """A fenced block that no backtick run inside `text` can close early."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}text\n{text}\n{fence}"
+    for entry in report.verdict().entries:
+        body = "\n".join(line for line in (entry.headline, entry.accept and f"to accept: {entry.accept}") if line)
+        where = {"file": entry.path, "line": "1"} if entry.path else {}
+        errors.append(workflow_command("error", body, **where, title=entry.title))
+    return capped(errors, "changes", limit)
 
 
 def _cell(text: str) -> str:
@@ -182,51 +189,45 @@ def render_job_summary(
     produced: bool = True,
     identity: Sequence[str] = (),
 ) -> str:
-    """Markdown for $GITHUB_STEP_SUMMARY: an overview table, then each failure's full report, then
-    `identity` (`harness.static.target_identity`: which targets emitted the same source).
+    """Markdown for $GITHUB_STEP_SUMMARY: what changed and how to accept it first, then one entry per change
+    (facts shown, CUDA/HIP folded), every failing file in a folded table, then `identity`
+    (`harness.static.target_identity`: which targets emitted the same source).
 
     `produced=False` for a job whose checks produce no snapshot files (the orphan check): its
     summary then points at the committed files only."""
     identity_section = _identity_section(identity)
     lowering = f"\n{lowering_line(report.lowering)}.\n" if report.lowering else ""
     passed = report.checks - len(report.failed) - report.skipped
-    head = f"## {title}: {len(report.failed)} of {report.checks} checks failed"
     if not report.failed:
         skipped = f", {report.skipped} skipped" if report.skipped else ""
         return f"## {title}: all {passed} checks passed{skipped}\n{lowering}{identity_section}"
-    parts = [head, lowering]
+    verdict = report.verdict()
+    parts = [f"## {title}: {len(report.failed)} of {report.checks} checks failed", "", *overview_lines(verdict), ""]
     where = f"the `{artifact}` artifact of this run" if artifact else "the pending folder"
     parts.append(
         f"What this run produced is in {where} (`build/golden-pending/`, laid out like `golden/`). "
-        "Compare it with the committed snapshots; if every change is intended, run the command under each "
-        "failure locally and commit the result."
+        "If every change is intended, run the command locally and commit the result."
         if produced
         else "These checks compare the committed files with the registered variants; they produce no snapshot. "
-        "Run the command under each failure locally and commit the result."
+        "Run the command locally and commit the result."
     )
+    parts.append(lowering)
+    entries = entries_markdown(verdict)
+    if len(entries.encode()) > MAX_SUMMARY_BYTES:
+        titles = ", ".join(entry.title for entry in verdict.entries)
+        entries = (
+            f"The changes did not fit in the summary (see the job log and the JUnit XML in the artifact): {titles}\n"
+        )
+    parts.append(entries)
     counts = kind_counts(report)
     if counts:
-        parts += ["", "Snapshot files by kind: " + ", ".join(f"{n} {name}" for name, n in counts.items()) + "."]
-    parts += ["", "| check | snapshot | change |", "| --- | --- | --- |"]
-    for check in report.failed:
-        rows = [(f"`{m.path}`", m.headline) for m in check.mismatches] or [("", "see below")]
-        parts += [f"| `{_cell(check.case_id)}` | {path} | {_cell(change)} |" for path, change in rows]
-    parts.append("")
-    size = sum(len(part.encode()) + 1 for part in parts)
-    left_out = []
-    for check in report.failed:
-        section = f"### `{check.case_id}`\n\n{_code_block(check.report())}\n"
-        if size + len(section.encode()) > MAX_SUMMARY_BYTES:
-            left_out.append(check.case_id)
-            continue
-        parts.append(section)
-        size += len(section.encode()) + 1
-    if left_out:
-        parts.append(
-            f"{len(left_out)} failure report(s) did not fit in the summary (see the job log and the JUnit XML in the "
-            f"artifact): {', '.join(left_out)}\n"
-        )
-    return "\n".join(parts) + identity_section
+        rows = ["| check | snapshot | change |", "| --- | --- | --- |"]
+        for check in report.failed:
+            for mismatch in check.mismatches:
+                rows.append(f"| `{_cell(check.case_id)}` | `{mismatch.path}` | {_cell(mismatch.headline)} |")
+        by_kind = ", ".join(f"{n} {name}" for name, n in counts.items())
+        parts.append(folded(f"Every failing snapshot file: {by_kind}", "\n".join(rows)))
+    return "\n".join(parts) + "\n" + identity_section
 
 
 def _identity_section(identity: Sequence[str]) -> str:
@@ -244,19 +245,25 @@ def publish(
     out: TextIO = sys.stdout,
     produced: bool = True,
     pending: Path | None = None,
+    comment: Path | None = None,
 ) -> int:
     """Print the annotations, append the summary to $GITHUB_STEP_SUMMARY (stdout when unset); 1 without a report.
 
-    `pending`: the folder of produced snapshots, whose targets with identical source the summary names."""
+    `pending`: the folder of produced snapshots, whose targets with identical source the summary names.
+    `comment`: a file that gets the summary too (or the error), for the pull request comment."""
     try:
         report = read_junit(junit)
     except JUnitReportError as error:
         print(workflow_command("error", str(error), title=title), file=out)
+        if comment is not None:
+            _write(comment, f"## {title}\n\n{error}\n")
         return 1
     for line in error_annotations(report):
         print(line, file=out)
     identity = identity_lines(SnapshotStore(pending)) if pending is not None and pending.is_dir() else []
     summary = render_job_summary(report, title, artifact, produced, identity)
+    if comment is not None:
+        _write(comment, summary + "\n")
     summary_path = environ.get("GITHUB_STEP_SUMMARY")
     if summary_path:
         with open(summary_path, "a", encoding="utf-8") as step_summary:
@@ -264,3 +271,8 @@ def publish(
     else:
         print(summary, file=out)
     return 0
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 # JUnit properties of a static-session item (pytest's user_properties): the summary reads these.
 CASE_ID = "case_id"  # the check's case id: its parametrization id, or its function's name
 MISMATCH = "mismatch"  # one Mismatch as JSON, per differing file
 REMEDY = "remedy"  # the line saying how to accept (or delete) what the mismatches show
+CASE = "case"  # a case's item: its family, variant and target as a JSON list, passed or failed
 LOWERING_SOURCE = "lowering"  # where a case's files came from: `lowered` in this run, or the lowering `cache`
 
 
@@ -35,12 +36,42 @@ class ChangeKind(enum.Enum):
     COMMENTS = "comments changed only"  # the code is the same token for token
     WHITESPACE = "whitespace changed only"  # the code and its comments are the same token for token
     RENAMED = "identifiers renamed only"
-    CUDA = "CUDA changed"
+    MOVED = "declarations moved only"  # local array declarations moved between scopes, nothing else
+    CUDA = "CUDA changed"  # the kernel source changed (a HIP target's `.hip` too; reports say HIP there)
     TEXT = "text differs"  # a file that is neither CUDA nor facts (a summary), or facts equal as data
     ORPHAN = "orphan"  # a committed file that no registered variant produces
     FAILED = "failed to lower"  # the upgrade preview's case that did not lower (or read); never a Mismatch
     NOW_LOWERS = "now lowers"  # a case declared not to lower (Variant.does_not_lower) lowered
     STILL_FAILS = "still fails as declared"  # the upgrade preview's declared failure, same error; never a Mismatch
+
+
+def source_language(path: str) -> str:
+    """`HIP` for a `.hip` kernel source, `CUDA` otherwise: how a report names a source change."""
+    return "HIP" if path.endswith(".hip") else "CUDA"
+
+
+def source_label(kind: ChangeKind, path: str) -> str:
+    """The kind as a reader of `path` should see it: `HIP changed` for a `.hip` source."""
+    return f"{source_language(path)} changed" if kind is ChangeKind.CUDA else kind.value
+
+
+@dataclass(frozen=True)
+class FactChange:
+    """One changed fact field."""
+
+    path: tuple[str | int, ...]  # keys and list indices below the kernel (below the module for module facts)
+    before: str  # the value's repr, shortened; `<absent>` when the field is new
+    after: str
+    kernel: str = ""  # the kernel's name where the module launches several, else empty
+
+    @property
+    def name(self) -> str:
+        """`pipelines.0.extent`, after the kernel's name where the module has several."""
+        dotted = ".".join(str(part) for part in self.path) or "<root>"
+        return f"{self.kernel}: {dotted}" if self.kernel else dotted
+
+    def line(self) -> str:
+        return f"{self.name}: {self.before} -> {self.after}"
 
 
 @dataclass(frozen=True)
@@ -49,14 +80,20 @@ class Mismatch:
 
     path: str  # as reports name it: the store's folder prefix, then the path inside it
     kind: ChangeKind
-    fields: tuple[str, ...] = ()  # FACTS: one `field: before -> after` per changed field
-    diff: tuple[str, ...] = ()  # unified diff lines (CUDA: the canonicalized diff, then the raw one)
-    renaming: tuple[tuple[str, str], ...] = ()  # RENAMED: (old name, new name) per renamed local
+    facts: tuple[FactChange, ...] = ()  # FACTS: one per changed field
+    diff: tuple[str, ...] = ()  # unified diff lines (CUDA, MOVED: with the old text's locals renamed as the new's)
+    renaming: tuple[tuple[str, str], ...] = ()  # RENAMED, MOVED: (old name, new name) per renamed local
     reason: str = ""  # CORRUPT: why the snapshot cannot be read; NOW_LOWERS: what was declared
+    moved: tuple[str, ...] = ()  # MOVED: the declarations that moved (`half_t C_local_cast[4];`)
 
     def __post_init__(self) -> None:
         if self.kind in (ChangeKind.IDENTICAL, ChangeKind.FAILED, ChangeKind.STILL_FAILS):
             raise ValueError(f"{self.path}: {self.kind.value!r} is a case's outcome, not a file's mismatch")
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """FACTS: one `field: before -> after` line per changed field."""
+        return tuple(change.line() for change in self.facts)
 
     @property
     def headline(self) -> str:
@@ -66,14 +103,17 @@ class Mismatch:
         if self.kind is ChangeKind.CORRUPT:
             return self.reason
         if self.kind is ChangeKind.FACTS:
-            return f"{len(self.fields)} field(s) changed"
+            return f"{len(self.facts)} field(s) changed"
         if self.kind in (ChangeKind.COMMENTS, ChangeKind.WHITESPACE):
             return f"{self.kind.value} (the code is the same token for token)"
         if self.kind is ChangeKind.RENAMED:
             pairs = ", ".join(f"{old} -> {new}" for old, new in self.renaming)
             return f"{self.kind.value} ({len(self.renaming)}: {pairs})"
+        if self.kind is ChangeKind.MOVED:
+            renamed = f"; {len(self.renaming)} identifiers renamed" if self.renaming else ""
+            return f"{self.kind.value} ({', '.join(self.moved)}{renamed})"
         if self.kind is ChangeKind.CUDA:
-            return f"{self.kind.value} (first with local names canonicalized, then as is)"
+            return f"{source_label(self.kind, self.path)} (local names canonicalized)"
         if self.kind is ChangeKind.NOW_LOWERS:
             return f"{self.kind.value}, though declared not to ({self.reason})"
         if self.kind is ChangeKind.ORPHAN:
@@ -94,10 +134,11 @@ class Mismatch:
             {
                 "path": self.path,
                 "kind": self.kind.value,
-                "fields": self.fields,
+                "facts": [[list(c.path), c.before, c.after, c.kernel] for c in self.facts],
                 "diff": self.diff,
                 "renaming": self.renaming,
                 "reason": self.reason,
+                "moved": self.moved,
             }
         )
 
@@ -108,13 +149,11 @@ class Mismatch:
         return cls(
             path=data["path"],
             kind=ChangeKind(data["kind"]),
-            fields=tuple(data["fields"]),
+            facts=tuple(
+                FactChange(tuple(path), before, after, kernel) for path, before, after, kernel in data["facts"]
+            ),
             diff=tuple(data["diff"]),
             renaming=tuple((old, new) for old, new in data["renaming"]),
             reason=data["reason"],
+            moved=tuple(data["moved"]),
         )
-
-
-def report_lines(mismatches: Sequence[Mismatch], remedy: str, note: str | None = None) -> list[str]:
-    """A failing check's text: each mismatch's lines, then the note and the remedy (each when given)."""
-    return [line for mismatch in mismatches for line in mismatch.lines()] + [text for text in (note, remedy) if text]

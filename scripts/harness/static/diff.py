@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from harness.static.changes import ChangeKind, Mismatch
+from harness.static.changes import ChangeKind, FactChange, Mismatch
 from harness.static.renaming import classify, comments
 from harness.static.snapshot import CorruptSnapshot, load_yaml, parse_facts, strip_cuda_header
 from harness.targets import SOURCE_SUFFIXES
@@ -28,12 +28,26 @@ def _changes(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[list[Any], 
     return changes
 
 
-def field_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """One line per changed field: `path: old -> new`."""
-    return [
-        f"{'.'.join(str(p) for p in path) or '<root>'}: {before} -> {after}"
-        for path, before, after in _changes(old, new)
-    ]
+def _kernel_names(facts: dict[str, Any]) -> list[str]:
+    kernels = facts.get("kernels")
+    if not isinstance(kernels, list):
+        return []
+    return [str(k.get("name", f"kernel {i}")) if isinstance(k, dict) else f"kernel {i}" for i, k in enumerate(kernels)]
+
+
+def fact_changes(old: dict[str, Any], new: dict[str, Any]) -> list[FactChange]:
+    """One record per changed field. Per-kernel facts (`kernels.<i>.<path>`) lose their `kernels.<i>`
+    prefix and are named by their kernel only where the module launches several."""
+    names = _kernel_names(new) or _kernel_names(old)
+    several = len(names) > 1
+    found = []
+    for path, before, after in _changes(old, new):
+        kernel = ""
+        if len(path) > 2 and path[0] == "kernels" and isinstance(path[1], int):
+            kernel = (names[path[1]] if path[1] < len(names) else f"kernel {path[1]}") if several else ""
+            path = path[2:]
+        found.append(FactChange(tuple(path), before, after, kernel))
+    return found
 
 
 def changed_fields(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -90,9 +104,9 @@ def describe_mismatch(path: str, golden: str | None, produced: str, prefix: str)
         except CorruptSnapshot as error:
             # The error names the file first, for readers of the exception; the record keeps the path apart.
             return Mismatch(shown, ChangeKind.CORRUPT, reason=str(error).removeprefix(f"{shown}: "))
-        changes = field_changes(old, load_yaml(produced))
+        changes = fact_changes(old, load_yaml(produced))
         if changes:
-            return Mismatch(shown, ChangeKind.FACTS, fields=tuple(changes))
+            return Mismatch(shown, ChangeKind.FACTS, facts=tuple(changes))
     raw = tuple(text_diff(golden, produced, path, (prefix, "produced/")))
     if not path.endswith(tuple(SOURCE_SUFFIXES.values())):
         return Mismatch(shown, ChangeKind.TEXT, diff=raw)
@@ -103,4 +117,10 @@ def describe_mismatch(path: str, golden: str | None, produced: str, prefix: str)
         return Mismatch(shown, ChangeKind.WHITESPACE if same_comments else ChangeKind.COMMENTS, diff=raw)
     if found.renamed_only:
         return Mismatch(shown, ChangeKind.RENAMED, diff=raw, renaming=tuple(found.renaming.items()))
-    return Mismatch(shown, ChangeKind.CUDA, diff=(*_capped(found.canonical_diff), *raw))
+    # The diff with the renaming undone holds every real change; the raw one is `diff -u` of the two files.
+    canonical = tuple(_capped(found.canonical_diff))
+    if found.moved:
+        return Mismatch(
+            shown, ChangeKind.MOVED, diff=canonical, renaming=tuple(found.renaming.items()), moved=found.moved
+        )
+    return Mismatch(shown, ChangeKind.CUDA, diff=canonical)

@@ -6,6 +6,7 @@ pytest provides parametrization, `-k`, xdist and JUnit XML, this plugin the rest
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -16,12 +17,22 @@ from typing import NoReturn
 import pytest
 
 from harness.static import lowering_cache
-from harness.static.cases import parse_shard, select_shard
-from harness.static.changes import CASE_ID, LOWERING_SOURCE, MISMATCH, REMEDY, Mismatch, lowering_line, report_lines
+from harness.static.cases import all_cases, parse_shard, select_shard
+from harness.static.changes import CASE, CASE_ID, LOWERING_SOURCE, MISMATCH, REMEDY, Mismatch, lowering_line
 from harness.static.golden import RegenRefused, check_may_write
 from harness.static.lowering_cache import LoweringCache
 from harness.static.snapshot import SnapshotStore
 from harness.static.target_identity import identity_lines
+from harness.static.verdict import (
+    CaseKey,
+    Failure,
+    Verdict,
+    build_verdict,
+    capped_text,
+    error_key,
+    footer_lines,
+    terminal_lines,
+)
 
 OUTCOMES = ("created", "updated", "deleted", "unchanged")
 # The marker of a check that needs every case (the orphan check): sharded runs leave it out.
@@ -35,6 +46,9 @@ _OUTCOME_COUNTS: Counter[str] = Counter()
 _FINDINGS: list[str] = []
 # Cases whose files were lowered in this run, and taken from the lowering cache.
 _LOWERING_SOURCES: Counter[str] = Counter()
+# The failing checks as the verdict reads them, and the cases that passed (controller side).
+_FAILURES: list[Failure] = []
+_UNCHANGED: list[CaseKey] = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -66,7 +80,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for state in (_COLLECTED_BY_WORKER, _OUTCOME_COUNTS, _FINDINGS, _LOWERING_SOURCES):
+    for state in (_COLLECTED_BY_WORKER, _OUTCOME_COUNTS, _FINDINGS, _LOWERING_SOURCES, _FAILURES, _UNCHANGED):
         state.clear()  # one process may run several sessions (the tests run them in-process)
     config.addinivalue_line("markers", f"{UNSHARDED}: a check over every case, left out of sharded runs (--shard)")
     if os.environ.get("TL_LOWER_TRACE"):
@@ -107,7 +121,6 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if cache is None or not cache.read:
         return None
     from harness.build import BuildError
-    from harness.static.cases import all_cases
 
     missing_groups: set[str] = set()
     misses = 0
@@ -148,6 +161,9 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     which pytest's JUnit writer mangles into the name (`test_case[<id>]@<group>]`)."""
     callspec = getattr(item, "callspec", None)
     item.user_properties.append((CASE_ID, callspec.id if callspec else getattr(item, "originalname", item.name)))
+    case = callspec.params.get("case") if callspec else None
+    if case is not None:  # a case's item: the verdict groups failures by family, variant and target
+        item.user_properties.append((CASE, json.dumps([case.family.name, case.variant.name, case.target])))
 
 
 @pytest.hookimpl(trylast=True)
@@ -216,11 +232,13 @@ def record_findings(request: pytest.FixtureRequest, lines: list[str]) -> None:
 def fail_with_mismatches(
     request: pytest.FixtureRequest, mismatches: list[Mismatch], remedy: str, note: str | None = None
 ) -> NoReturn:
-    """Fail the item with the mismatches' report lines, and attach the records themselves (and the
-    remedy) as JUnit properties, which the CI job summary reads instead of the text."""
+    """Fail the item with what changed in a line, and attach the records themselves (and the remedy) as
+    JUnit properties, which the session's closing verdict and the CI job summary read instead of the text.
+    The diffs are shown once per change in the verdict the session closes with, not once per case."""
     request.node.user_properties.extend((MISMATCH, mismatch.to_json()) for mismatch in mismatches)
     request.node.user_properties.append((REMEDY, remedy))
-    pytest.fail("\n".join(report_lines(mismatches, remedy, note)), pytrace=False)
+    lines = [*(f"{m.path}: {m.headline}" for m in mismatches), note, remedy]
+    pytest.fail("\n".join(line for line in lines if line), pytrace=False)
 
 
 def record_lowering_source(request: pytest.FixtureRequest, case_id: str) -> None:
@@ -231,9 +249,15 @@ def record_lowering_source(request: pytest.FixtureRequest, case_id: str) -> None
         request.node.user_properties.append((LOWERING_SOURCE, source))
 
 
+@pytest.hookimpl(trylast=True)  # after the JUnit writer has taken the full text
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    properties = dict(report.user_properties)
+    if report.failed:
+        _record_failure(report, properties)
     if report.when != "call":
         return
+    if report.passed and CASE in properties:
+        _UNCHANGED.append(tuple(json.loads(properties[CASE])))
     for name, value in report.user_properties:
         if name == "golden_outcome":
             _OUTCOME_COUNTS[value.split(" ", 1)[0]] += 1
@@ -243,7 +267,31 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             _LOWERING_SOURCES[value] += 1
 
 
+def _record_failure(report: pytest.TestReport, properties: dict[str, str]) -> None:
+    """Keep the failure for the verdict. A failure without records (an error) that repeats one shown
+    already, its case's names aside, is shown by a line naming the first; a long one in its first and last lines."""
+    case = tuple(json.loads(properties[CASE])) if CASE in properties else None
+    mismatches = tuple(Mismatch.from_json(value) for name, value in report.user_properties if name == MISMATCH)
+    failure = Failure(properties.get(CASE_ID, report.nodeid), case, mismatches, properties.get(REMEDY, ""))
+    if not mismatches:
+        failure = Failure(failure.check, case, text=report.longreprtext)
+        first = next((f for f in _FAILURES if not f.mismatches and error_key(f) == error_key(failure)), None)
+        shown = "\n".join(capped_text(failure.text)) if first is None else f"the same error as {first.check} (above)"
+        if shown != failure.text:
+            report.longrepr = shown
+    _FAILURES.append(failure)
+
+
+def _verdict(config: pytest.Config) -> Verdict:
+    return build_verdict(_FAILURES, _UNCHANGED, f"{config.getoption('--pending-dir')}/", [c.id for c in all_cases()])
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    if _FAILURES:
+        verdict = _verdict(config)
+        terminalreporter.write_sep("=", f"what changed: {verdict.heading}")
+        for line in terminal_lines(verdict):
+            terminalreporter.write_line(line)
     if _FINDINGS:
         terminalreporter.write_sep("=", "findings")
         for line in _FINDINGS:
@@ -259,7 +307,18 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         terminalreporter.write_sep("=", "targets with byte-identical kernel source")
         for line in identity:
             terminalreporter.write_line(line)
-    terminalreporter.write_line(f"produced files are in {pending}/")
+
+
+@pytest.hookimpl(specname="pytest_terminal_summary", wrapper=True, tryfirst=True)
+def pytest_terminal_summary_closing(terminalreporter: pytest.TerminalReporter, config: pytest.Config):
+    """After pytest's own list of failed items: the last lines say what changed and how to accept it."""
+    yield
+    if _FAILURES:
+        verdict = _verdict(config)
+        terminalreporter.write_sep("=", f"what changed ({verdict.heading}), and how to accept it")
+        for line in footer_lines(verdict):
+            terminalreporter.write_line(line)
+    terminalreporter.write_line(f"produced files are in {config.getoption('--pending-dir')}/")
 
 
 @pytest.fixture(scope="session")

@@ -7,14 +7,17 @@ replaced by one placeholder; where they line up, each old local votes for the ne
 and the winner (one old name per new name, per function) is its renaming. The old text with its
 locals renamed that way either equals the new one token for token, whitespace aside ("identifiers
 renamed only", with the map), or its diff against the new text shows only what really changed,
-in the new text's names.
+in the new text's names. A text whose only other difference is where a local array is declared
+(`half_t C_local_cast[4];` hoisted out of a loop, as TileLang releases do) is "declarations moved
+only", with the declarations named.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 # Comments, strings, identifiers, numbers, operators, then any other single character: every
 # character of the text lands in exactly one token (tests/test_renaming.py checks the round trip).
@@ -159,21 +162,57 @@ def renamed(old: Text, mapping: dict[tuple[int, str], str]) -> str:
     return "".join(out)
 
 
+def array_declarations(texts: list[str]) -> tuple[list[str], Counter[str]]:
+    """The significant tokens without their local array declarations (`half_t C_local_cast[4];`: a
+    statement of a type word, a name and constant extents, no initializer), and those declarations."""
+    kept: list[str] = []
+    found: Counter[str] = Counter()
+    index = 0
+    while index < len(texts):
+        end = _array_declaration_end(texts, index)
+        if end and (not kept or kept[-1] in ("{", "}", ";")):
+            found[" ".join(texts[index:end]).replace(" [ ", "[").replace(" ]", "]").replace(" ;", ";")] += 1
+            index = end
+            continue
+        kept.append(texts[index])
+        index += 1
+    return kept, found
+
+
+def _array_declaration_end(texts: list[str], start: int) -> int:
+    """The index after `type name[N]...;` starting at `start`, or 0 when none starts there."""
+    if texts[start] not in TYPE_WORDS or start + 2 >= len(texts) or texts[start + 2] != "[":
+        return 0
+    index = start + 2
+    while index + 2 < len(texts) and texts[index] == "[" and texts[index + 1].isdigit() and texts[index + 2] == "]":
+        index += 3
+    return index + 1 if index > start + 2 and index < len(texts) and texts[index] == ";" else 0
+
+
 @dataclass(frozen=True)
 class Classification:
     renamed_only: bool  # same text up to a consistent renaming of locals (and whitespace)
     renaming: dict[str, str]  # old name -> new name, for the names that differ
     canonical_diff: list[str]  # the diff after renaming the old text's locals: only the real changes
+    # Not renamed only, but the same once local array declarations are set aside, which are the same ones
+    # in both texts (`half_t C_local_cast[4]`): declarations moved between scopes, and nothing else.
+    moved: tuple[str, ...] = field(default=())
 
 
 def classify(old: str, new: str, labels: tuple[str, str] = ("old", "new"), context: int = 3) -> Classification:
     """Renamed only (with the map), or the diff of the two texts after the renaming is undone, its two
-    sides named by `labels`."""
+    sides named by `labels`, with the declarations it only moves (`moved`) when that is all it does."""
     before, after = analyse(old), analyse(new)
     mapping = renaming_between(before, after)
     aligned = renamed(before, mapping)
-    differing = {name: mapping[key] for key in mapping if (name := key[1].split("@")[0]) != mapping[key]}
-    if [t.text for t in tokens(aligned)] == [t.text for t in tokens(new)]:
-        return Classification(True, dict(sorted(differing.items())), [])
-    diff = difflib.unified_diff(aligned.splitlines(), new.splitlines(), *labels, n=context, lineterm="")
-    return Classification(False, {}, list(diff))
+    differing = dict(sorted((name, mapping[key]) for key in mapping if (name := key[1].split("@")[0]) != mapping[key]))
+    old_tokens, new_tokens = [t.text for t in tokens(aligned)], [t.text for t in tokens(new)]
+    if old_tokens == new_tokens:
+        return Classification(True, differing, [])
+    diff = list(difflib.unified_diff(aligned.splitlines(), new.splitlines(), *labels, n=context, lineterm=""))
+    (old_rest, old_arrays), (new_rest, new_arrays) = array_declarations(old_tokens), array_declarations(new_tokens)
+    if old_arrays and old_rest == new_rest and old_arrays == new_arrays:
+        removed = [line[1:].strip() for line in diff if line.startswith("-") and not line.startswith("---")]
+        moved = tuple(line for line in removed if line in old_arrays) or tuple(sorted(old_arrays))
+        return Classification(False, differing, diff, moved)
+    return Classification(False, {}, diff)

@@ -1,9 +1,11 @@
 """What another TileLang would change: every case lowered with it, compared with golden/, never written there.
 
 Run inside an environment where only TileLang differs from the pins (`nox -s upgrade-preview --
-<version>`). Each case is classified (identical, identifiers renamed only, kernel source changed
--- the status `CUDA changed`, which a HIP target's `.hip` source gets too --, facts changed and
-which fields, failed to lower), the family checks run on the new facts, and the produced snapshots
+<version>`). Each case is classified as the static check classifies a snapshot (identical,
+identifiers renamed only, declarations moved only, kernel source changed -- the status `CUDA
+changed`, which a HIP target's `.hip` source gets too, and which the report names HIP there --, facts
+changed and which fields, failed to lower), the changes are grouped into entries as the static
+check's verdict groups them (harness.static.verdict), the family checks run on the new facts, and the produced snapshots
 go to `<output>/golden/`, so `diff -ru golden <output>/golden` shows them all. A real source change
 (not renaming only) that changes no fact is one the facts fail to explain: the report gives their
 share per target of the project (harness.targets.TARGETS, every one previewed, changed or not),
@@ -22,18 +24,19 @@ from typing import Any
 import yaml
 
 from harness.static.cases import Case, check_groups
-from harness.static.changes import ChangeKind
-from harness.static.diff import changed_fields
+from harness.static.changes import ChangeKind, Mismatch, source_label
+from harness.static.diff import changed_fields, describe_mismatch
 from harness.static.lowering import LoweringError
 from harness.static.produce import NowLowers, case_facts, case_files
-from harness.static.renaming import classify
-from harness.static.snapshot import CorruptSnapshot, SnapshotStore, parse_facts, strip_cuda_header
-from harness.targets import TARGETS
+from harness.static.snapshot import CorruptSnapshot, SnapshotStore, parse_facts
+from harness.static.verdict import Failure, build_verdict, entries_markdown
+from harness.targets import TARGETS, source_suffix
 
 # A case's status, in the report's column order; report.json holds their values.
 STATUSES = (
     ChangeKind.IDENTICAL,
     ChangeKind.RENAMED,
+    ChangeKind.MOVED,
     ChangeKind.CUDA,
     ChangeKind.FACTS,
     ChangeKind.FAILED,
@@ -50,12 +53,15 @@ class CaseRow:
     family: str
     target: str
     status: ChangeKind  # one of STATUSES; facts changed wins over the CUDA's class
-    # The kernel source's own class (`.cu` or `.hip`, Case.source_file): identical, renamed only or CUDA changed;
-    # None when it was not compared (the case did not lower, or has no snapshot yet).
+    # The kernel source's own class (`.cu` or `.hip`, Case.source_file): identical, renamed only, declarations
+    # moved only or CUDA changed; None when it was not compared (the case did not lower, or has no snapshot yet).
     cuda: ChangeKind | None = None
     fields: list[str] = field(default_factory=list)  # changed fact fields
     renamed: int = 0  # identifiers renamed
     error: str = ""
+    # For the grouped report only (not in report.json): the case's family, variant and target, its mismatches.
+    key: tuple[str, str, str] = field(default=("", "", ""), repr=False)
+    mismatches: tuple[Mismatch, ...] = field(default=(), repr=False)
 
 
 @dataclass
@@ -127,13 +133,31 @@ class Preview:
             "unexplained_cuda_changes": self.unexplained(),
             "unexplained_by_target": self.unexplained_by_target(),
             "family_checks_changed": self.checks,
-            "cases": [{**asdict(row), "status": row.status.value, "cuda": _label(row.cuda)} for row in self.rows],
+            "cases": [{**_public(row), "status": row.status.value, "cuda": _label(row.cuda)} for row in self.rows],
         }
 
+    def verdict_markdown(self) -> str:
+        """The changed cases as the static check's verdict groups and orders them (entries, facts first)."""
+        failures = [Failure(r.case, r.key, r.mismatches) for r in self.rows if r.mismatches]
+        unchanged = [r.key for r in self.rows if r.status is ChangeKind.IDENTICAL]
+        return entries_markdown(build_verdict(failures, unchanged)) if failures else "- none\n"
 
-def _label(kind: ChangeKind | None) -> str:
-    """A class as the report writes it; no class (a case that did not lower or has no snapshot) is empty."""
-    return kind.value if kind else ""
+
+def _column(status: ChangeKind) -> str:
+    """A status as a column of several targets names it: a source change there is CUDA's or HIP's."""
+    return "CUDA/HIP changed" if status is ChangeKind.CUDA else status.value
+
+
+def _public(row: CaseRow) -> dict[str, Any]:
+    return {name: value for name, value in asdict(row).items() if name not in ("key", "mismatches")}
+
+
+def _label(kind: ChangeKind | None, target: str = "") -> str:
+    """A class as the report writes it (`HIP changed` for a HIP target's source); no class (a case that did not
+    lower or has no snapshot) is empty."""
+    if not kind:
+        return ""
+    return source_label(kind, source_suffix(target)) if target in TARGETS else kind.value
 
 
 def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore) -> CaseRow:
@@ -148,21 +172,25 @@ def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore) -> 
         pending.write(path, text)
     if case.does_not_lower is not None:
         return classify_declared_failure(case, files, golden)
-    old_cuda, old_facts = golden.read(case.source_file), golden.read(f"{case.id}.yaml")
+    key = (family, case.variant.name, target)
+    facts_file = f"{case.id}.yaml"
+    old_cuda, old_facts = golden.read(case.source_file), golden.read(facts_file)
     if old_cuda is None or old_facts is None:
-        return CaseRow(case.id, family, target, ChangeKind.MISSING)
-    new_cuda = strip_cuda_header(files[case.source_file])
-    if strip_cuda_header(old_cuda) == new_cuda:
-        cuda, renamed = ChangeKind.IDENTICAL, 0
-    else:
-        # Comments or whitespace only count as renamed only here (with 0 renamed), as they always have.
-        found = classify(strip_cuda_header(old_cuda), new_cuda)
-        cuda, renamed = (ChangeKind.RENAMED, len(found.renaming)) if found.renamed_only else (ChangeKind.CUDA, 0)
+        return CaseRow(case.id, family, target, ChangeKind.MISSING, key=key)
+    # The static check's own comparison, so that both name a change alike.
+    source = describe_mismatch(case.source_file, old_cuda, files[case.source_file], golden.prefix)
+    cuda = ChangeKind.IDENTICAL if source is None else source.kind
+    if cuda in (ChangeKind.COMMENTS, ChangeKind.WHITESPACE):
+        cuda = ChangeKind.RENAMED  # comments or whitespace only count as renamed only here (0 renamed)
+    renamed = len(source.renaming) if source and cuda is ChangeKind.RENAMED else 0
     try:
-        fields = changed_fields(parse_facts(old_facts, case.id), yaml.safe_load(files[f"{case.id}.yaml"]))
+        fields = changed_fields(parse_facts(old_facts, case.id), yaml.safe_load(files[facts_file]))
     except CorruptSnapshot as error:
-        return CaseRow(case.id, family, target, ChangeKind.FAILED, cuda, error=str(error))
-    return CaseRow(case.id, family, target, ChangeKind.FACTS if fields else cuda, cuda, fields, renamed)
+        return CaseRow(case.id, family, target, ChangeKind.FAILED, cuda, error=str(error), key=key)
+    facts = describe_mismatch(facts_file, old_facts, files[facts_file], golden.prefix)
+    mismatches = tuple(m for m in (facts, source) if m is not None)
+    status = ChangeKind.FACTS if fields else cuda
+    return CaseRow(case.id, family, target, status, cuda, fields, renamed, key=key, mismatches=mismatches)
 
 
 def classify_declared_failure(case: Case, files: dict[str, str], golden: SnapshotStore) -> CaseRow:
@@ -237,7 +265,7 @@ def render_markdown(preview: Preview) -> str:
         "",
         f"{len(preview.rows)} cases: " + ", ".join(f"{n} {status.value}" for status, n in totals.most_common()) + ".",
         "",
-        "| family / target | " + " | ".join(status.value for status in STATUSES) + " |",
+        "| family / target | " + " | ".join(_column(status) for status in STATUSES) + " |",
         "|---" * (len(STATUSES) + 1) + "|",
     ]
     for key, counts in preview.counts().items():
@@ -255,10 +283,13 @@ def render_markdown(preview: Preview) -> str:
         lines.append("")
     cases = unexplained.get("all", {"cases": []})["cases"]
     lines += [f"- {case}" for case in cases] or ["- none"]
+    lines += ["", "## Changes, grouped as the static check groups them", ""]
+    lines += [preview.verdict_markdown().rstrip("\n")]
     lines += ["", "## Family checks whose outcome changed", ""]
     lines += [f"- {line}" for line in preview.checks] or ["- none"]
     lines += ["", "## Cases", "", "| case | status | source | fields | note |", "|---|---|---|---|---|"]
     for row in preview.rows:
         note = row.error or (f"{row.renamed} identifiers renamed" if row.renamed else "")
-        lines.append(f"| {row.case} | {row.status.value} | {_label(row.cuda)} | {', '.join(row.fields)} | {note} |")
+        status, source = _label(row.status, row.target), _label(row.cuda, row.target)
+        lines.append(f"| {row.case} | {status} | {source} | {', '.join(row.fields)} | {note} |")
     return "\n".join(lines) + "\n"

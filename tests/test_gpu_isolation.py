@@ -18,6 +18,7 @@ from harness.gpu import check, numerics, stages
 from harness.gpu.check import run_gpu_check
 from harness.gpu.stages import InProcessKernels, IsolatedKernels, KernelSession
 from harness.gpu.worker import CRASHED, DID_NOT_FINISH, RAISED, TimeLimits, WorkerProcess
+from harness.static.cases import Case
 
 SEEDS = [1, 2, 3]
 
@@ -222,3 +223,19 @@ def test_a_family_raising_in_its_own_file_is_located_there():
     except ValueError as error:
         where = stages.where(error, family)
     assert where.startswith("at tests/gpu_families/inputs_raise.py:") and where.endswith("in broken_inputs")
+
+
+def test_a_family_call_error_names_its_file_once():
+    from harness.family import load_families
+    from harness.gpu.numerics import FamilyCallError
+
+    family: Family = next(f for f in load_families("tests.gpu_families").families if f.name == "inputs_raise")
+    case = Case(family, family.variants[0], "sm_90")
+    try:
+        family.inputs(family.params(family.variants[0]), None, "cpu")
+    except ValueError as cause:
+        error = FamilyCallError(f"{family.file}: making the inputs raised ValueError: {cause}")
+        error.__cause__ = cause
+    message = stages.raised("reference", case, error).message
+    assert message.count(family.file) == 2, message  # once as the variant's file, once in the frame that raised
+    assert message.startswith(f"{family.file}: variant 'copy': reference: making the inputs raised ValueError")

@@ -66,8 +66,11 @@ class Timed:
 def raised(stage: str, case: Case, error: BaseException) -> Failure:
     """A stage's exception as the variant's failure: the family file, the variant, the error, and where."""
     cause = error.__cause__ if isinstance(error, FamilyCallError) and error.__cause__ else error
-    what = str(error) if isinstance(error, FamilyCallError) else f"{type(error).__name__}: {error}"
-    message = f"{case.family.file}: variant {case.variant.name!r}: {stage} raised {what} ({where(cause, case.family)})"
+    if isinstance(error, FamilyCallError):  # it says what raised, and names the file, which is said once here
+        what = f"{stage}: {str(error).removeprefix(f'{case.family.file}: ')}"
+    else:
+        what = f"{stage} raised {type(error).__name__}: {error}"
+    message = f"{case.family.file}: variant {case.variant.name!r}: {what} ({where(cause, case.family)})"
     return Failure(stage, RAISED, message)
 
 

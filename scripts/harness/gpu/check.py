@@ -121,17 +121,8 @@ def check_cases(
     limits) or, by default, this process with `bench`. A stage's failure ends that variant's check; the
     others go on."""
     device = require_cuda()
-    cases = list(select(device))
-    left_out = dict(not_run(device))
     seeds = validate_seeds(fresh_seeds() if seeds is None else seeds)
-    log(f"device: {device.name} ({device.reports} -> {device.target})")
-    for key, why in left_out.items():
-        log(f"not run: {key}: {why}")
-    if not cases:
-        raise NothingToRun(
-            f"no selected variant runs on {device.name} ({device.target})"
-            + (f"; {len(left_out)} not run here, each listed above with why" if left_out else "")
-        )
+    cases, left_out = selection_stage(device, select, not_run, log)
     kernels = kernels or InProcessKernels(KernelSession(bench=bench))
     limits = kernels.limits
     failures: dict[str, Failure] = {}
@@ -142,31 +133,16 @@ def check_cases(
     built = sum(not c.error and c.case.key not in failures for c in compiled)
     log(f"compiled {built}/{len(compiled)} kernels in {compile_seconds:.1f} s")
     snapshots = snapshot_stage(compiled, sources, SnapshotStore(golden), snapshotted, failures)
-    limit = device.shared_memory_per_block_bytes
     runnable = {
         c.case.key: c for c in compiled
         if c.case.key not in failures and not c.error and not snapshots[c.case.key].problems
-        and fits_in(c, snapshots[c.case.key], limit)
+        and fits_in(c, snapshots[c.case.key], device.shared_memory_per_block_bytes)
     }  # fmt: skip
 
-    launch_s = {key: work_seconds(c.case, device, failures) for key, c in runnable.items()}
-    for key, c in runnable.items():
-        if key not in failures:
-            answer = kernels.reference(c.case, seeds[0], limits.limit(3, launch_s[key]))
-            if isinstance(answer, Failure):
-                failures[key] = answer
-            else:
-                launch_s[key] = max(launch_s[key], answer)
+    launch_s = reference_stage(kernels, runnable, device, seeds[0], failures)
     checked = [c for key, c in runnable.items() if key not in failures]
     log(f"numerics: {len(checked)} kernels x seeds {seeds}")
-    numerics: dict[str, NumericsResult] = {}
-    for c in checked:
-        key = c.case.key
-        answer = kernels.numerics(c.case, seeds, limits.limit(3 * len(seeds), launch_s[key]))
-        if isinstance(answer, Failure):
-            failures[key] = answer
-        else:
-            numerics[key] = answer
+    numerics = numerics_stage(kernels, checked, seeds, launch_s, failures)
 
     timing_seed = fresh_seeds(1)[0] if timing_seed is None else timing_seed
     passing = {key: runnable[key].case for key, result in numerics.items() if result.passed}
@@ -190,15 +166,7 @@ def check_cases(
         for c in compiled
     ]  # fmt: skip
     timed = [r for r in results if r.paired is not None]
-    reference_rounds: dict[str, list[float]] = {}
-    for result in timed:
-        reference_rounds.setdefault(result.reference, []).extend(result.paired.reference.rounds_ms)
-    reference_timings = {name: Timing(tuple(values)) for name, values in reference_rounds.items()}
-    reference_throughput = {
-        r.reference: throughput(r.compiled.case.family.work(r.compiled.case.params),
-                                reference_timings[r.reference].median_ms, device.peak)
-        for r in timed
-    }  # fmt: skip
+    reference_timings, reference_throughput = reference_figures(timed, device)
 
     def remeasure(keys: Sequence[str]) -> dict[str, float]:
         log(f"re-measuring {list(keys)} to confirm a suspected regression")
@@ -209,15 +177,7 @@ def check_cases(
     return GpuRun(
         device=device,
         seeds=seeds,
-        timer={
-            "tool": TIMER_TOOLS[timer],
-            "statistic": "median of per-round ratios to the reference",
-            "warmup_ms": warmup_ms,
-            "repeat_ms": repeat_ms,
-            "rounds": rounds,
-            "paired": True,
-            "order_seed": timing_seed,
-        },
+        timer=timer_record(request),
         gpu_state=summarize([s for r in timed for s in r.paired.states]),
         gpu_state_note=note,
         other_processes=others,
@@ -231,6 +191,88 @@ def check_cases(
         remeasure=remeasure,
         not_run=left_out,
     )
+
+
+def selection_stage(
+    device: Device,
+    select: Callable[[Device], Sequence[Case]],
+    not_run: Callable[[Device], Mapping[str, str]],
+    log: Log,
+) -> tuple[list[Case], dict[str, str]]:
+    """What runs on `device` and what is left out with why, both logged; NothingToRun when nothing does."""
+    cases = list(select(device))
+    left_out = dict(not_run(device))
+    log(f"device: {device.name} ({device.reports} -> {device.target})")
+    for key, why in left_out.items():
+        log(f"not run: {key}: {why}")
+    if not cases:
+        raise NothingToRun(
+            f"no selected variant runs on {device.name} ({device.target})"
+            + (f"; {len(left_out)} not run here, each listed above with why" if left_out else "")
+        )
+    return cases, left_out
+
+
+def reference_stage(
+    kernels: Kernels, runnable: Mapping[str, CompiledCase], device: Device, seed: int, failures: dict[str, Failure]
+) -> dict[str, float]:
+    """Each runnable variant's timed pair made on `seed`, and the seconds one launch may be expected to take: the
+    larger of its work at the device's peaks and one call of its reference (what its time limits scale)."""
+    launch_s = {key: work_seconds(c.case, device, failures) for key, c in runnable.items()}
+    for key, c in runnable.items():
+        if key not in failures:
+            answer = kernels.reference(c.case, seed, kernels.limits.limit(3, launch_s[key]))
+            if isinstance(answer, Failure):
+                failures[key] = answer
+            else:
+                launch_s[key] = max(launch_s[key], answer)
+    return launch_s
+
+
+def numerics_stage(
+    kernels: Kernels,
+    checked: Sequence[CompiledCase],
+    seeds: Sequence[int],
+    launch_s: Mapping[str, float],
+    failures: dict[str, Failure],
+) -> dict[str, NumericsResult]:
+    """Each variant's numeric verdict on every seed, each within its own limit; a stopped one gets its Failure."""
+    numerics: dict[str, NumericsResult] = {}
+    for c in checked:
+        key = c.case.key
+        answer = kernels.numerics(c.case, seeds, kernels.limits.limit(3 * len(seeds), launch_s[key]))
+        if isinstance(answer, Failure):
+            failures[key] = answer
+        else:
+            numerics[key] = answer
+    return numerics
+
+
+def reference_figures(timed: Sequence[VariantResult], device: Device) -> tuple[dict[str, Timing], dict[str, Any]]:
+    """Each reference's timing over every round it was measured in (beside any variant), and its throughput."""
+    rounds: dict[str, list[float]] = {}
+    for result in timed:
+        rounds.setdefault(result.reference, []).extend(result.paired.reference.rounds_ms)
+    timings = {name: Timing(tuple(values)) for name, values in rounds.items()}
+    throughputs = {
+        r.reference: throughput(r.compiled.case.family.work(r.compiled.case.params), timings[r.reference].median_ms,
+                                device.peak)
+        for r in timed
+    }  # fmt: skip
+    return timings, throughputs
+
+
+def timer_record(request: TimingRequest) -> dict[str, Any]:
+    """How the run timed, as the report and the baseline record it."""
+    return {
+        "tool": TIMER_TOOLS[request.timer],
+        "statistic": "median of per-round ratios to the reference",
+        "warmup_ms": request.warmup_ms,
+        "repeat_ms": request.repeat_ms,
+        "rounds": request.rounds,
+        "paired": True,
+        "order_seed": request.seed,
+    }
 
 
 def compile_stage(

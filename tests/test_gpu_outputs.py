@@ -184,8 +184,8 @@ def products_in_fp16(a, b, c):
 
 
 BUDGET = PrecisionBudget(mean_factor=2.0, why="fp16 products before an fp32 sum")
-# 262,144 outputs: the mean error ratio (about 1.6) is then steady to a few tenths of a percent; on SHAPE's 3,072 it wandered
-# from 1.55 to 1.61 between seeds and PyTorch builds, at the 1.5 bound's edge.
+# 262,144 outputs: the mean error ratio (about 1.6) is then steady to a few tenths of a percent; on SHAPE's 3,072
+# it wandered from 1.55 to 1.61 between seeds and PyTorch builds, at the 1.5 bound's edge.
 BUDGET_SHAPE = {"M": 512, "N": 512, "K": 64}
 
 

@@ -7,7 +7,6 @@ import importlib
 from collections.abc import Iterator
 
 import pytest
-from conftest import REPO
 
 import harness.family
 
@@ -23,9 +22,7 @@ REAL = {
 
 @pytest.fixture(scope="module")
 def mutants() -> Iterator[harness.family.Registry]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(REPO))  # the package is found from the repository root, as on the GPU machine
-        yield harness.family.load_families("tests.mutant_families")
+    yield harness.family.load_families("tests.mutant_families")  # found from the repository root (pyproject)
 
 
 def test_every_mutant_loads_as_one_variant_of_its_real_family(mutants):

@@ -16,7 +16,8 @@ DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 README_MOST_LINES = 320
 # [text](target), not inside code: a target with no scheme is a path relative to the file.
 LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
-CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+FENCED = re.compile(r"^```.*?^```", re.S | re.M)
+CODE = re.compile(r"^```.*?^```|`[^`\n]*`", re.S | re.M)
 
 
 def test_the_snapshot_format_doc_is_what_the_code_renders():
@@ -51,7 +52,7 @@ def test_every_fact_key_is_described_by_hand():
 
 def _anchors(path: Path) -> set[str]:
     """GitHub's anchors for a Markdown file's headings."""
-    headings = re.findall(r"^#+ (.+)$", CODE.sub("", path.read_text()), re.M)
+    headings = re.findall(r"^#+ (.+)$", FENCED.sub("", path.read_text()), re.M)
     return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
 
 
@@ -75,8 +76,10 @@ def test_every_relative_link_resolves(path):
 
 
 def test_the_link_check_finds_a_broken_link_and_a_broken_anchor(tmp_path):
-    (tmp_path / "a.md").write_text("# Title here\n\n[x](missing.md) [y](a.md#title-here) [z](#nowhere) `[c](no.md)`\n")
+    text = "# A `code` title?\n\n[x](missing.md) [y](a.md#a-code-title) [z](#nowhere) `[c](no.md)`\n```\n# no\n```\n"
+    (tmp_path / "a.md").write_text(text)
     assert broken_links(tmp_path / "a.md") == ["missing.md", "#nowhere"]
+    assert _anchors(tmp_path / "a.md") == {"a-code-title"}
 
 
 def test_the_readme_is_a_user_guide_of_bounded_length():

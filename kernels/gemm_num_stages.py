@@ -76,7 +76,7 @@ CRITERION_FACTS: dict[str, tuple[tuple[str, ...], ...]] = {
     CRITERIA[5]: (("sync", "syncthreads_main_loop"),),
 }
 
-# Where the criteria are false for TileLang 0.1.15, with the reason (README, "Checks that do not
+# Where the criteria are false for TileLang 0.1.15, with the reason (docs/seeds.md, "Checks that do not
 # depend on the snapshots"). The check demands exactly these, so a TileLang change shows up.
 WARP_SPECIALIZED = {
     CRITERIA[0]: "warp specialization consumes the annotation",

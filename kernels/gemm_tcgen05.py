@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import tilelang
 import tilelang.language as T
 
-from harness.family import CaseFacts, Claim, Family, Params, Variant
+from harness.family import CaseFacts, Claim, Family, Params, Variant, target_record, targets_where
 from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul
 
 
@@ -89,8 +89,6 @@ SHALLOW = {**TILE, "num_stages": 2}
 
 # -- checks: the tcgen05 path was taken ------------------------------------------------------------
 
-# Shared memory one block may use on sm_100a (CUDA's opt-in maximum for compute capability 10.0).
-SM100_SHARED_BYTES_PER_BLOCK = 227 * 1024
 TMEM_COLUMNS = 512  # per SM: 128 lanes x 512 columns of 32 bits
 
 CLAIMS = (
@@ -157,12 +155,12 @@ def tcgen05_claims(case: CaseFacts) -> list[Claim]:
         )
     )
 
-    shared = facts["dynamic_shared_memory_bytes"]
+    shared, limit = facts["dynamic_shared_memory_bytes"], target_record(case.target).shared_memory_per_block
     claims.append(
         Claim(
             prefix + CLAIMS[4],
-            shared <= SM100_SHARED_BYTES_PER_BLOCK,
-            f"{shared} bytes of dynamic shared memory (limit {SM100_SHARED_BYTES_PER_BLOCK})",
+            shared <= limit,
+            f"{shared} bytes of dynamic shared memory (limit {limit})",
         )
     )
     return claims
@@ -189,5 +187,5 @@ FAMILY = Family(
     speed_reference_label="torch.matmul(A, B)",
     work=gemm_work,
     checks=check_tcgen05,
-    targets=("sm_100a",),
+    targets=targets_where(lambda t: t.features.tensor_memory),
 )

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 try:
     from harness.static.lowering import tilelang_unavailable
-    from harness.targets import TARGETS, source_suffix
+    from harness.targets import TARGETS
 except ModuleNotFoundError as missing:  # a Python without this project (or without anything installed)
     print(f"cannot import the harness ({missing}); install this project: pip install --no-deps -e .", file=sys.stderr)
     raise SystemExit(3) from None  # EXIT_CANNOT_RUN
@@ -235,7 +235,7 @@ def dump(lowerings: Mapping[int, Any], directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for n, lowering in sorted(lowerings.items()):
-        path = directory / f"gemm_num_stages_{n}{source_suffix(lowering.case.target)}"
+        path = directory / f"gemm_num_stages_{n}{TARGETS[lowering.case.target].source_suffix}"
         path.write_text(normalize_cuda(lowering.cuda), encoding="utf-8")
         written.append(path)
     return written

@@ -140,7 +140,7 @@ def schedule_table() -> list[str]:
 
 def source_language(target: str) -> str:
     """What a target's kernel source is written in, as the headings name it: CUDA or HIP."""
-    return TARGETS[target]["kind"].upper()
+    return TARGETS[target].language
 
 
 def render_effects(effects: Sequence[Any]) -> list[str]:

@@ -12,30 +12,15 @@ import tilelang.language as T
 
 from harness.family import Variant
 from harness.static.cases import Case
-from harness.static.facts import Hardware, extract_facts, hardware
+from harness.static.facts import extract_facts
 from harness.static.lowering import lower
 from harness.static.snapshot import CorruptSnapshot, parse_facts, render_facts
-from harness.targets import TARGETS
 from kernels.gemm_num_stages import FAMILY, variant
 
 CP_ASYNC_KEYS = {"cp_async_wait", "cp_async_commit_groups", "cp_async_copies"}
 TMA_KEYS = {"tma_loads", "mbarriers"}
 HIP_COPY_KEYS = {"lds_copies", "vmcnt_waits"}
 BARRIER_KEYS = {"syncthreads_main_loop", "syncthreads_elsewhere"}
-
-
-def test_every_target_has_the_hardware_its_architecture_gives_it():
-    """Decided by kind and architecture alone; sm_120 (consumer Blackwell) has TMA but no tensor memory."""
-    expected = {
-        "sm_80": Hardware(cp_async=True, tma=False, tensor_memory=False, lds_copies=False),
-        "sm_89": Hardware(cp_async=True, tma=False, tensor_memory=False, lds_copies=False),
-        "sm_90": Hardware(cp_async=True, tma=True, tensor_memory=False, lds_copies=False),
-        "sm_100a": Hardware(cp_async=True, tma=True, tensor_memory=True, lds_copies=False),
-        "sm_120": Hardware(cp_async=True, tma=True, tensor_memory=False, lds_copies=False),
-        "gfx942": Hardware(cp_async=False, tma=False, tensor_memory=False, lds_copies=True),
-        "gfx950": Hardware(cp_async=False, tma=False, tensor_memory=False, lds_copies=True),
-    }
-    assert {target: hardware(target) for target in TARGETS} == expected
 
 
 # A tiny Blackwell GEMM that asks for tcgen05 explicitly (a plain T.gemm on sm_100a issues mma.sync):

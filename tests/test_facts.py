@@ -16,7 +16,7 @@ from harness.static.cases import Case, all_cases
 from harness.static.facts import _calls, canonical_form, extract_facts
 from harness.static.lowering import lower
 from harness.static.snapshot import CorruptSnapshot, parse_facts, render_facts
-from harness.targets import SHARED_MEMORY_PER_BLOCK, TARGETS, warp_size
+from harness.targets import TARGETS
 from kernels.gemm_num_stages import FAMILY, variant
 
 
@@ -315,7 +315,7 @@ def tilelang_warp_partition(target: str, threads: int, policy: str) -> tuple[int
     (func,) = inferred.functions.values()
     (call, *_) = _calls(func.body, "tl.tileop.gemm")
     gemm = tvm.ir.Op.get("tl.tileop.gemm").get_attr("TLOpBuilder")(call.args, call.annotations)
-    target_object = Target(TARGETS[target])
+    target_object = Target(TARGETS[target].description)
     instruction = tvm_ffi.get_global_func("tl.GemmGetGemmInstructionKey")(gemm, threads, target_object)
     tvm_ffi.get_global_func("tl.GemmWarpPolicyComputeWarpPartition")(
         gemm.policy, gemm.m, gemm.n, threads, target_object, instruction
@@ -381,11 +381,6 @@ def test_conversions_name_the_cast_and_a_changed_fp8_format_changes_them(target)
 def test_conversions_leave_index_casts_out():
     facts, _ = lowered("gemm_relu_schedules/v0_baseline/sm_80")
     assert set(facts["conversions"]) == {"float32x2 -> float16x2"}  # the fp32 accumulator stored as fp16
-
-
-def test_every_target_has_a_shared_memory_limit_and_a_warp_size():
-    assert set(SHARED_MEMORY_PER_BLOCK) == set(TARGETS)
-    assert {warp_size(t) for t in TARGETS} <= {32, 64}
 
 
 def test_shared_memory_over_the_limit_of_sm89_fits_sm90():

@@ -17,7 +17,7 @@ from test_gpu_check import FACTS
 from harness.gpu import check, compile
 from harness.gpu.baseline import baseline_key
 from harness.gpu.check import check_snapshot, device_selection, run_gpu_check
-from harness.gpu.compile import CompiledCase, compile_cases, read_driver_resources, tilelang_target
+from harness.gpu.compile import CompiledCase, compile_cases, read_driver_resources
 from harness.gpu.device import (
     NoCudaDevice,
     UnknownTarget,
@@ -30,7 +30,7 @@ from harness.gpu.device import (
 from harness.gpu.report import NOT_RUN, render_markdown, report_data
 from harness.gpu.stages import InProcessKernels, KernelSession
 from harness.static.snapshot import FORMAT_VERSION, SnapshotStore, cuda_header
-from harness.targets import TARGETS, device_architecture
+from harness.targets import TARGETS
 
 TARGETS_FILE = "scripts/harness/targets.py"
 
@@ -72,7 +72,7 @@ def test_a_rocm_device_maps_to_its_target_by_gcn_arch_name(monkeypatch, gcn_arch
 
 
 def test_every_target_is_reached_from_exactly_one_device_architecture():
-    architectures = {target: device_architecture(target) for target in TARGETS}
+    architectures = {name: target.device_architecture for name, target in TARGETS.items()}
     assert len(set(architectures.values())) == len(TARGETS), f"two targets for one device: {architectures}"
     assert all(target_for_architecture(arch) == target for target, arch in architectures.items())
     assert architectures["sm_100a"] == "sm_100" and architectures["gfx942"] == "gfx942"
@@ -91,7 +91,7 @@ def test_a_compute_capability_without_a_target_stops_naming_the_target_to_add(ca
         target_for_capability(*capability)
     message = str(refused.value)
     assert f"add {to_add!r} to TARGETS in {TARGETS_FILE}" in message and "nox -s regen-golden" in message
-    assert f"{{'kind': 'cuda', 'arch': '{to_add}'}}" in message and said in message
+    assert f"(cuda({to_add!r}, <shared memory per block, bytes>))" in message and said in message
 
 
 def test_an_unknown_gcn_arch_stops_naming_the_target_to_add(monkeypatch):
@@ -102,7 +102,7 @@ def test_an_unknown_gcn_arch_stops_naming_the_target_to_add(monkeypatch):
         require_cuda()
     message = str(refused.value)
     assert "gcnArchName 'gfx90a:sramecc+:xnack-' (gfx90a)" in message
-    assert f"add 'gfx90a' to TARGETS in {TARGETS_FILE} ('gfx90a': {{'kind': 'hip', 'mcpu': 'gfx90a'}})" in message
+    assert f"add 'gfx90a' to TARGETS in {TARGETS_FILE} (hip('gfx90a', <shared memory per block, bytes>))" in message
 
 
 def test_the_entry_stops_with_status_2_on_a_device_without_a_target(monkeypatch, capsys):
@@ -150,7 +150,7 @@ def test_nvcc_is_asked_for_on_a_cuda_device_only(monkeypatch, tmp_path):
     ],
 )
 def test_each_target_is_compiled_as_tilelangs_own_detection_would_on_its_device(target, compiled_for):
-    assert tilelang_target(target) == compiled_for
+    assert TARGETS[target].compile_description == compiled_for
 
 
 def test_every_case_is_compiled_for_its_own_target_never_auto(monkeypatch):

@@ -42,7 +42,7 @@ def lowered(case: Case):
     from tvm.target import Target
 
     built = build_kernel(case.family, case.variant)
-    tvm_target = Target(TARGETS[case.target])
+    tvm_target = Target(TARGETS[case.target].description)
     with tvm.transform.PassContext(opt_level=3, config=built.pass_configs), tvm_target:
         return tilelang.lower(built.prim_func, target=tvm_target, enable_device_compile=False)
 

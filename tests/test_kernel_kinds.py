@@ -18,7 +18,7 @@ from harness.static.cases import Case
 from harness.static.normalize import normalize_cuda
 from harness.static.produce import produce
 from harness.static.snapshot import SnapshotStore, strip_cuda_header
-from harness.targets import TARGETS, source_suffix
+from harness.targets import TARGETS
 from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul
 
 GOLDEN = SnapshotStore(Path(__file__).resolve().parents[1] / "golden")
@@ -62,9 +62,9 @@ def test_snapshot_is_what_tilelang_compile_builds_for_a_jit_variant(key, target)
     func = impl.get_tir(**family.kernel_arguments(variant))
     with without_nvcc():
         kernel = tilelang.compile(
-            func, out_idx=impl.out_idx, pass_configs=impl.pass_configs, target=Target(TARGETS[target])
+            func, out_idx=impl.out_idx, pass_configs=impl.pass_configs, target=Target(TARGETS[target].description)
         )
-    snapshot = GOLDEN.read(f"{key}/{target}{source_suffix(target)}")
+    snapshot = GOLDEN.read(f"{key}/{target}{TARGETS[target].source_suffix}")
     assert snapshot is not None, f"no snapshot for {key}/{target}"
     assert normalize_cuda(kernel.get_kernel_source()) == strip_cuda_header(snapshot)
 
@@ -78,7 +78,7 @@ def test_the_jit_decorators_pass_configs_reach_the_lowering_as_tilelang_compile_
     assert lowered != produce(Case(plain, plain.variants[0], "sm_90"), fresh=True).cuda
     with without_nvcc():
         compiled = tilelang.compile(
-            tiny_gemm(256, 256, 256, 64), out_idx=[2], pass_configs=configs, target=Target(TARGETS["sm_90"])
+            tiny_gemm(256, 256, 256, 64), out_idx=[2], pass_configs=configs, target=Target(TARGETS["sm_90"].description)
         )
     assert normalize_cuda(compiled.get_kernel_source()) == lowered
 

@@ -120,7 +120,7 @@ def test_static_run_marks_variants_identical_to_the_baseline(static_run):
     headings = [line for line in lines if "lines changed against v0_baseline" in line]
     assert [line.split(":")[0] for line in headings] == list(family.target_names), "every target, in order"
     for target in family.target_names:
-        language = {"cuda": "CUDA", "hip": "HIP"}[TARGETS[target]["kind"]]
+        language = {"cuda": "CUDA", "hip": "HIP"}[TARGETS[target].backend]
         start = lines.index(
             f"{target}: {language} lines changed against v0_baseline (normalized text, lines added + removed)"
         )

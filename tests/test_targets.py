@@ -217,7 +217,7 @@ def test_the_summary_has_a_section_per_target_the_family_declares_naming_its_sou
     text = render_effects(family, variant_effects(family, lambda case: SimpleNamespace(cuda="same\n", facts={})))
     sections = [line.removeprefix("## ") for line in text.splitlines() if line.startswith("## ")]
     assert sections == list(TARGETS)
-    hip = [t for t in TARGETS if TARGETS[t]["kind"] == "hip"]
+    hip = [t for t in TARGETS if TARGETS[t].backend == "hip"]
     assert hip, "the project has HIP targets"
     for target in TARGETS:
         section = text.split(f"## {target}\n", 1)[1].split("\n## ", 1)[0]

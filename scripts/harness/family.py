@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from harness.targets import TARGETS
+from harness.targets import TARGETS, Target
 
 # A variant's full parameter set: its problem dimensions, then its own parameters.
 Params = Mapping[str, Any]
@@ -27,6 +27,18 @@ Params = Mapping[str, Any]
 
 class FamilyError(ValueError):
     """A family declaration that cannot be used; the message names the file, variant and fix."""
+
+
+def target_record(name: str) -> Target:
+    """One of the project's targets (a `CaseFacts.target`, a key of harness.targets.TARGETS) as its record: what
+    a check reads to key on what the target has (`target_record(case.target).features.tma`), never on its name."""
+    return TARGETS[name]
+
+
+def targets_where(condition: Callable[[Target], bool]) -> tuple[str, ...]:
+    """The project's targets, in its order, whose record meets `condition`: how a family names the targets a
+    declaration holds on (`does_not_lower`, `targets`) by what they have, e.g. `lambda t: t.features.tma`."""
+    return tuple(name for name, target in TARGETS.items() if condition(target))
 
 
 @dataclass(frozen=True)

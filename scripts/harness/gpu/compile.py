@@ -4,10 +4,10 @@ Compilation uses TileLang's own parallel compiler (`tilelang.par_compile`) on th
 and pass configs the static snapshots lower (`harness.build`), with the kernel's returned outputs as
 `out_idx`, so every kernel is called as its users call it: `kernel(*arguments)` returns those, and an
 argument it writes in place (`Written`, `Accumulated`) is one of the arguments passed in.
-Each case is compiled for its own target, the device's (`tilelang_target`), not for what TileLang
-would detect. Dynamic shared memory is the size each device kernel of the module is launched with;
-registers per thread and static shared memory come from the CUDA driver, which loads the module's
-binary (on a CUDA target only).
+Each case is compiled for its own target, the device's (`Target.compile_description`: the `a` added from
+compute capability 9.0 on, as TileLang's own detection adds it), not for what TileLang would detect.
+Dynamic shared memory is the size each device kernel of the module is launched with; registers per thread
+and static shared memory come from the CUDA driver, which loads the module's binary (on a CUDA target only).
 """
 
 from __future__ import annotations
@@ -55,20 +55,6 @@ class CompiledCase:
         return max(self.launches.values()) if self.launches else None
 
 
-def tilelang_target(target: str) -> dict[str, str]:
-    """The TileLang target a case of this snapshot target is compiled for on its device: the target's TVM
-    description (harness.targets.TARGETS), with a CUDA arch from 9.0 on made arch-specific (`sm_90` -> `sm_90a`,
-    `sm_120` -> `sm_120a`) as TileLang's own detection makes it for that device: the source is the snapshot's
-    (harness.targets), the `a` is for nvcc (wgmma and setmaxnreg assemble only for sm_90a). A HIP target is
-    passed as it is (`{"kind": "hip", "mcpu": "gfx942"}`).
-    """
-    description = dict(TARGETS[target])
-    arch = description.get("arch", "")
-    if description["kind"] == "cuda" and not arch.endswith("a") and int(arch.removeprefix("sm_")) >= 90:
-        description["arch"] = f"{arch}a"
-    return description
-
-
 def compile_cases(cases: Sequence[Case]) -> list[CompiledCase]:
     """Compile every case in parallel; a case that fails carries its error instead of a kernel."""
     import tilelang
@@ -97,7 +83,11 @@ def compile_cases(cases: Sequence[Case]) -> list[CompiledCase]:
     with capturing_binaries() as binaries:
         for key, batch in batches.items():
             configs, outputs, target = json.loads(key)
-            options = {"target": tilelang_target(target), "pass_configs": configs or None, "out_idx": outputs}
+            options = {
+                "target": TARGETS[target].compile_description,
+                "pass_configs": configs or None,
+                "out_idx": outputs,
+            }
             kernels = tilelang.par_compile([func for _, func in batch], ignore_error=True, **options)
             for (result, func), kernel in zip(batch, kernels, strict=True):
                 if kernel is None:  # par_compile only logs the error: compile this one alone to keep it
@@ -193,7 +183,7 @@ def device_kernels(device_mod: Any) -> dict[str, Any]:
 def read_driver_resources(compiled: CompiledCase) -> None:
     """Fill registers per thread and static shared memory from the CUDA driver (needs a CUDA context): the most
     any device kernel of the module uses."""
-    if TARGETS[compiled.case.target]["kind"] != "cuda":
+    if TARGETS[compiled.case.target].backend != "cuda":
         compiled.resources_note = "registers not read: the session asks the CUDA driver for them, not yet ROCm's"
         return
     if compiled.binary is None:

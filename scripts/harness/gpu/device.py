@@ -16,7 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from harness.targets import SAME_SOURCE_AS, TARGETS, device_architecture
+from harness.targets import SAME_SOURCE_AS, TARGETS
 
 
 @dataclass(frozen=True)
@@ -117,19 +117,17 @@ class Device:
 def target_for_architecture(architecture: str) -> str | None:
     """The snapshot target a device of this architecture (`sm_90`, `sm_100`, `gfx942`) runs, or None.
 
-    The one mapping, for both vendors: `harness.targets.device_architecture` of every target."""
-    found = [target for target in TARGETS if device_architecture(target) == architecture]
+    The one mapping, for both vendors: `Target.device_architecture` of every target."""
+    found = [name for name, target in TARGETS.items() if target.device_architecture == architecture]
     return found[0] if found else None
 
 
-def _refuse(
-    reported: str, architecture: str, to_add: str, description: dict[str, str], note: str = ""
-) -> UnknownTarget:
+def _refuse(reported: str, architecture: str, to_add: str, backend: str, note: str = "") -> UnknownTarget:
+    entry = f"{backend}({to_add!r}, <shared memory per block, bytes>)"  # as harness.targets builds its records
     return UnknownTarget(
         f"this GPU has {reported} ({architecture}), but harness.targets.TARGETS has no target for it "
-        f"({list(TARGETS)}): add {to_add!r} to TARGETS in scripts/harness/targets.py "
-        f"({to_add!r}: {description}) and run `nox -s regen-golden`, so the GPU checks have snapshots to compare "
-        f"with{note}"
+        f"({list(TARGETS)}): add {to_add!r} to TARGETS in scripts/harness/targets.py ({entry}) and run "
+        f"`nox -s regen-golden`, so the GPU checks have snapshots to compare with{note}"
     )
 
 
@@ -140,7 +138,11 @@ def target_for_capability(major: int, minor: int) -> str:
     if target is not None:
         return target
     # Where the project snapshots a major's arch-specific target (sm_100a), its siblings need theirs too.
-    siblings = [t for t, d in TARGETS.items() if d["kind"] == "cuda" and t.endswith("a") and _cuda_major(t) == major]
+    siblings = [
+        name
+        for name, target in TARGETS.items()
+        if target.compute_capability is not None and target.compute_capability[0] == major and target.arch.endswith("a")
+    ]
     to_add = f"{architecture}a" if siblings else architecture
     note = ""
     if architecture in SAME_SOURCE_AS:
@@ -151,12 +153,7 @@ def target_for_capability(major: int, minor: int) -> str:
         )
     if siblings:
         note += f". {to_add}, not {architecture}: arch-specific, as the project's {siblings[0]} is"
-    raise _refuse(f"compute capability {major}.{minor}", architecture, to_add, {"kind": "cuda", "arch": to_add}, note)
-
-
-def _cuda_major(arch: str) -> int:
-    """`sm_100a` -> 10, `sm_89` -> 8."""
-    return int(arch.removeprefix("sm_").removesuffix("a")) // 10
+    raise _refuse(f"compute capability {major}.{minor}", architecture, to_add, "cuda", note)
 
 
 def target_for_gcn_arch(gcn_arch_name: str) -> str:
@@ -164,9 +161,7 @@ def target_for_gcn_arch(gcn_arch_name: str) -> str:
     architecture = gcn_arch_name.split(":", 1)[0].strip()
     target = target_for_architecture(architecture)
     if target is None:
-        raise _refuse(
-            f"gcnArchName {gcn_arch_name!r}", architecture, architecture, {"kind": "hip", "mcpu": architecture}
-        )
+        raise _refuse(f"gcnArchName {gcn_arch_name!r}", architecture, architecture, "hip")
     return target
 
 
@@ -224,7 +219,7 @@ def gpu_unavailable() -> str | None:
     nvcc is required for a CUDA target only; for a HIP target TileLang finds ROCm itself (not checked here)."""
     try:
         device = require_cuda()
-        if TARGETS[device.target]["kind"] == "cuda":
+        if TARGETS[device.target].backend == "cuda":
             require_nvcc()
     except (NoCudaDevice, UnknownTarget, NoCudaCompiler) as error:
         return str(error)

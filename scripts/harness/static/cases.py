@@ -8,7 +8,7 @@ from typing import Any
 
 import harness.family
 from harness.family import Family, Variant
-from harness.targets import source_suffix
+from harness.targets import TARGETS
 
 # The snapshot of a case that is declared not to lower on its target: the error TileLang raises.
 ERROR_SUFFIX = ".error"
@@ -51,7 +51,7 @@ class Case:
     @property
     def source_file(self) -> str:
         """The kernel source snapshot: `<id>.cu` for a CUDA target, `<id>.hip` for a HIP one."""
-        return f"{self.id}{source_suffix(self.target)}"
+        return f"{self.id}{TARGETS[self.target].source_suffix}"
 
     @property
     def params(self) -> dict[str, Any]:

@@ -9,7 +9,7 @@ stores, shared-memory addressing and size, block rasterization, warp shuffles an
 final device IR, whose statements and calls map one to one onto the CUDA (or HIP) text.
 
 One extraction serves every backend. Which facts a case has follows from its target's hardware
-(`Hardware`, read from harness.targets.TARGETS), never from a count being zero: a fact the target
+(its `Features`, harness.targets.TARGETS), never from a count being zero: a fact the target
 can have and the kernel does not use is 0 or empty, a fact the target cannot have is absent.
 """
 
@@ -30,7 +30,7 @@ from tvm.tirx.stmt_functor import pre_order_visit, substitute
 from harness.static.lowering import Lowering
 from harness.static.normalize import normalize_warnings
 from harness.static.snapshot import FORMAT_VERSION
-from harness.targets import TARGETS, shared_memory_per_block, warp_size
+from harness.targets import TARGETS, Features, Target
 
 PIPELINE_ANNOTATIONS = (
     "software_pipeline_stage",
@@ -90,17 +90,16 @@ def extract_facts(lowering: Lowering) -> dict[str, Any]:
     """The facts of one case as plain data (ints, strings, lists, dicts) in a stable order: the case, what the
     compiler warned about, then each device kernel of the module in launch order."""
     case = lowering.case
-    has = hardware(case.target)
     return {
         "format": FORMAT_VERSION,
         "case": {"family": case.family.name, "variant": case.variant.name, "target": case.target},
         "params": case.params,
         "warnings": normalize_warnings(lowering.output),
-        "kernels": [kernel_facts(kernel, has, case.target) for kernel in device_kernels(lowering)],
+        "kernels": [kernel_facts(kernel, TARGETS[case.target]) for kernel in device_kernels(lowering)],
     }
 
 
-def kernel_facts(kernel: Kernel, has: Hardware, target: str) -> dict[str, Any]:
+def kernel_facts(kernel: Kernel, target: Target) -> dict[str, Any]:
     """The facts of one device kernel: its name, then what each stage of the lowering left in it."""
     main_loop_vars = _main_loop_vars(kernel.planned)
     device_nodes = _nodes(kernel.device.body)  # walked once, read by the facts of the final IR
@@ -111,9 +110,9 @@ def kernel_facts(kernel: Kernel, has: Hardware, target: str) -> dict[str, Any]:
         "shared_buffers": _shared_buffers(kernel.injected),
         "dynamic_shared_memory_bytes": _dynamic_shared_bytes(kernel.merged),
         "launch": _launch(kernel.device),
-        "sync": _sync(kernel.device, main_loop_vars, has),
+        "sync": _sync(kernel.device, main_loop_vars, target.features),
         "mma": _mma(device_nodes),
-        "tensor_memory": _tensor_memory(device_nodes) if has.tensor_memory else None,
+        "tensor_memory": _tensor_memory(device_nodes) if target.features.tensor_memory else None,
         "layouts": _layouts(kernel.inferred),
         "instructions": _instructions(device_nodes),
         "loops": _loops(device_nodes),
@@ -126,33 +125,6 @@ def kernel_facts(kernel: Kernel, has: Hardware, target: str) -> dict[str, Any]:
         "conversions": _conversions(kernel.device),
     }
     return {key: value for key, value in facts.items() if value is not None}
-
-
-# -- what the target's hardware has ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Hardware:
-    """The features of a target that decide which facts exist for it (the rest exist everywhere)."""
-
-    cp_async: bool  # CUDA sm_80+: cp.async copies, commit groups and waits
-    tma: bool  # CUDA sm_90+: TMA loads and mbarriers (TileLang 0.1.15 refuses T.alloc_barrier before sm_90)
-    tensor_memory: bool  # CUDA sm_100 to sm_110 (datacenter Blackwell; not sm_120): tcgen05 MMA into tensor memory
-    lds_copies: bool  # HIP CDNA3+: TileLang's copies into LDS, waited on with s_waitcnt vmcnt
-
-
-def hardware(target: str) -> Hardware:
-    """What `target` (a key of harness.targets.TARGETS) has, from its kind and architecture alone, by the
-    rules TileLang 0.1.15 itself applies (src/cuda/target_utils.cc, src/rocm/target_utils.cc)."""
-    spec = TARGETS[target]
-    if spec["kind"] == "cuda":
-        sm = int(re.fullmatch(r"sm_(\d+)[af]?", spec["arch"])[1])
-        return Hardware(cp_async=sm >= 80, tma=sm >= 90, tensor_memory=100 <= sm <= 110, lds_copies=False)
-    if spec["kind"] == "hip":
-        version = spec["mcpu"][3:5]  # gfx<version><stepping>: CDNA3 (gfx94x) and CDNA4 (gfx950) copy into LDS
-        lds_copies = spec["mcpu"].startswith("gfx9") and version.isdigit() and int(version) >= 94
-        return Hardware(cp_async=False, tma=False, tensor_memory=False, lds_copies=lds_copies)
-    return Hardware(cp_async=False, tma=False, tensor_memory=False, lds_copies=False)
 
 
 # -- locating each device kernel -------------------------------------------------------------
@@ -414,7 +386,7 @@ def _syncthreads(node: Any) -> int:
     return sum(1 for call in _calls(node, SYNCTHREADS) if str(_plain(call.args[0])).startswith("shared"))
 
 
-def _sync(func: Any, main_loop_vars: set[str], has: Hardware) -> dict[str, Any]:
+def _sync(func: Any, main_loop_vars: set[str], has: Features) -> dict[str, Any]:
     """Barriers everywhere; the copy and wait machinery only of the hardware the target has."""
     main_loops: list[Any] = []
     _visit(
@@ -565,10 +537,10 @@ def _shared_addressing(nodes: list[Any]) -> dict[str, dict[str, str]]:
     }
 
 
-def _shared_memory(func: Any, target: str) -> dict[str, Any]:
+def _shared_memory(func: Any, target: Target) -> dict[str, Any]:
     """The block's shared memory (dynamic, static and mbarriers) against the most `target` lets one block use."""
     used = sum(_bytes(b) for scope in SHARED_MEMORY_SCOPES for b in _allocations(func, scope))
-    limit = shared_memory_per_block(target)
+    limit = target.shared_memory_per_block
     return {"bytes": used, "limit": limit, "fits": used <= limit}
 
 
@@ -586,7 +558,7 @@ def _rasterization(func: Any) -> dict[str, Any]:
     return found
 
 
-def _gemms(scope: Any, target: str) -> list[dict[str, str]]:
+def _gemms(scope: Any, target: Target) -> list[dict[str, str]]:
     """Each tile GEMM (in program order; the copies software pipelining makes count once): its operands,
     its M x N x K, the warp policy it was written with, and the warp partition TileLang chose for it,
     read from the thread layout inferred for its accumulator (absent where that is not a fragment,
@@ -610,7 +582,7 @@ def _gemms(scope: Any, target: str) -> list[dict[str, str]]:
         }
         layout = layouts.get(str(c.buffer.name))
         if hasattr(layout, "forward_thread"):
-            gemm.update(_warp_partition(layout, c.indices, m, n, warp_size(target)))
+            gemm.update(_warp_partition(layout, c.indices, m, n, target.warp_size))
         if gemm not in gemms:
             gemms.append(gemm)
     return gemms

@@ -100,7 +100,7 @@ def _lower_uncached(case: Case) -> Lowering:
     except BuildError as error:
         raise LoweringError(case.id, str(error)) from error
     try:
-        target = Target(TARGETS[case.target])
+        target = Target(TARGETS[case.target].description)
         # Our own PassContext keeps the instruments (compile_only's opens its own and drops
         # them), carries the kernel's pass configs as tilelang.compile would, and leaves #line
         # directives off, so the text carries no machine paths.

@@ -138,7 +138,7 @@ def case_key(case: Case) -> str:
         "case": case.id,
         "params": case.params,
         "does_not_lower": case.does_not_lower,
-        "target": TARGETS[case.target],
+        "target": TARGETS[case.target].description,
         **_traced(case),
         "tilelang": tilelang_build(),
         "environment": lowering_environment(),

@@ -125,7 +125,7 @@ KERNEL_SCHEMA: dict[str, type | tuple[type, ...]] = {
     "warp_shuffles": dict,
     "conversions": dict,
 }
-# Keys of a kernel only some targets have (harness.static.facts.Hardware), with their types.
+# Keys of a kernel only some targets have (harness.targets.Features), with their types.
 OPTIONAL_KERNEL_FACTS: dict[str, type | tuple[type, ...]] = {"tensor_memory": dict}
 
 

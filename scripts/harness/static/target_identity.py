@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from harness.static.snapshot import SnapshotStore, strip_cuda_header
-from harness.targets import TARGETS, source_suffix
+from harness.targets import TARGETS
 
 # How many variants a line names before it only counts the rest.
 NAMED_DIFFERENCES = 4
@@ -45,7 +45,7 @@ def _sources(store: SnapshotStore) -> dict[str, dict[str, str]]:
     found: dict[str, dict[str, str]] = defaultdict(dict)
     for path in store.files():
         variant, _, file_name = path.rpartition("/")
-        target = next((t for t in TARGETS if file_name == f"{t}{source_suffix(t)}"), None)
+        target = next((t for t, r in TARGETS.items() if file_name == f"{t}{r.source_suffix}"), None)
         text = store.read(path) if target is not None and variant.count("/") == 1 else None
         if text is not None:
             found[variant][target] = strip_cuda_header(text)

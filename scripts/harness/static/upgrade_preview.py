@@ -30,7 +30,7 @@ from harness.static.lowering import LoweringError
 from harness.static.produce import NowLowers, case_facts, case_files
 from harness.static.snapshot import CorruptSnapshot, SnapshotStore, parse_facts
 from harness.static.verdict import Failure, build_verdict, entries_markdown
-from harness.targets import TARGETS, source_suffix
+from harness.targets import TARGETS
 
 # A case's status, in the report's column order; report.json holds their values.
 STATUSES = (
@@ -113,7 +113,7 @@ class Preview:
             changed = [row for row in rows if row.cuda is ChangeKind.CUDA]
             cases = [row.case for row in changed if not row.fields]
             table[target] = {
-                "source": TARGETS[target]["kind"].upper() if target in TARGETS else "?",
+                "source": TARGETS[target].language if target in TARGETS else "?",
                 "compared": sum(1 for row in rows if row.cuda is not None),
                 "cuda_changed": len(changed),
                 "unexplained": len(cases),
@@ -157,7 +157,7 @@ def _label(kind: ChangeKind | None, target: str = "") -> str:
     lower or has no snapshot) is empty."""
     if not kind:
         return ""
-    return source_label(kind, source_suffix(target)) if target in TARGETS else kind.value
+    return source_label(kind, TARGETS[target].source_suffix) if target in TARGETS else kind.value
 
 
 def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore) -> CaseRow:

@@ -131,7 +131,7 @@ def render_effects(family: Family, effects: list[VariantEffect]) -> str:
         f"| {e.variant} | {e.compared_with} | {e.changes} | {'yes' if e.same_dataflow else 'NO'} |" for e in effects
     ]
     for target in targets:
-        language = TARGETS[target]["kind"].upper()  # CUDA or HIP: what the source compared is
+        language = TARGETS[target].language  # CUDA or HIP: what the source compared is
         lines += [
             "",
             f"## {target}",

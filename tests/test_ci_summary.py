@@ -242,6 +242,45 @@ def test_a_mismatch_survives_the_report_as_json():
         Mismatch("golden/f/v/sm_80.cu", ChangeKind.IDENTICAL)
 
 
+@pytest.mark.parametrize(
+    "mismatch, headline",
+    [
+        (
+            Mismatch("golden/f/v/sm_80.yaml", ChangeKind.CORRUPT, reason="not valid YAML (line 2, column 1)"),
+            "not valid YAML (line 2, column 1)",
+        ),
+        (
+            Mismatch("golden/f/v/sm_80.error", ChangeKind.NOW_LOWERS, reason="does not lower on sm_80: a loop"),
+            "now lowers, though declared not to (does not lower on sm_80: a loop)",
+        ),
+    ],
+    ids=["corrupt", "now-lowers"],
+)
+def test_a_mismatchs_reason_reaches_the_summary_through_the_report(tmp_path, mismatch, headline):
+    """A corrupt snapshot's headline is its reason alone, and a "now lowers" one names what was declared."""
+    junit = write_junit(tmp_path / "j.xml", {"test_case[f/v/sm_80]": failed("f/v/sm_80", mismatch)})
+    report = read_junit(junit)
+    assert report.failed[0].mismatches == (mismatch,)
+    summary = render_job_summary(report, "Golden snapshots")
+    assert f"| `f/v/sm_80` | `{mismatch.path}` | {headline} |" in summary
+    (annotation,) = error_annotations(report)
+    assert f"::{headline}: {mismatch.path}" in annotation
+
+
+def test_a_corrupt_snapshots_reason_reaches_the_summary_from_a_real_session(golden_session, tmp_path):
+    golden_session("--regen", "-k", SMALL_CASE).assert_outcomes(passed=1)
+    (golden_session.golden / f"{SMALL_CASE}.yaml").write_text("format: [\n")
+    junit = tmp_path / "j.xml"
+    golden_session("-k", SMALL_CASE, f"--junitxml={junit}").assert_outcomes(failed=1)
+    (check,) = read_junit(junit).failed
+    (corrupt,) = (m for m in check.mismatches if m.kind is ChangeKind.CORRUPT)
+    assert corrupt.reason.startswith("not valid YAML") and corrupt.headline == corrupt.reason
+    summary = render_job_summary(read_junit(junit), "Golden snapshots")
+    (entry,) = (line for line in summary.splitlines() if line.startswith("1. "))
+    assert entry.endswith(f"**: {corrupt.reason}"), "the verdict's headline for the case"
+    assert f"| `{SMALL_CASE}` | `golden/{SMALL_CASE}.yaml` | {corrupt.reason} |" in summary
+
+
 def test_the_summary_counts_lowered_and_cached_cases_from_a_real_session(golden_session, tmp_path):
     cache = f"--lowering-cache={tmp_path / 'cache'}"
     golden_session("--regen", "-k", SMALL_CASE, cache).assert_outcomes(passed=1)

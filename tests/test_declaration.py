@@ -132,6 +132,21 @@ def test_a_twin_returning_one_tensor_for_two_outputs_is_found_on_the_cpu():
     assert "the precision twin returned 1 tensor(s) for 2 output(s) (Sum, SumSquares); declare" in only_problem(family)
 
 
+@pytest.mark.parametrize(
+    "kernel, params, tolerance, outputs",
+    [
+        (styles.eager_scale, None, TWO, 1),  # the GPU check would stop at its strict zip of outputs and tolerances
+        (styles.eager_row_stats, {"block_rows": 4, "threads": 128}, TWO[:1], 2),
+    ],
+    ids=["two-for-one", "one-for-two"],
+)
+def test_a_tolerance_count_other_than_the_outputs_is_found_on_the_cpu(kernel, params, tolerance, outputs):
+    assert family_problems(styles.family(kernel, params, tolerance=tolerance)) == [
+        f"kernels/styles.py: the kernel has {outputs} output(s) and the family gives {len(tolerance)} tolerance(s); "
+        "give one Tolerance per output, in order, each with its reason (variant 'only')"
+    ]
+
+
 def test_inputs_that_also_make_the_output_argument_are_found_on_the_cpu():
     def with_output(p, generator, device):
         return [torch.randn(p["rows"], p["cols"], generator=generator, device=device, dtype=torch.float16)] * 2

@@ -124,6 +124,21 @@ def test_a_tolerances_allowed_mismatches_are_left_out_of_the_max_too():
     assert not check(one_element_off).passed
 
 
+def below(a, b):
+    """Scaled by 1 - 5e-5 and 2e-4 low before the rounding: a bias and a scale below zero, each about a quarter of
+    the fp16 rounding error, so a bound that took them with their sign would fall below them."""
+    return (exact(a, b) * (1 - 5e-5) - 2e-4).half()
+
+
+def test_a_kernel_identical_to_a_twin_below_the_reference_passes():
+    family = fake.gemm_family("low_twin", [fake.variant("v")], shape=SHAPE, precision_twin=lambda p, a, b: below(a, b))
+    result = check(lambda a, b, c: c.copy_(below(a, b)), family)
+    assert result.passed, result.problems()
+    for output in checks(result):
+        assert output.errors == output.twin
+        assert output.twin.bias < 0 and output.twin.scale < 0, "not vacuous: both signs negative on every seed"
+
+
 def test_a_family_without_a_twin_is_judged_by_its_tolerance_alone():
     result = check(scaled, without_twin())
     assert result.passed and result.precision_twin is None
@@ -167,6 +182,15 @@ def test_each_bound_grows_with_the_twins_error_and_a_floor():
     assert THRESHOLDS.used(TWIN, TWIN) == pytest.approx(
         {name: TWIN.value(name) / bound for name, bound in THRESHOLDS.bounds(TWIN).items()}
     )
+
+
+def test_a_twin_below_the_reference_is_held_to_its_errors_size_not_its_sign():
+    """A twin whose bias and scale are negative: each bound grows with their size, so a kernel identical to its
+    twin passes (taking the signed values would shrink the bounds below the twin's own error)."""
+    low = dataclasses.replace(TWIN, bias=-3e-4, scale=-3e-4)
+    high = dataclasses.replace(low, bias=3e-4, scale=3e-4)
+    assert THRESHOLDS.bounds(low) == THRESHOLDS.bounds(high)
+    assert max(THRESHOLDS.used(low, low).values()) <= 1
 
 
 def test_the_units_the_bench_prints_are_those_of_the_thresholds():

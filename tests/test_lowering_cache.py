@@ -97,6 +97,28 @@ def test_another_tilelang_build_is_a_miss(monkeypatch):
     assert case_key(scale_case()) != before
 
 
+def reworded(reason: str) -> Case:
+    """DECLARED with this reason why it does not lower on its target: a Variant of its own, so traced afresh
+    (DECLARED's own trace may predate a lowering that rewrote its PrimFunc in place)."""
+    declared = {**DECLARED.variant.does_not_lower, DECLARED.target: reason}
+    return dataclasses.replace(DECLARED, variant=dataclasses.replace(DECLARED.variant, does_not_lower=declared))
+
+
+def test_a_changed_does_not_lower_reason_is_a_miss(tmp_path):
+    """The reason is written into the case's `.error` snapshot: a cached one would keep the old words."""
+    before, again = reworded(DECLARED.does_not_lower), reworded(DECLARED.does_not_lower)
+    case = reworded("codegen needs a constant wait count")
+    assert case_key(before) == case_key(again) != case_key(case)
+
+    def error_file(declared: Case) -> dict[str, str]:  # what a lowering writes, reduced to the reason
+        return {declared.snapshot_files[0]: declared.not_lowering_note}
+
+    LoweringCache(tmp_path).files(before, lambda: error_file(before))
+    cache = LoweringCache(tmp_path)
+    assert cache.files(case, lambda: error_file(case)) == error_file(case)
+    assert cache.sources == {case.id: "lowered"}
+
+
 def test_a_change_to_the_code_that_writes_snapshots_is_a_miss(monkeypatch, tmp_path):
     """A new normalization rule (one more line in normalize.py) changes every key."""
     copy = tmp_path / "harness"

@@ -68,6 +68,23 @@ def test_same_named_buffers_at_different_offsets_get_their_offsets_as_a_set():
     assert normalize_cuda(one.replace("+ 512", "+ 1024")) != canonical
 
 
+def test_a_groups_offsets_ascend_by_value_not_as_text():
+    """512 before 1024, though "1024" sorts first as text."""
+
+    def placed(workspace: int, workspace_1: int) -> str:
+        text = WORKSPACES.format(first="workspace", second="workspace_1")
+        for name, offset in (("workspace", workspace), ("workspace_1", workspace_1)):
+            text = text.replace(
+                f"{name} = ((void*)((char*)buf_dyn_shmem + 0)", f"{name} = ((void*)((char*)buf_dyn_shmem + {offset})"
+            )
+        return text
+
+    canonical = normalize_cuda(placed(1024, 512))
+    assert canonical == normalize_cuda(placed(512, 1024))
+    assert "void* workspace = ((void*)((char*)buf_dyn_shmem + 512));" in canonical
+    assert "void* workspace_1 = ((void*)((char*)buf_dyn_shmem + 1024));" in canonical
+
+
 def test_uniquely_named_shared_buffers_are_untouched():
     text = "  void* A_s = ((void*)((char*)buf_dyn_shmem + 0));\n  x = A_s;\n"
     assert normalize_cuda(text) == text

@@ -245,7 +245,19 @@ class Family:
     file: str = field(default="", compare=False)  # kernels/<name>.py, set by discovery
 
     def __post_init__(self) -> None:
+        """Refuse a declaration that cannot be used, naming the file, the variant and the fix; the first problem
+        found is said, in this order."""
         where = self.file or f"kernels/{self.name}.py"
+        self._check_variants(where)
+        for variant in self.variants:
+            self._check_variant(variant, where)
+        self._check_sweep_and_twin(where)
+        self._check_outputs(where)
+        self._check_tolerances(where)
+        self._check_precision_twin(where)
+
+    def _check_variants(self, where: str) -> None:
+        """At least one variant, each name once, and targets among the project's."""
         names = [v.name for v in self.variants]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if not self.variants:
@@ -260,53 +272,60 @@ class Family:
                     f"(harness.targets.TARGETS), got {list(self.targets)}"
                     + (f"; unknown: {unknown_targets}" if unknown_targets else "")
                 )
-        for variant in self.variants:
-            undeclared = sorted(set(variant.does_not_lower) - set(self.target_names))
-            if undeclared:
-                raise FamilyError(
-                    f"{where}: variant {variant.name!r} declares it does not lower on {undeclared}, which are not "
-                    f"targets of this family ({list(self.target_names)})"
-                )
-            unexplained = sorted(t for t, why in variant.does_not_lower.items() if not str(why).strip())
-            if unexplained:
-                raise FamilyError(
-                    f"{where}: variant {variant.name!r} declares it does not lower on {unexplained} without saying "
-                    "why; give the reason in words"
-                )
-            unknown = sorted(set(variant.shape) - set(self.shape))
-            if unknown:
-                raise FamilyError(
-                    f"{where}: variant {variant.name!r} overrides dimensions {unknown} that the family does "
-                    f"not declare (its shape has {sorted(self.shape)}); add them to the family's shape or fix the name"
-                )
-            unmapped = sorted(set(variant.dimension_names) - set(self.shape))
-            if unmapped:
-                raise FamilyError(
-                    f"{where}: variant {variant.name!r} renames dimensions {unmapped} that the family does not "
-                    f"declare (its shape has {sorted(self.shape)}); dimension_names maps a family dimension to the "
-                    "kernel's name for it"
-                )
-            clash = sorted(set(variant.params) & set(self.shape))
-            if clash:
-                raise FamilyError(
-                    f"{where}: variant {variant.name!r} passes {clash} as parameters, but they are problem "
-                    "dimensions; set them through Variant(shape=...)"
-                )
-            vague = sorted(
-                repr(part)
-                for part, why in variant.acknowledged_warnings.items()
-                if not str(part).strip() or not str(why).strip()
+
+    def _check_variant(self, variant: Variant, where: str) -> None:
+        """One variant's declared failures, dimensions, parameters, acknowledged warnings and comparison."""
+        undeclared = sorted(set(variant.does_not_lower) - set(self.target_names))
+        if undeclared:
+            raise FamilyError(
+                f"{where}: variant {variant.name!r} declares it does not lower on {undeclared}, which are not "
+                f"targets of this family ({list(self.target_names)})"
             )
-            if vague:
-                raise FamilyError(
-                    f"{where}: variant {variant.name!r} acknowledges compiler warnings {vague} without naming part "
-                    "of the warning or saying why; map a part of its text to the reason the kernel is right"
-                )
-            if variant.compare_with is not None and variant.compare_with not in names:
-                raise FamilyError(
-                    f"{where}: variant {variant.name!r} compares with {variant.compare_with!r}, which is not a "
-                    f"variant of this family ({names})"
-                )
+        unexplained = sorted(t for t, why in variant.does_not_lower.items() if not str(why).strip())
+        if unexplained:
+            raise FamilyError(
+                f"{where}: variant {variant.name!r} declares it does not lower on {unexplained} without saying "
+                "why; give the reason in words"
+            )
+        unknown = sorted(set(variant.shape) - set(self.shape))
+        if unknown:
+            raise FamilyError(
+                f"{where}: variant {variant.name!r} overrides dimensions {unknown} that the family does "
+                f"not declare (its shape has {sorted(self.shape)}); add them to the family's shape or fix the name"
+            )
+        unmapped = sorted(set(variant.dimension_names) - set(self.shape))
+        if unmapped:
+            raise FamilyError(
+                f"{where}: variant {variant.name!r} renames dimensions {unmapped} that the family does not "
+                f"declare (its shape has {sorted(self.shape)}); dimension_names maps a family dimension to the "
+                "kernel's name for it"
+            )
+        clash = sorted(set(variant.params) & set(self.shape))
+        if clash:
+            raise FamilyError(
+                f"{where}: variant {variant.name!r} passes {clash} as parameters, but they are problem "
+                "dimensions; set them through Variant(shape=...)"
+            )
+        vague = sorted(
+            repr(part)
+            for part, why in variant.acknowledged_warnings.items()
+            if not str(part).strip() or not str(why).strip()
+        )
+        if vague:
+            raise FamilyError(
+                f"{where}: variant {variant.name!r} acknowledges compiler warnings {vague} without naming part "
+                "of the warning or saying why; map a part of its text to the reason the kernel is right"
+            )
+        names = [v.name for v in self.variants]
+        if variant.compare_with is not None and variant.compare_with not in names:
+            raise FamilyError(
+                f"{where}: variant {variant.name!r} compares with {variant.compare_with!r}, which is not a "
+                f"variant of this family ({names})"
+            )
+
+    def _check_sweep_and_twin(self, where: str) -> None:
+        """The sweep's axis is every variant's parameter; the timing twin names a variant and a dimension."""
+        names = [v.name for v in self.variants]
         if self.sweep is not None:
             lacking = [v.name for v in self.variants if self.sweep.axis not in self.params(v)]
             if lacking:
@@ -319,6 +338,9 @@ class Family:
                 f"{where}: the twin names variant {self.twin.variant!r} and dimension {self.twin.dimension!r}; "
                 f"it needs one of the variants {names} and one of the dimensions {sorted(self.shape)}"
             )
+
+    def _check_outputs(self, where: str) -> None:
+        """Each declared output position once, with a kind the harness knows."""
         if self.outputs is not None:
             positions = list(self.outputs)
             if len(set(positions)) != len(positions) or not positions or not all(isinstance(i, int) for i in positions):
@@ -333,6 +355,9 @@ class Family:
                     f"{where}: outputs maps each written argument's position to Returned(), Written() or "
                     f"Accumulated(initial=ZEROS or FROM_INPUTS); got {self.outputs}"
                 )
+
+    def _check_tolerances(self, where: str) -> None:
+        """Tolerances, one or one per output, and any precision budget they carry."""
         tolerances = [self.tolerance] if isinstance(self.tolerance, Tolerance) else list(self.tolerance)
         if not tolerances or not all(isinstance(t, Tolerance) for t in tolerances):
             raise FamilyError(
@@ -350,6 +375,9 @@ class Family:
             negative = [name for name, value in budget.factors().items() if not value >= 0]
             if negative:
                 raise FamilyError(f"{where}: tolerance {index}'s precision_budget sets {negative} below 0")
+
+    def _check_precision_twin(self, where: str) -> None:
+        """A callable, the speed reference (the default) or None."""
         twin = self.precision_twin
         if not (twin is None or twin == SPEED_REFERENCE or callable(twin)):
             raise FamilyError(

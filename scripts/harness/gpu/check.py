@@ -124,11 +124,10 @@ def check_cases(
     seeds = validate_seeds(fresh_seeds() if seeds is None else seeds)
     cases, left_out = selection_stage(device, select, not_run, log)
     kernels = kernels or InProcessKernels(KernelSession(bench=bench))
-    limits = kernels.limits
     failures: dict[str, Failure] = {}
 
     started = time.perf_counter()
-    compiled, sources = compile_stage(kernels, cases, limits, failures)
+    compiled, sources = compile_stage(kernels, cases, kernels.limits, failures)
     compile_seconds = time.perf_counter() - started
     built = sum(not c.error and c.case.key not in failures for c in compiled)
     log(f"compiled {built}/{len(compiled)} kernels in {compile_seconds:.1f} s")
@@ -145,26 +144,10 @@ def check_cases(
     numerics = numerics_stage(kernels, checked, seeds, launch_s, failures)
 
     timing_seed = fresh_seeds(1)[0] if timing_seed is None else timing_seed
-    passing = {key: runnable[key].case for key, result in numerics.items() if result.passed}
-    kernels.drop([key for key in runnable if key not in passing])
-    note, others = kernels.gpu_state()
-    if others:
-        log(f"warning: other processes use this GPU while it is timed (pids {others}); timings may be off")
     request = TimingRequest(rounds, timing_seed, seeds[0], timer, warmup_ms, repeat_ms)
-    # Each pair's own limit: the measurement's budget whatever the kernel does, and its launches (do_bench's
-    # estimate and its least pairs) at the kernel's allowance.
-    nominal_s = 2 * (warmup_ms + repeat_ms) / 1e3
-    pair_limits = {key: limits.limit(16, launch_s[key], nominal_s) for key in passing}
-    log(f"timing: {len(passing)} kernels next to their references, {rounds} rounds in random order "
-        f"(seed {timing_seed})")  # fmt: skip
+    passing, pair_limits, note, others = timing_plan(kernels, runnable, numerics, launch_s, request, log)
     measured = time_stage(kernels, passing, request, pair_limits, failures)
-    results = [
-        VariantResult(
-            c, device, snapshots[c.case.key], failure=failures.get(c.case.key),
-            numerics=numerics.get(c.case.key), paired=measured.get(c.case.key),
-        )
-        for c in compiled
-    ]  # fmt: skip
+    results = [variant_result(c, device, snapshots, failures, numerics, measured) for c in compiled]
     timed = [r for r in results if r.paired is not None]
     reference_timings, reference_throughput = reference_figures(timed, device)
 
@@ -248,6 +231,22 @@ def numerics_stage(
     return numerics
 
 
+def variant_result(
+    compiled: CompiledCase,
+    device: Device,
+    snapshots: Mapping[str, SnapshotCheck],
+    failures: Mapping[str, Failure],
+    numerics: Mapping[str, NumericsResult],
+    measured: Mapping[str, Any],
+) -> VariantResult:
+    """What each stage found of one variant, in one record."""
+    key = compiled.case.key
+    return VariantResult(
+        compiled, device, snapshots[key], failure=failures.get(key), numerics=numerics.get(key),
+        paired=measured.get(key),
+    )  # fmt: skip
+
+
 def reference_figures(timed: Sequence[VariantResult], device: Device) -> tuple[dict[str, Timing], dict[str, Any]]:
     """Each reference's timing over every round it was measured in (beside any variant), and its throughput."""
     rounds: dict[str, list[float]] = {}
@@ -260,6 +259,30 @@ def reference_figures(timed: Sequence[VariantResult], device: Device) -> tuple[d
         for r in timed
     }  # fmt: skip
     return timings, throughputs
+
+
+def timing_plan(
+    kernels: Kernels,
+    runnable: Mapping[str, CompiledCase],
+    numerics: Mapping[str, NumericsResult],
+    launch_s: Mapping[str, float],
+    request: TimingRequest,
+    log: Log,
+) -> tuple[dict[str, Case], dict[str, float], str | None, list[int]]:
+    """What is timed (the variants whose numerics passed; the others' kernels are dropped), each pair's time
+    limit, and the GPU's state note and the other processes on it."""
+    passing = {key: runnable[key].case for key, result in numerics.items() if result.passed}
+    kernels.drop([key for key in runnable if key not in passing])
+    note, others = kernels.gpu_state()
+    if others:
+        log(f"warning: other processes use this GPU while it is timed (pids {others}); timings may be off")
+    # Each pair's own limit: the measurement's budget whatever the kernel does, and its launches (do_bench's
+    # estimate and its least pairs) at the kernel's allowance.
+    nominal_s = 2 * (request.warmup_ms + request.repeat_ms) / 1e3
+    pair_limits = {key: kernels.limits.limit(16, launch_s[key], nominal_s) for key in passing}
+    log(f"timing: {len(passing)} kernels next to their references, {request.rounds} rounds in random order "
+        f"(seed {request.seed})")  # fmt: skip
+    return passing, pair_limits, note, others
 
 
 def timer_record(request: TimingRequest) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import pytest
 from conftest import REPO, SMALL_CASE
 
 import harness.static.upgrade_preview as preview_module
+from harness.ci.job_summary import read_junit
 from harness.static.cases import Case, all_cases
 from harness.static.changes import ChangeKind
 from harness.static.diff import changed_fields
@@ -63,6 +64,20 @@ def test_a_changed_statement_is_a_cuda_change_and_a_changed_fact_names_its_field
     )
 
 
+def test_a_comment_only_edit_is_classified_alike_by_the_static_check_and_the_preview(golden_session, tmp_path):
+    """Both read harness.static.diff: the static session's JUnit record and the preview's row name one class."""
+    golden_session("--regen", "-k", SMALL_CASE).assert_outcomes(passed=1)
+    source = golden_session.golden / f"{SMALL_CASE}.cu"
+    source.write_text(source.read_text().replace("{\n", "{\n  // a reviewer's note\n", 1))
+    junit = tmp_path / "j.xml"
+    golden_session("-k", SMALL_CASE, f"--junitxml={junit}").assert_outcomes(failed=1)
+    (check,) = read_junit(junit).failed
+    (static,) = (m.kind for m in check.mismatches)
+    row = row_for(golden_session.golden, tmp_path)
+    assert static is ChangeKind.COMMENTS
+    assert (row.status, row.cuda, row.renamed) == (static, static, 0)
+
+
 def test_a_case_without_snapshot_is_new_and_one_that_fails_names_its_error(golden, tmp_path, monkeypatch):
     (golden / f"{SMALL_CASE}.cu").unlink()
     assert row_for(golden, tmp_path).status == ChangeKind.MISSING
@@ -81,7 +96,10 @@ def test_the_report_counts_per_family_and_target_and_lists_fields_and_checks(gol
     preview = Preview("9.9.9", "0.1.15", [row_for(golden, tmp_path)], ["g: 2. something: recorded holds, now fails"])
     text = render_markdown(preview)
     assert text.startswith("<!-- Written by `nox -s upgrade-preview -- 9.9.9`")
-    assert "| gemm_num_stages/sm_90 | 0 | 0 | 0 | 0 | 1 | 0 | 0 |" in text  # the MOVED column before CUDA
+    columns = [preview_module._column(status) for status in preview_module.STATUSES]
+    assert columns[3:7] == ["identifiers renamed only", "declarations moved only", "CUDA/HIP changed", "facts changed"]
+    counts = ["1" if status is ChangeKind.FACTS else "0" for status in preview_module.STATUSES]
+    assert f"| gemm_num_stages/sm_90 | {' | '.join(counts)} |" in text
     assert "- `dynamic_shared_memory_bytes` in 1 case(s)" in text
     assert "- g: 2. something: recorded holds, now fails" in text
     assert "| sm_90 | CUDA | 1 | 0 | 0 | - |\n\n- none\n" in text  # its CUDA did not change

@@ -1,14 +1,19 @@
-"""How a snapshot differs from what the harness produced now: one Mismatch per file, with readable
-field changes and diffs."""
+"""The comparison engine: how a case's snapshots differ from what the harness produced now.
+
+One Mismatch per differing file, with readable field changes and diffs, and the case's class drawn
+from them (`compare_case`). The static check fails a case on these records and the upgrade preview
+counts their class, so a change is classified here and nowhere else."""
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from harness.static.changes import ChangeKind, FactChange, Mismatch
 from harness.static.renaming import classify, comments
-from harness.static.snapshot import CorruptSnapshot, load_yaml, parse_facts, strip_cuda_header
+from harness.static.snapshot import CorruptSnapshot, SnapshotStore, load_yaml, parse_facts, strip_cuda_header
 from harness.targets import SOURCE_SUFFIXES
 
 MAX_DIFF_LINES = 120
@@ -124,3 +129,54 @@ def describe_mismatch(path: str, golden: str | None, produced: str, prefix: str)
             shown, ChangeKind.MOVED, diff=canonical, renaming=tuple(found.renaming.items()), moved=found.moved
         )
     return Mismatch(shown, ChangeKind.CUDA, diff=canonical)
+
+
+# A case's class is its most telling file's: a snapshot it cannot be compared with first, then a fact change
+# (which names what the source change did), then the kernel source's class, then any other text.
+CASE_PRECEDENCE = (
+    ChangeKind.MISSING,
+    ChangeKind.CORRUPT,
+    ChangeKind.FACTS,
+    ChangeKind.CUDA,
+    ChangeKind.MOVED,
+    ChangeKind.RENAMED,
+    ChangeKind.COMMENTS,
+    ChangeKind.WHITESPACE,
+    ChangeKind.TEXT,
+)
+
+
+@dataclass(frozen=True)
+class CaseComparison:
+    """How one case's produced files compare with their snapshots."""
+
+    files: Mapping[str, Mismatch | None]  # per produced file (as named inside the store): its record, None if equal
+    fields: tuple[str, ...] = ()  # the changed fact fields (changed_fields), where a facts file changed
+
+    @property
+    def mismatches(self) -> tuple[Mismatch, ...]:
+        """The differing files' records, in the produced files' order."""
+        return tuple(found for found in self.files.values() if found is not None)
+
+    def kind_of(self, path: str) -> ChangeKind:
+        """One file's class: IDENTICAL where it equals its snapshot."""
+        found = self.files[path]
+        return ChangeKind.IDENTICAL if found is None else found.kind
+
+    @property
+    def kind(self) -> ChangeKind:
+        """The case's class (CASE_PRECEDENCE): IDENTICAL where every file equals its snapshot."""
+        kinds = {found.kind for found in self.mismatches}
+        return next((kind for kind in CASE_PRECEDENCE if kind in kinds), ChangeKind.IDENTICAL)
+
+
+def compare_case(produced: Mapping[str, str], golden: SnapshotStore) -> CaseComparison:
+    """Every produced file of a case (or a summary) against its snapshot in `golden`."""
+    snapshots = {path: golden.read(path) for path in produced}
+    files = {path: describe_mismatch(path, snapshots[path], text, golden.prefix) for path, text in produced.items()}
+    fields: tuple[str, ...] = ()
+    for path, found in files.items():
+        if found is not None and found.kind is ChangeKind.FACTS:  # both sides parsed: the snapshot is not corrupt
+            old = parse_facts(snapshots[path] or "", found.path)
+            fields += tuple(changed_fields(old, load_yaml(produced[path])))
+    return CaseComparison(files, fields)

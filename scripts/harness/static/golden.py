@@ -1,4 +1,4 @@
-"""Compare produced snapshot files with golden/, or write them: the decisions, no pytest here."""
+"""Whether and what a run writes into golden/: the decisions, no pytest here (comparing: harness.static.diff)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import os
 from collections.abc import Mapping
 
 from harness.environment import running_under_ci
-from harness.static.changes import Mismatch
-from harness.static.diff import describe_mismatch, text_diff
+from harness.static.diff import text_diff
 from harness.static.snapshot import SnapshotStore
 
 
@@ -23,12 +22,6 @@ def check_may_write(force: bool, environ: Mapping[str, str] = os.environ) -> Non
             "person after an intentional change. Run `nox -s regen-golden` locally, or pass "
             "--force-regen-under-ci if this job exists to produce them as an artifact."
         )
-
-
-def check_files(produced: Mapping[str, str], golden: SnapshotStore) -> list[Mismatch]:
-    """One record per produced file that differs from its golden copy; empty if all match."""
-    found = (describe_mismatch(path, golden.read(path), text, golden.prefix) for path, text in produced.items())
-    return [mismatch for mismatch in found if mismatch is not None]
 
 
 def accept_line(selector: str) -> str:

@@ -17,7 +17,8 @@ from harness.declaration import family_problems
 from harness.family import Family
 from harness.static.cases import Case, all_cases, check_groups, family_cases, not_lowering_cases
 from harness.static.changes import ChangeKind, Mismatch
-from harness.static.golden import RegenRefused, accept_line, check_files, regen_files
+from harness.static.diff import compare_case
+from harness.static.golden import RegenRefused, accept_line, regen_files
 from harness.static.lowering import LoweringError
 from harness.static.plugin import (
     UNSHARDED,
@@ -75,9 +76,9 @@ def _compare_or_write(request, produced_by: Callable[..., dict[str, str]], selec
         fail_with_mismatches(request, found, now_lowers.remedy)
     if refusal:  # failed outside the handler, so pytest does not print the chained error a second time
         pytest.fail(refusal, pytrace=False)
-    mismatches = check_files(produced, golden)
+    mismatches = compare_case(produced, golden).mismatches
     if mismatches:
-        fail_with_mismatches(request, mismatches, accept_line(selector), _version_note(golden))
+        fail_with_mismatches(request, list(mismatches), accept_line(selector), _version_note(golden))
 
 
 def _not_run(what: str, error: LoweringError) -> None:

@@ -1,10 +1,11 @@
 """What another TileLang would change: every case lowered with it, compared with golden/, never written there.
 
 Run inside an environment where only TileLang differs from the pins (`nox -s upgrade-preview --
-<version>`). Each case is classified as the static check classifies a snapshot (identical,
-identifiers renamed only, declarations moved only, kernel source changed -- the status `CUDA
-changed`, which a HIP target's `.hip` source gets too, and which the report names HIP there --, facts
-changed and which fields, failed to lower), the changes are grouped into entries as the static
+<version>`). Each case is classified by the static check's own comparison (harness.static.diff:
+identical, whitespace or comments changed only, identifiers renamed only, declarations moved only,
+kernel source changed -- the status `CUDA changed`, which a HIP target's `.hip` source gets too, and
+which the report names HIP there --, facts changed and which fields, a corrupt snapshot; or failed
+to lower), the changes are grouped into entries as the static
 check's verdict groups them (harness.static.verdict), the family checks run on the new facts, and the produced snapshots
 go to `<output>/golden/`, so `diff -ru golden <output>/golden` shows them all. A real source change
 (not renaming only) that changes no fact is one the facts fail to explain: the report gives their
@@ -21,24 +22,26 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from harness.static.cases import Case, check_groups
 from harness.static.changes import ChangeKind, Mismatch, source_label
-from harness.static.diff import changed_fields, describe_mismatch
+from harness.static.diff import CaseComparison, compare_case
 from harness.static.lowering import LoweringError
 from harness.static.produce import NowLowers, case_facts, case_files
-from harness.static.snapshot import CorruptSnapshot, SnapshotStore, parse_facts
+from harness.static.snapshot import SnapshotStore
 from harness.static.verdict import Failure, build_verdict, entries_markdown
 from harness.targets import TARGETS
 
 # A case's status, in the report's column order; report.json holds their values.
 STATUSES = (
     ChangeKind.IDENTICAL,
+    ChangeKind.WHITESPACE,
+    ChangeKind.COMMENTS,
     ChangeKind.RENAMED,
     ChangeKind.MOVED,
     ChangeKind.CUDA,
     ChangeKind.FACTS,
+    ChangeKind.TEXT,
+    ChangeKind.CORRUPT,
     ChangeKind.FAILED,
     ChangeKind.MISSING,
     ChangeKind.STILL_FAILS,
@@ -52,9 +55,10 @@ class CaseRow:
     case: str
     family: str
     target: str
-    status: ChangeKind  # one of STATUSES; facts changed wins over the CUDA's class
-    # The kernel source's own class (`.cu` or `.hip`, Case.source_file): identical, renamed only, declarations
-    # moved only or CUDA changed; None when it was not compared (the case did not lower, or has no snapshot yet).
+    status: ChangeKind  # one of STATUSES: the case's class (harness.static.diff.CASE_PRECEDENCE), or its outcome
+    # The kernel source's own class (`.cu` or `.hip`, Case.source_file): identical, whitespace or comments changed
+    # only, renamed only, declarations moved only or CUDA changed; None when it was not compared (the case did not
+    # lower, or has no snapshot yet).
     cuda: ChangeKind | None = None
     fields: list[str] = field(default_factory=list)  # changed fact fields
     renamed: int = 0  # identifiers renamed
@@ -161,6 +165,8 @@ def _label(kind: ChangeKind | None, target: str = "") -> str:
 
 
 def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore) -> CaseRow:
+    """The case lowered with this TileLang, its files written to `pending` and classified against `golden` by the
+    static check's own comparison (harness.static.diff.compare_case), so that both name a change alike."""
     family, target = case.family.name, case.target
     try:
         files = case_files(case)
@@ -170,37 +176,29 @@ def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore) -> 
         return CaseRow(case.id, family, target, ChangeKind.NOW_LOWERS, error=error.remedy)
     for path, text in files.items():
         pending.write(path, text)
+    comparison = compare_case(files, golden)
     if case.does_not_lower is not None:
-        return classify_declared_failure(case, files, golden)
+        return classify_declared_failure(case, comparison, golden)
     key = (family, case.variant.name, target)
-    facts_file = f"{case.id}.yaml"
-    old_cuda, old_facts = golden.read(case.source_file), golden.read(facts_file)
-    if old_cuda is None or old_facts is None:
+    if comparison.kind is ChangeKind.MISSING:
         return CaseRow(case.id, family, target, ChangeKind.MISSING, key=key)
-    # The static check's own comparison, so that both name a change alike.
-    source = describe_mismatch(case.source_file, old_cuda, files[case.source_file], golden.prefix)
-    cuda = ChangeKind.IDENTICAL if source is None else source.kind
-    if cuda in (ChangeKind.COMMENTS, ChangeKind.WHITESPACE):
-        cuda = ChangeKind.RENAMED  # comments or whitespace only count as renamed only here (0 renamed)
+    source = comparison.files[case.source_file]
+    cuda = comparison.kind_of(case.source_file)
     renamed = len(source.renaming) if source and cuda is ChangeKind.RENAMED else 0
-    try:
-        fields = changed_fields(parse_facts(old_facts, case.id), yaml.safe_load(files[facts_file]))
-    except CorruptSnapshot as error:
-        return CaseRow(case.id, family, target, ChangeKind.FAILED, cuda, error=str(error), key=key)
-    facts = describe_mismatch(facts_file, old_facts, files[facts_file], golden.prefix)
-    mismatches = tuple(m for m in (facts, source) if m is not None)
-    status = ChangeKind.FACTS if fields else cuda
-    return CaseRow(case.id, family, target, status, cuda, fields, renamed, key=key, mismatches=mismatches)
+    corrupt = [m.reason for m in comparison.mismatches if m.kind is ChangeKind.CORRUPT]
+    return CaseRow(
+        case.id, family, target, comparison.kind, cuda, list(comparison.fields), renamed, "; ".join(corrupt),
+        key=key, mismatches=comparison.mismatches,
+    )  # fmt: skip
 
 
-def classify_declared_failure(case: Case, files: dict[str, str], golden: SnapshotStore) -> CaseRow:
+def classify_declared_failure(case: Case, comparison: CaseComparison, golden: SnapshotStore) -> CaseRow:
     """A case declared not to lower that still fails: with the snapshotted error, or with another one."""
-    ((path, text),) = files.items()
-    old = golden.read(path)
     row = CaseRow(case.id, case.family.name, case.target, ChangeKind.STILL_FAILS)
-    if old is None:
+    if comparison.kind is ChangeKind.MISSING:
         row.status = ChangeKind.MISSING
-    elif old != text:
+    elif comparison.kind is not ChangeKind.IDENTICAL:
+        (path,) = comparison.files
         row.status, row.error = ChangeKind.FAILED, f"fails with another error than {golden.prefix}{path} holds"
     return row
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.static.changes import ChangeKind
+from harness.static.changes import FileChange
 from harness.static.diff import describe_mismatch
 from harness.static.renaming import all_tokens, classify
 
@@ -75,11 +75,11 @@ def test_swapping_two_locals_is_not_a_renaming():
 def test_a_failing_cu_says_which_kind_it_is():
     old, new = pair("ns0_64x64x32_sm_80")
     changed = describe_mismatch("f/v/sm_80.cu", old, new, "golden/")
-    assert changed.kind is ChangeKind.CUDA
+    assert changed.kind is FileChange.SOURCE
     assert changed.lines()[0] == "golden/f/v/sm_80.cu: CUDA changed (local names canonicalized)"
     assert changed.diff[0] == "--- golden/f/v/sm_80.cu (locals renamed as produced)"
     renamed = describe_mismatch("f/v/sm_80.cu", new, re.sub(r"\bC_l\b", "accumulator", new), "golden/")
-    assert (renamed.kind, renamed.renaming) == (ChangeKind.RENAMED, (("C_l", "accumulator"),))
+    assert (renamed.kind, renamed.renaming) == (FileChange.RENAMED, (("C_l", "accumulator"),))
     assert renamed.lines()[0] == "golden/f/v/sm_80.cu: identifiers renamed only (1: C_l -> accumulator)"
     assert describe_mismatch("f/v/sm_80.cu", new, new, "golden/") is None
 
@@ -91,7 +91,7 @@ def test_comment_and_whitespace_edits_get_their_own_kind():
     code = "int main() {\n  int i = 0;\n  return i;\n}\n"
     commented = describe_mismatch("f/v/sm_80.cu", header + code, header + code.replace("{\n", "{\n  // note\n"), "g/")
     spaced = describe_mismatch("f/v/sm_80.cu", header + code, header + code.replace("int i", "int  i"), "g/")
-    assert (commented.kind, spaced.kind) == (ChangeKind.COMMENTS, ChangeKind.WHITESPACE)
+    assert (commented.kind, spaced.kind) == (FileChange.COMMENTS, FileChange.WHITESPACE)
     assert commented.lines()[0] == "g/f/v/sm_80.cu: comments changed only (the code is the same token for token)"
     assert spaced.lines()[0] == "g/f/v/sm_80.cu: whitespace changed only (the code is the same token for token)"
     assert spaced.lines()[1:3] == ["  --- g/f/v/sm_80.cu", "  +++ produced/f/v/sm_80.cu"], "named by the store's prefix"
@@ -122,7 +122,7 @@ def test_a_declaration_moved_between_scopes_and_nothing_else_is_its_own_class():
     found = classify(MOVED_OLD, MOVED_NEW)
     assert not found.renamed_only and found.moved == ("half_t C_local_cast[4];",)
     moved = describe_mismatch("f/v/gfx942.hip", MOVED_OLD, MOVED_NEW, "golden/")
-    assert moved.kind is ChangeKind.MOVED and moved.moved == ("half_t C_local_cast[4];",)
+    assert moved.kind is FileChange.MOVED and moved.moved == ("half_t C_local_cast[4];",)
     assert moved.lines()[0].startswith("golden/f/v/gfx942.hip: declarations moved only (half_t C_local_cast[4];")
 
 
@@ -132,6 +132,6 @@ def test_a_moved_declaration_beside_a_real_change_is_a_source_change_named_by_it
     found = classify(MOVED_OLD, changed)
     assert not found.renamed_only and found.moved == ()
     mismatch = describe_mismatch("f/v/gfx942.hip", MOVED_OLD, changed, "golden/")
-    assert mismatch.kind is ChangeKind.CUDA and mismatch.headline == "HIP changed (local names canonicalized)"
+    assert mismatch.kind is FileChange.SOURCE and mismatch.headline == "HIP changed (local names canonicalized)"
     resized = MOVED_NEW.replace("C_local_cast[4];", "C_local_cast[8];", 1)
     assert classify(MOVED_OLD, resized).moved == (), "a declaration that changed did not only move"

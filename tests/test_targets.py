@@ -16,7 +16,7 @@ from harness.family import Claim, Family, FamilyError
 from harness.gpu.check import device_cases, not_run_on
 from harness.gpu.report import render_markdown, report_data
 from harness.static.cases import all_cases, check_groups, family_cases
-from harness.static.changes import ChangeKind
+from harness.static.changes import CaseOutcome
 from harness.static.lowering import LoweringError
 from harness.static.normalize import normalize_error
 from harness.static.snapshot import SnapshotStore
@@ -233,15 +233,15 @@ def test_the_upgrade_preview_classifies_a_declared_case(monkeypatch, tmp_path):
     golden, pending = SnapshotStore(tmp_path / "golden"), SnapshotStore(tmp_path / "pending")
     (case,) = family_cases(small_family([declared()]))
     fail_lowering(monkeypatch, SMALL_CASE)
-    assert classify_case(case, golden, pending).status is ChangeKind.MISSING
+    assert classify_case(case, golden, pending).status is CaseOutcome.NEW
     golden.write(f"{SMALL_CASE}.error", pending.read(f"{SMALL_CASE}.error"))
-    assert classify_case(case, golden, pending).status is ChangeKind.STILL_FAILS
+    assert classify_case(case, golden, pending).status is CaseOutcome.STILL_FAILS
     fail_lowering(monkeypatch, SMALL_CASE, ValueError("another message"))
     row = classify_case(case, golden, pending)
-    assert row.status is ChangeKind.FAILED and "another error" in row.error
+    assert row.status is CaseOutcome.FAILED and "another error" in row.error
     monkeypatch.undo()
     row = classify_case(case, golden, pending)
-    assert row.status is ChangeKind.NOW_LOWERS and "remove the declaration" in row.error
+    assert row.status is CaseOutcome.NOW_LOWERS and "remove the declaration" in row.error
 
 
 def test_the_gpu_session_leaves_out_what_the_devices_target_does_not_run_and_reports_it():

@@ -12,7 +12,7 @@ from conftest import REPO, SMALL_CASE
 import harness.static.upgrade_preview as preview_module
 from harness.ci.job_summary import read_junit
 from harness.static.cases import Case, all_cases
-from harness.static.changes import ChangeKind
+from harness.static.changes import CaseOutcome, FileChange
 from harness.static.diff import changed_fields
 from harness.static.lowering import LoweringError
 from harness.static.produce import case_files
@@ -39,7 +39,7 @@ def row_for(golden, tmp_path):
 
 def test_an_unchanged_case_is_identical_and_its_files_are_written_beside_golden(golden, tmp_path):
     row = row_for(golden, tmp_path)
-    assert (row.status, row.cuda, row.fields) == (ChangeKind.IDENTICAL, ChangeKind.IDENTICAL, [])
+    assert (row.status, row.cuda, row.fields) == (CaseOutcome.PASSED, FileChange.UNCHANGED, [])
     assert (tmp_path / "out" / "golden" / f"{SMALL_CASE}.cu").read_text() == (golden / f"{SMALL_CASE}.cu").read_text()
 
 
@@ -47,19 +47,19 @@ def test_a_renamed_local_is_identifiers_renamed_only(golden, tmp_path):
     cuda = golden / f"{SMALL_CASE}.cu"
     cuda.write_text(re.sub(r"\bC_l\b", "accumulator", cuda.read_text()))
     row = row_for(golden, tmp_path)
-    assert (row.status, row.renamed) == (ChangeKind.RENAMED, 1)
+    assert (row.status, row.renamed) == (FileChange.RENAMED, 1)
 
 
 def test_a_changed_statement_is_a_cuda_change_and_a_changed_fact_names_its_field(golden, tmp_path):
     cuda = golden / f"{SMALL_CASE}.cu"
     cuda.write_text(cuda.read_text().replace("__syncthreads();", "__syncwarp();", 1))
-    assert row_for(golden, tmp_path).status == ChangeKind.CUDA
+    assert row_for(golden, tmp_path).status == FileChange.SOURCE
     facts = golden / f"{SMALL_CASE}.yaml"
     facts.write_text(facts.read_text().replace("dynamic_shared_memory_bytes: 8192", "dynamic_shared_memory_bytes: 1"))
     row = row_for(golden, tmp_path)
     assert (row.status, row.cuda, row.fields) == (
-        ChangeKind.FACTS,
-        ChangeKind.CUDA,
+        FileChange.FACTS,
+        FileChange.SOURCE,
         ["dynamic_shared_memory_bytes"],
     )
 
@@ -74,20 +74,20 @@ def test_a_comment_only_edit_is_classified_alike_by_the_static_check_and_the_pre
     (check,) = read_junit(junit).failed
     (static,) = (m.kind for m in check.mismatches)
     row = row_for(golden_session.golden, tmp_path)
-    assert static is ChangeKind.COMMENTS
+    assert static is FileChange.COMMENTS
     assert (row.status, row.cuda, row.renamed) == (static, static, 0)
 
 
 def test_a_case_without_snapshot_is_new_and_one_that_fails_names_its_error(golden, tmp_path, monkeypatch):
     (golden / f"{SMALL_CASE}.cu").unlink()
-    assert row_for(golden, tmp_path).status == ChangeKind.MISSING
+    assert row_for(golden, tmp_path).status == CaseOutcome.NEW
 
     def failing(case, fresh=False):
         raise LoweringError(case.id, "TileLang could not lower this variant (boom)")
 
     monkeypatch.setattr(preview_module, "case_files", failing)
     row = row_for(golden, tmp_path)
-    assert row.status == ChangeKind.FAILED and "boom" in row.error
+    assert row.status == CaseOutcome.FAILED and "boom" in row.error
 
 
 def test_the_report_counts_per_family_and_target_and_lists_fields_and_checks(golden, tmp_path):
@@ -98,7 +98,7 @@ def test_the_report_counts_per_family_and_target_and_lists_fields_and_checks(gol
     assert text.startswith("<!-- Written by `nox -s upgrade-preview -- 9.9.9`")
     columns = [preview_module._column(status) for status in preview_module.STATUSES]
     assert columns[3:7] == ["identifiers renamed only", "declarations moved only", "CUDA/HIP changed", "facts changed"]
-    counts = ["1" if status is ChangeKind.FACTS else "0" for status in preview_module.STATUSES]
+    counts = ["1" if status is FileChange.FACTS else "0" for status in preview_module.STATUSES]
     assert f"| gemm_num_stages/sm_90 | {' | '.join(counts)} |" in text
     assert "- `dynamic_shared_memory_bytes` in 1 case(s)" in text
     assert "- g: 2. something: recorded holds, now fails" in text
@@ -119,7 +119,7 @@ def test_a_real_cuda_change_that_no_fact_explains_is_counted_per_family_and_targ
     explained = row_for(golden, tmp_path)
     cuda.write_text(re.sub(r"\bC_l\b", "accumulator", pinned))
     renamed = row_for(golden, tmp_path)
-    assert renamed.cuda == ChangeKind.RENAMED  # renaming only is no real change, with or without a fact change
+    assert renamed.cuda == FileChange.RENAMED  # renaming only is no real change, with or without a fact change
     preview = Preview("9.9.9", "0.1.15", [unexplained, explained, renamed], [])
     expected = {"cuda_changed": 2, "unexplained": 1, "share": 0.5, "cases": [SMALL_CASE]}
     assert preview.unexplained() == {"gemm_num_stages/sm_90": expected, "all": expected}
@@ -156,19 +156,26 @@ def test_changed_fields_keep_keys_with_colons_whole_and_drop_numeric_keys():
 # -- the facts' coverage per target ----------------------------------------------------------------
 
 
-def fake_row(target: str, cuda: ChangeKind | None, fields=(), family: str = "f") -> CaseRow:
-    """A classified case as classify_case leaves it (status: facts changed wins over the source's class)."""
-    status = ChangeKind.MISSING if cuda is None else ChangeKind.FACTS if fields else cuda
-    return CaseRow(f"{family}/v/{target}", family, target, status, cuda, list(fields))
+def fake_row(target: str, cuda: FileChange | None, fields=(), family: str = "f") -> CaseRow:
+    """A classified case as classify_case leaves it (its change: facts changed wins over the source's)."""
+    change = None if cuda is None else FileChange.FACTS if fields else cuda
+    outcome = (
+        CaseOutcome.NEW
+        if change is None
+        else CaseOutcome.PASSED
+        if change is FileChange.UNCHANGED
+        else CaseOutcome.CHANGED
+    )
+    return CaseRow(f"{family}/v/{target}", family, target, outcome, change, cuda, list(fields))
 
 
 def test_the_facts_coverage_is_reported_for_every_target_previewed():
     rows = [
-        fake_row("sm_80", ChangeKind.CUDA, ["sync.cp_async_wait"]),  # explained
-        fake_row("sm_80", ChangeKind.CUDA, family="g"),  # not explained
-        fake_row("sm_90", ChangeKind.IDENTICAL),  # compared, nothing changed: no share
-        fake_row("gfx942", ChangeKind.CUDA),  # a HIP source change no fact explains
-        fake_row("gfx942", ChangeKind.RENAMED),  # renaming only is no real change
+        fake_row("sm_80", FileChange.SOURCE, ["sync.cp_async_wait"]),  # explained
+        fake_row("sm_80", FileChange.SOURCE, family="g"),  # not explained
+        fake_row("sm_90", FileChange.UNCHANGED),  # compared, nothing changed: no share
+        fake_row("gfx942", FileChange.SOURCE),  # a HIP source change no fact explains
+        fake_row("gfx942", FileChange.RENAMED),  # renaming only is no real change
         fake_row("sm_120", None),  # no snapshot yet: nothing compared
     ]
     preview = Preview("9.9.9", "0.1.15", rows, [])
@@ -197,7 +204,7 @@ def test_the_facts_coverage_is_reported_for_every_target_previewed():
     section = text[text.index("## Real source changes that no fact explains") : text.index("## Family checks")]
     table = [line for line in section.splitlines() if line.startswith("| ") and "/" not in line.split("|")[1]]
     assert table == [
-        "| target | source | compared | CUDA changed | no fact changed | share |",
+        "| target | source | compared | CUDA/HIP changed | no fact changed | share |",
         "| sm_80 | CUDA | 2 | 2 | 1 | 50% |",
         "| sm_90 | CUDA | 1 | 0 | 0 | - |",
         "| sm_120 | CUDA | 0 | 0 | 0 | - |",
@@ -219,10 +226,17 @@ def test_a_hip_target_is_compared_through_its_hip_snapshot(tmp_path):
     for path, text in produced.items():
         golden.write(path, text)
     row = classify_case(case, golden, SnapshotStore(tmp_path / "out" / "golden"))
-    assert (row.target, row.status, row.cuda) == ("gfx942", ChangeKind.IDENTICAL, ChangeKind.IDENTICAL)
+    assert (row.target, row.status, row.cuda) == ("gfx942", CaseOutcome.PASSED, FileChange.UNCHANGED)
     source = produced[case.source_file]
     assert "__syncthreads();" in source
     golden.write(case.source_file, source.replace("__syncthreads();", "__builtin_amdgcn_s_barrier();", 1))
     row = classify_case(case, golden, SnapshotStore(tmp_path / "out" / "golden"))
-    assert (row.status, row.cuda, row.fields) == (ChangeKind.CUDA, ChangeKind.CUDA, [])
-    assert Preview("9.9.9", "0.1.15", [row], []).unexplained_by_target()["gfx942"]["share"] == 1.0
+    assert (row.status, row.cuda, row.fields) == (FileChange.SOURCE, FileChange.SOURCE, [])
+    preview = Preview("9.9.9", "0.1.15", [row], [])
+    assert preview.unexplained_by_target()["gfx942"]["share"] == 1.0
+    data = json.loads(json.dumps(preview.as_dict()))
+    assert (data["cases"][0]["status"], data["cases"][0]["cuda"]) == ("HIP changed", "HIP changed")
+    assert data["totals"] == {"HIP changed": 1} and data["counts"] == {"gemm_num_stages/gfx942": {"HIP changed": 1}}
+    text = render_markdown(preview)
+    assert "1 cases: 1 HIP changed." in text and f"| {case.id} | HIP changed | HIP changed |" in text
+    assert "CUDA changed" not in text.replace("CUDA/HIP changed", ""), "a HIP source's change is named HIP everywhere"

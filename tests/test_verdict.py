@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.static.changes import ChangeKind, FactChange, Mismatch
+from harness.static.changes import FactChange, FileChange, Mismatch
 from harness.static.diff import fact_changes
 from harness.static.verdict import (
     FAILURE_TEXT_LINES,
@@ -48,8 +48,8 @@ def changed_case(family: str, variant: str, target: str, label: str | None = Non
         case_id,
         (family, variant, target),
         (
-            Mismatch(f"golden/{case_id}.yaml", ChangeKind.FACTS, facts=facts),
-            Mismatch(f"golden/{case_id}{suffix}", ChangeKind.CUDA, diff=hunk(f"{case_id}{suffix}", label)),
+            Mismatch(f"golden/{case_id}.yaml", FileChange.FACTS, facts=facts),
+            Mismatch(f"golden/{case_id}{suffix}", FileChange.SOURCE, diff=hunk(f"{case_id}{suffix}", label)),
         ),
         f'to accept these changes: nox -s regen-golden -- -k "{case_id}"',
     )

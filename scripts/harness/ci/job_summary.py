@@ -177,8 +177,8 @@ def _cell(text: str) -> str:
 
 
 def kind_counts(report: StaticReport) -> dict[str, int]:
-    """Snapshot files per kind of change across the failed checks, most frequent first."""
-    counts = Counter(mismatch.kind.value for check in report.failed for mismatch in check.mismatches)
+    """Snapshot files per kind of change (`HIP changed` for a `.hip`) across the failed checks, most frequent first."""
+    counts = Counter(mismatch.kind.label(mismatch.path) for check in report.failed for mismatch in check.mismatches)
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 

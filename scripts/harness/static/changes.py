@@ -1,8 +1,10 @@
 """What differs between a snapshot and what was produced now, as data: the vocabulary of every report.
 
-The static check's failure text and the JUnit properties the CI job summary reads come from these
-types, and the upgrade preview's statuses are its kinds, so no layer parses another's prose. Standard library
-only: the CI summary imports it without TileLang.
+A FileChange says how one file compares with its snapshot, a Mismatch records one that differs, and a
+CaseOutcome says what a run makes of a case. The static check's failure text and the JUnit properties
+the CI job summary reads come from these types, and the upgrade preview's statuses are its outcomes and
+changes, so no layer parses another's prose. Standard library only: the CI summary imports it without
+TileLang.
 """
 
 from __future__ import annotations
@@ -26,10 +28,16 @@ def lowering_line(sources: Mapping[str, int], cache: str | None = None) -> str:
     return f"{sources.get('lowered', 0)} cases lowered, {sources.get('cache', 0)} from the lowering cache{where}"
 
 
-class ChangeKind(enum.Enum):
-    """How a file (or, in the upgrade preview, a case) compares with its snapshot; values are the labels people read."""
+def source_language(path: str) -> str:
+    """`HIP` for a `.hip` kernel source, `CUDA` otherwise: how a report names a source change."""
+    return "HIP" if path.endswith(".hip") else "CUDA"
 
-    IDENTICAL = "identical"  # the upgrade preview's unchanged case; never a Mismatch
+
+class FileChange(enum.Enum):
+    """How one file compares with its snapshot (or a committed file with what is produced now); values are the
+    words people read, but a kernel source's change is named by its language (`label`)."""
+
+    UNCHANGED = "identical"  # never a Mismatch: harness.static.diff gives None for an equal file
     MISSING = "no snapshot yet"
     CORRUPT = "corrupt snapshot"
     FACTS = "facts changed"
@@ -37,22 +45,26 @@ class ChangeKind(enum.Enum):
     WHITESPACE = "whitespace changed only"  # the code and its comments are the same token for token
     RENAMED = "identifiers renamed only"
     MOVED = "declarations moved only"  # local array declarations moved between scopes, nothing else
-    CUDA = "CUDA changed"  # the kernel source changed (a HIP target's `.hip` too; reports say HIP there)
-    TEXT = "text differs"  # a file that is neither CUDA nor facts (a summary), or facts equal as data
+    SOURCE = "source changed"  # the kernel source changed: `CUDA changed`, or `HIP changed` for a `.hip` (label)
+    TEXT = "text differs"  # a file that is neither kernel source nor facts (a summary), or facts equal as data
     ORPHAN = "orphan"  # a committed file that no registered variant produces
-    FAILED = "failed to lower"  # the upgrade preview's case that did not lower (or read); never a Mismatch
-    NOW_LOWERS = "now lowers"  # a case declared not to lower (Variant.does_not_lower) lowered
-    STILL_FAILS = "still fails as declared"  # the upgrade preview's declared failure, same error; never a Mismatch
+    NOW_LOWERS = "now lowers"  # the `.error` snapshot of a case declared not to lower (Variant.does_not_lower)
+
+    def label(self, path: str) -> str:
+        """The change as a reader of `path` sees it: `CUDA changed` or `HIP changed` for a kernel source."""
+        return f"{source_language(path)} changed" if self is FileChange.SOURCE else self.value
 
 
-def source_language(path: str) -> str:
-    """`HIP` for a `.hip` kernel source, `CUDA` otherwise: how a report names a source change."""
-    return "HIP" if path.endswith(".hip") else "CUDA"
+class CaseOutcome(enum.Enum):
+    """What a run says about one case, from its files' changes or its lowering; values are the words people read."""
 
-
-def source_label(kind: ChangeKind, path: str) -> str:
-    """The kind as a reader of `path` should see it: `HIP changed` for a `.hip` source."""
-    return f"{source_language(path)} changed" if kind is ChangeKind.CUDA else kind.value
+    PASSED = "identical"  # every file equals its snapshot
+    CHANGED = "changed"  # a file differs: the case's FileChange says how (harness.static.diff.CaseComparison)
+    NEW = "no snapshot yet"
+    CORRUPT = "corrupt snapshot"  # a snapshot of it cannot be read
+    FAILED = "failed to lower"  # it did not lower, or, declared not to, it fails with another error
+    NOW_LOWERS = "now lowers"  # declared not to lower (Variant.does_not_lower), it lowered
+    STILL_FAILS = "still fails as declared"  # declared not to lower, it fails with the snapshotted error
 
 
 @dataclass(frozen=True)
@@ -79,16 +91,12 @@ class Mismatch:
     """One snapshot file that differs from what the harness produced (or that nothing produces)."""
 
     path: str  # as reports name it: the store's folder prefix, then the path inside it
-    kind: ChangeKind
+    kind: FileChange
     facts: tuple[FactChange, ...] = ()  # FACTS: one per changed field
-    diff: tuple[str, ...] = ()  # unified diff lines (CUDA, MOVED: with the old text's locals renamed as the new's)
+    diff: tuple[str, ...] = ()  # unified diff lines (SOURCE, MOVED: with the old text's locals renamed as the new's)
     renaming: tuple[tuple[str, str], ...] = ()  # RENAMED, MOVED: (old name, new name) per renamed local
     reason: str = ""  # CORRUPT: why the snapshot cannot be read; NOW_LOWERS: what was declared
     moved: tuple[str, ...] = ()  # MOVED: the declarations that moved (`half_t C_local_cast[4];`)
-
-    def __post_init__(self) -> None:
-        if self.kind in (ChangeKind.IDENTICAL, ChangeKind.FAILED, ChangeKind.STILL_FAILS):
-            raise ValueError(f"{self.path}: {self.kind.value!r} is a case's outcome, not a file's mismatch")
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -98,27 +106,27 @@ class Mismatch:
     @property
     def headline(self) -> str:
         """What changed, in one line (after the path)."""
-        if self.kind is ChangeKind.MISSING:
+        if self.kind is FileChange.MISSING:
             return "missing (no snapshot committed for this case)"
-        if self.kind is ChangeKind.CORRUPT:
+        if self.kind is FileChange.CORRUPT:
             return self.reason
-        if self.kind is ChangeKind.FACTS:
+        if self.kind is FileChange.FACTS:
             return f"{len(self.facts)} field(s) changed"
-        if self.kind in (ChangeKind.COMMENTS, ChangeKind.WHITESPACE):
+        if self.kind in (FileChange.COMMENTS, FileChange.WHITESPACE):
             return f"{self.kind.value} (the code is the same token for token)"
-        if self.kind is ChangeKind.RENAMED:
+        if self.kind is FileChange.RENAMED:
             pairs = ", ".join(f"{old} -> {new}" for old, new in self.renaming)
             return f"{self.kind.value} ({len(self.renaming)}: {pairs})"
-        if self.kind is ChangeKind.MOVED:
+        if self.kind is FileChange.MOVED:
             renamed = f"; {len(self.renaming)} identifiers renamed" if self.renaming else ""
             return f"{self.kind.value} ({', '.join(self.moved)}{renamed})"
-        if self.kind is ChangeKind.CUDA:
-            return f"{source_label(self.kind, self.path)} (local names canonicalized)"
-        if self.kind is ChangeKind.NOW_LOWERS:
+        if self.kind is FileChange.SOURCE:
+            return f"{self.kind.label(self.path)} (local names canonicalized)"
+        if self.kind is FileChange.NOW_LOWERS:
             return f"{self.kind.value}, though declared not to ({self.reason})"
-        if self.kind is ChangeKind.ORPHAN:
+        if self.kind is FileChange.ORPHAN:
             return "orphan: no registered variant produces it"
-        return self.kind.value
+        return self.kind.label(self.path)
 
     @property
     def details(self) -> tuple[str, ...]:
@@ -148,7 +156,7 @@ class Mismatch:
         data = json.loads(text)
         return cls(
             path=data["path"],
-            kind=ChangeKind(data["kind"]),
+            kind=FileChange(data["kind"]),
             facts=tuple(
                 FactChange(tuple(path), before, after, kernel) for path, before, after, kernel in data["facts"]
             ),

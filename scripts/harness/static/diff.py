@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.static.changes import ChangeKind, FactChange, Mismatch
+from harness.static.changes import CaseOutcome, FactChange, FileChange, Mismatch
 from harness.static.renaming import classify, comments
 from harness.static.snapshot import CorruptSnapshot, SnapshotStore, load_yaml, parse_facts, strip_cuda_header
 from harness.targets import SOURCE_SUFFIXES
@@ -102,53 +102,54 @@ def describe_mismatch(path: str, golden: str | None, produced: str, prefix: str)
         return None
     shown = f"{prefix}{path}"
     if golden is None:
-        return Mismatch(shown, ChangeKind.MISSING)
+        return Mismatch(shown, FileChange.MISSING)
     if path.endswith(".yaml"):
         try:
             old = parse_facts(golden, shown)
         except CorruptSnapshot as error:
             # The error names the file first, for readers of the exception; the record keeps the path apart.
-            return Mismatch(shown, ChangeKind.CORRUPT, reason=str(error).removeprefix(f"{shown}: "))
+            return Mismatch(shown, FileChange.CORRUPT, reason=str(error).removeprefix(f"{shown}: "))
         changes = fact_changes(old, load_yaml(produced))
         if changes:
-            return Mismatch(shown, ChangeKind.FACTS, facts=tuple(changes))
+            return Mismatch(shown, FileChange.FACTS, facts=tuple(changes))
     raw = tuple(text_diff(golden, produced, path, (prefix, "produced/")))
     if not path.endswith(tuple(SOURCE_SUFFIXES.values())):
-        return Mismatch(shown, ChangeKind.TEXT, diff=raw)
+        return Mismatch(shown, FileChange.TEXT, diff=raw)
     old_cuda, new_cuda = strip_cuda_header(golden), strip_cuda_header(produced)
     found = classify(old_cuda, new_cuda, (f"{shown} (locals renamed as produced)", f"produced/{path}"))
     if found.renamed_only and not found.renaming:  # the same code token for token
         same_comments = comments(old_cuda) == comments(new_cuda)
-        return Mismatch(shown, ChangeKind.WHITESPACE if same_comments else ChangeKind.COMMENTS, diff=raw)
+        return Mismatch(shown, FileChange.WHITESPACE if same_comments else FileChange.COMMENTS, diff=raw)
     if found.renamed_only:
-        return Mismatch(shown, ChangeKind.RENAMED, diff=raw, renaming=tuple(found.renaming.items()))
+        return Mismatch(shown, FileChange.RENAMED, diff=raw, renaming=tuple(found.renaming.items()))
     # The diff with the renaming undone holds every real change; the raw one is `diff -u` of the two files.
     canonical = tuple(_capped(found.canonical_diff))
     if found.moved:
         return Mismatch(
-            shown, ChangeKind.MOVED, diff=canonical, renaming=tuple(found.renaming.items()), moved=found.moved
+            shown, FileChange.MOVED, diff=canonical, renaming=tuple(found.renaming.items()), moved=found.moved
         )
-    return Mismatch(shown, ChangeKind.CUDA, diff=canonical)
+    return Mismatch(shown, FileChange.SOURCE, diff=canonical)
 
 
 # A case's class is its most telling file's: a snapshot it cannot be compared with first, then a fact change
 # (which names what the source change did), then the kernel source's class, then any other text.
 CASE_PRECEDENCE = (
-    ChangeKind.MISSING,
-    ChangeKind.CORRUPT,
-    ChangeKind.FACTS,
-    ChangeKind.CUDA,
-    ChangeKind.MOVED,
-    ChangeKind.RENAMED,
-    ChangeKind.COMMENTS,
-    ChangeKind.WHITESPACE,
-    ChangeKind.TEXT,
+    FileChange.MISSING,
+    FileChange.CORRUPT,
+    FileChange.FACTS,
+    FileChange.SOURCE,
+    FileChange.MOVED,
+    FileChange.RENAMED,
+    FileChange.COMMENTS,
+    FileChange.WHITESPACE,
+    FileChange.TEXT,
 )
 
 
 @dataclass(frozen=True)
 class CaseComparison:
-    """How one case's produced files compare with their snapshots."""
+    """How one case's produced files compare with their snapshots: the static check fails the case on its
+    mismatches, the upgrade preview reports its change and outcome."""
 
     files: Mapping[str, Mismatch | None]  # per produced file (as named inside the store): its record, None if equal
     fields: tuple[str, ...] = ()  # the changed fact fields (changed_fields), where a facts file changed
@@ -158,16 +159,28 @@ class CaseComparison:
         """The differing files' records, in the produced files' order."""
         return tuple(found for found in self.files.values() if found is not None)
 
-    def kind_of(self, path: str) -> ChangeKind:
-        """One file's class: IDENTICAL where it equals its snapshot."""
+    def change_of(self, path: str) -> FileChange:
+        """One file's change: UNCHANGED where it equals its snapshot."""
         found = self.files[path]
-        return ChangeKind.IDENTICAL if found is None else found.kind
+        return FileChange.UNCHANGED if found is None else found.kind
 
     @property
-    def kind(self) -> ChangeKind:
-        """The case's class (CASE_PRECEDENCE): IDENTICAL where every file equals its snapshot."""
+    def change(self) -> FileChange:
+        """The case's change (CASE_PRECEDENCE): UNCHANGED where every file equals its snapshot."""
         kinds = {found.kind for found in self.mismatches}
-        return next((kind for kind in CASE_PRECEDENCE if kind in kinds), ChangeKind.IDENTICAL)
+        return next((kind for kind in CASE_PRECEDENCE if kind in kinds), FileChange.UNCHANGED)
+
+    def outcome(self, declared_failure: bool = False) -> CaseOutcome:
+        """What the comparison says of the case; `declared_failure`: its one file is the `.error` of a case declared
+        not to lower, which either still holds the error or no longer does."""
+        change = self.change
+        if change is FileChange.MISSING:
+            return CaseOutcome.NEW
+        if change is FileChange.CORRUPT:
+            return CaseOutcome.CORRUPT
+        if change is FileChange.UNCHANGED:
+            return CaseOutcome.STILL_FAILS if declared_failure else CaseOutcome.PASSED
+        return CaseOutcome.FAILED if declared_failure else CaseOutcome.CHANGED
 
 
 def compare_case(produced: Mapping[str, str], golden: SnapshotStore) -> CaseComparison:
@@ -176,7 +189,7 @@ def compare_case(produced: Mapping[str, str], golden: SnapshotStore) -> CaseComp
     files = {path: describe_mismatch(path, snapshots[path], text, golden.prefix) for path, text in produced.items()}
     fields: tuple[str, ...] = ()
     for path, found in files.items():
-        if found is not None and found.kind is ChangeKind.FACTS:  # both sides parsed: the snapshot is not corrupt
+        if found is not None and found.kind is FileChange.FACTS:  # both sides parsed: the snapshot is not corrupt
             old = parse_facts(snapshots[path] or "", found.path)
             fields += tuple(changed_fields(old, load_yaml(produced[path])))
     return CaseComparison(files, fields)

@@ -16,7 +16,7 @@ from harness.build import BuildError, build_kernel
 from harness.declaration import family_problems
 from harness.family import Family
 from harness.static.cases import Case, all_cases, check_groups, family_cases, not_lowering_cases
-from harness.static.changes import ChangeKind, Mismatch
+from harness.static.changes import FileChange, Mismatch
 from harness.static.diff import compare_case
 from harness.static.golden import RegenRefused, accept_line, regen_files
 from harness.static.lowering import LoweringError
@@ -70,7 +70,7 @@ def _compare_or_write(request, produced_by: Callable[..., dict[str, str]], selec
     if now_lowers:  # a CI summary row of its own kind, with the remedy the declaration needs
         case = now_lowers.case
         found = [
-            Mismatch(f"{golden.prefix}{path}", ChangeKind.NOW_LOWERS, reason=case.not_lowering_note)
+            Mismatch(f"{golden.prefix}{path}", FileChange.NOW_LOWERS, reason=case.not_lowering_note)
             for path in case.snapshot_files
         ]
         fail_with_mismatches(request, found, now_lowers.remedy)
@@ -249,6 +249,6 @@ def test_no_orphans(request, golden_store, regen) -> None:
     if orphans:
         fail_with_mismatches(
             request,
-            [Mismatch(f"{golden_store.prefix}{path}", ChangeKind.ORPHAN) for path in orphans],
+            [Mismatch(f"{golden_store.prefix}{path}", FileChange.ORPHAN) for path in orphans],
             "to delete them (a variant was renamed or removed?): an unfiltered `nox -s regen-golden`",
         )

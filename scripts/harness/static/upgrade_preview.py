@@ -3,49 +3,49 @@
 Run inside an environment where only TileLang differs from the pins (`nox -s upgrade-preview --
 <version>`). Each case is classified by the static check's own comparison (harness.static.diff:
 identical, whitespace or comments changed only, identifiers renamed only, declarations moved only,
-kernel source changed -- the status `CUDA changed`, which a HIP target's `.hip` source gets too, and
-which the report names HIP there --, facts changed and which fields, a corrupt snapshot; or failed
-to lower), the changes are grouped into entries as the static
-check's verdict groups them (harness.static.verdict), the family checks run on the new facts, and the produced snapshots
-go to `<output>/golden/`, so `diff -ru golden <output>/golden` shows them all. A real source change
-(not renaming only) that changes no fact is one the facts fail to explain: the report gives their
-share per target of the project (harness.targets.TARGETS, every one previewed, changed or not),
-per family and target, and over all cases, and lists them.
+CUDA or HIP changed, facts changed and which fields, a corrupt snapshot; or failed to lower), the
+changes are grouped into entries as the static check's verdict groups them (harness.static.verdict),
+the family checks run on the new facts, and the produced snapshots go to `<output>/golden/`, so
+`diff -ru golden <output>/golden` shows them all. A real source change (not renaming only) that
+changes no fact is one the facts fail to explain: the report gives their share per target of the
+project (harness.targets.TARGETS, every one previewed, changed or not), per family and target, and
+over all cases, and lists them.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.static.cases import Case, check_groups
-from harness.static.changes import ChangeKind, Mismatch, source_label
-from harness.static.diff import CaseComparison, compare_case
+from harness.static.changes import CaseOutcome, FileChange, Mismatch
+from harness.static.diff import compare_case
 from harness.static.lowering import LoweringError
 from harness.static.produce import NowLowers, case_facts, case_files
 from harness.static.snapshot import SnapshotStore
 from harness.static.verdict import Failure, build_verdict, entries_markdown
 from harness.targets import TARGETS
 
-# A case's status, in the report's column order; report.json holds their values.
-STATUSES = (
-    ChangeKind.IDENTICAL,
-    ChangeKind.WHITESPACE,
-    ChangeKind.COMMENTS,
-    ChangeKind.RENAMED,
-    ChangeKind.MOVED,
-    ChangeKind.CUDA,
-    ChangeKind.FACTS,
-    ChangeKind.TEXT,
-    ChangeKind.CORRUPT,
-    ChangeKind.FAILED,
-    ChangeKind.MISSING,
-    ChangeKind.STILL_FAILS,
-    ChangeKind.NOW_LOWERS,
+# A case's status, in the report's column order: its outcome, or, for a changed case, how it changed.
+STATUSES: tuple[CaseOutcome | FileChange, ...] = (
+    CaseOutcome.PASSED,
+    FileChange.WHITESPACE,
+    FileChange.COMMENTS,
+    FileChange.RENAMED,
+    FileChange.MOVED,
+    FileChange.SOURCE,
+    FileChange.FACTS,
+    FileChange.TEXT,
+    CaseOutcome.CORRUPT,
+    CaseOutcome.FAILED,
+    CaseOutcome.NEW,
+    CaseOutcome.STILL_FAILS,
+    CaseOutcome.NOW_LOWERS,
 )
 HEADER = "<!-- Written by `nox -s upgrade-preview -- {version}` from the pinned snapshots; never edit by hand. -->"
 
@@ -55,17 +55,36 @@ class CaseRow:
     case: str
     family: str
     target: str
-    status: ChangeKind  # one of STATUSES: the case's class (harness.static.diff.CASE_PRECEDENCE), or its outcome
-    # The kernel source's own class (`.cu` or `.hip`, Case.source_file): identical, whitespace or comments changed
-    # only, renamed only, declarations moved only or CUDA changed; None when it was not compared (the case did not
+    outcome: CaseOutcome
+    change: FileChange | None = None  # the case's change (harness.static.diff.CaseComparison), where compared
+    # The kernel source's own change (`.cu` or `.hip`, Case.source_file): unchanged, whitespace or comments changed
+    # only, renamed only, declarations moved only or changed; None when it was not compared (the case did not
     # lower, or has no snapshot yet).
-    cuda: ChangeKind | None = None
+    cuda: FileChange | None = None
     fields: list[str] = field(default_factory=list)  # changed fact fields
     renamed: int = 0  # identifiers renamed
     error: str = ""
     # For the grouped report only (not in report.json): the case's family, variant and target, its mismatches.
     key: tuple[str, str, str] = field(default=("", "", ""), repr=False)
     mismatches: tuple[Mismatch, ...] = field(default=(), repr=False)
+
+    @property
+    def status(self) -> CaseOutcome | FileChange:
+        """The report's column (one of STATUSES): a changed case's change, else its outcome."""
+        return self.change if self.outcome is CaseOutcome.CHANGED and self.change else self.outcome
+
+    def as_dict(self) -> dict[str, Any]:
+        """The case in report.json: its status and its source's change in the words of its target's language."""
+        return {
+            "case": self.case,
+            "family": self.family,
+            "target": self.target,
+            "status": _label(self.status, self.target),
+            "cuda": _label(self.cuda, self.target),
+            "fields": self.fields,
+            "renamed": self.renamed,
+            "error": self.error,
+        }
 
 
 @dataclass
@@ -75,20 +94,25 @@ class Preview:
     rows: list[CaseRow]
     checks: list[str]  # family checks whose outcome differs from what the family records
 
-    def counts(self) -> dict[str, dict[ChangeKind, int]]:
+    def counts(self) -> dict[str, dict[CaseOutcome | FileChange, int]]:
         """family/target -> status -> cases."""
-        table: dict[str, Counter[ChangeKind]] = {}
+        table: dict[str, Counter[CaseOutcome | FileChange]] = {}
         for row in self.rows:
             table.setdefault(f"{row.family}/{row.target}", Counter())[row.status] += 1
         return {key: dict(value) for key, value in table.items()}
+
+    def totals(self, key: str = "") -> Counter[str]:
+        """Cases per status as the report writes it (`HIP changed` on a HIP target), of one family/target or all."""
+        rows = [row for row in self.rows if not key or f"{row.family}/{row.target}" == key]
+        return Counter(_label(row.status, row.target) for row in rows)
 
     def field_frequency(self) -> dict[str, int]:
         return dict(Counter(f for row in self.rows for f in row.fields).most_common())
 
     def unexplained(self) -> dict[str, dict[str, Any]]:
-        """family/target (then `all`) -> real CUDA changes, how many of them changed no fact, that
+        """family/target (then `all`) -> real source changes, how many of them changed no fact, that
         share, and those cases."""
-        changed = [row for row in self.rows if row.cuda is ChangeKind.CUDA]
+        changed = [row for row in self.rows if row.cuda is FileChange.SOURCE]
         groups: dict[str, list[CaseRow]] = {}
         for row in changed:
             groups.setdefault(f"{row.family}/{row.target}", []).append(row)
@@ -114,7 +138,7 @@ class Preview:
         table = {}
         for target in [t for t in TARGETS if t in seen] + sorted(seen - set(TARGETS)):
             rows = [row for row in self.rows if row.target == target]
-            changed = [row for row in rows if row.cuda is ChangeKind.CUDA]
+            changed = [row for row in rows if row.cuda is FileChange.SOURCE]
             cases = [row.case for row in changed if not row.fields]
             table[target] = {
                 "source": TARGETS[target].language if target in TARGETS else "?",
@@ -131,76 +155,65 @@ class Preview:
             "written_by": f"nox -s upgrade-preview -- {self.version}",
             "tilelang": self.version,
             "pinned_tilelang": self.pinned,
-            "totals": {status.value: n for status, n in Counter(row.status for row in self.rows).items()},
-            "counts": {key: {s.value: n for s, n in counts.items()} for key, counts in self.counts().items()},
+            "totals": dict(self.totals()),
+            "counts": {key: dict(self.totals(key)) for key in self.counts()},
             "fields": self.field_frequency(),
             "unexplained_cuda_changes": self.unexplained(),
             "unexplained_by_target": self.unexplained_by_target(),
             "family_checks_changed": self.checks,
-            "cases": [{**_public(row), "status": row.status.value, "cuda": _label(row.cuda)} for row in self.rows],
+            "cases": [row.as_dict() for row in self.rows],
         }
 
     def verdict_markdown(self) -> str:
         """The changed cases as the static check's verdict groups and orders them (entries, facts first)."""
         failures = [Failure(r.case, r.key, r.mismatches) for r in self.rows if r.mismatches]
-        unchanged = [r.key for r in self.rows if r.status is ChangeKind.IDENTICAL]
+        unchanged = [r.key for r in self.rows if r.outcome is CaseOutcome.PASSED]
         return entries_markdown(build_verdict(failures, unchanged)) if failures else "- none\n"
 
 
-def _column(status: ChangeKind) -> str:
+def _column(status: CaseOutcome | FileChange) -> str:
     """A status as a column of several targets names it: a source change there is CUDA's or HIP's."""
-    return "CUDA/HIP changed" if status is ChangeKind.CUDA else status.value
+    return "CUDA/HIP changed" if status is FileChange.SOURCE else status.value
 
 
-def _public(row: CaseRow) -> dict[str, Any]:
-    return {name: value for name, value in asdict(row).items() if name not in ("key", "mismatches")}
-
-
-def _label(kind: ChangeKind | None, target: str = "") -> str:
-    """A class as the report writes it (`HIP changed` for a HIP target's source); no class (a case that did not
-    lower or has no snapshot) is empty."""
-    if not kind:
+def _label(status: CaseOutcome | FileChange | None, target: str) -> str:
+    """A status as the report writes it (`HIP changed` for a HIP target's source); none (a source that was not
+    compared) is empty."""
+    if status is None:
         return ""
-    return source_label(kind, TARGETS[target].source_suffix) if target in TARGETS else kind.value
+    if isinstance(status, CaseOutcome):
+        return status.value
+    return status.label(TARGETS[target].source_suffix if target in TARGETS else "")
 
 
 def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore) -> CaseRow:
-    """The case lowered with this TileLang, its files written to `pending` and classified against `golden` by the
+    """The case lowered with this TileLang, its files written to `pending` and compared with `golden` by the
     static check's own comparison (harness.static.diff.compare_case), so that both name a change alike."""
-    family, target = case.family.name, case.target
+    row = functools.partial(CaseRow, case.id, case.family.name, case.target)
     try:
         files = case_files(case)
     except LoweringError as error:
-        return CaseRow(case.id, family, target, ChangeKind.FAILED, error=str(error).splitlines()[0])
+        return row(CaseOutcome.FAILED, error=str(error).splitlines()[0])
     except NowLowers as error:
-        return CaseRow(case.id, family, target, ChangeKind.NOW_LOWERS, error=error.remedy)
+        return row(CaseOutcome.NOW_LOWERS, error=error.remedy)
     for path, text in files.items():
         pending.write(path, text)
     comparison = compare_case(files, golden)
     if case.does_not_lower is not None:
-        return classify_declared_failure(case, comparison, golden)
-    key = (family, case.variant.name, target)
-    if comparison.kind is ChangeKind.MISSING:
-        return CaseRow(case.id, family, target, ChangeKind.MISSING, key=key)
+        outcome = comparison.outcome(declared_failure=True)
+        (path,) = files
+        other = f"fails with another error than {golden.prefix}{path} holds" if outcome is CaseOutcome.FAILED else ""
+        return row(outcome, error=other)
+    key = (case.family.name, case.variant.name, case.target)
+    outcome = comparison.outcome()
+    if outcome is CaseOutcome.NEW:
+        return row(outcome, key=key)
     source = comparison.files[case.source_file]
-    cuda = comparison.kind_of(case.source_file)
-    renamed = len(source.renaming) if source and cuda is ChangeKind.RENAMED else 0
-    corrupt = [m.reason for m in comparison.mismatches if m.kind is ChangeKind.CORRUPT]
-    return CaseRow(
-        case.id, family, target, comparison.kind, cuda, list(comparison.fields), renamed, "; ".join(corrupt),
-        key=key, mismatches=comparison.mismatches,
-    )  # fmt: skip
-
-
-def classify_declared_failure(case: Case, comparison: CaseComparison, golden: SnapshotStore) -> CaseRow:
-    """A case declared not to lower that still fails: with the snapshotted error, or with another one."""
-    row = CaseRow(case.id, case.family.name, case.target, ChangeKind.STILL_FAILS)
-    if comparison.kind is ChangeKind.MISSING:
-        row.status = ChangeKind.MISSING
-    elif comparison.kind is not ChangeKind.IDENTICAL:
-        (path,) = comparison.files
-        row.status, row.error = ChangeKind.FAILED, f"fails with another error than {golden.prefix}{path} holds"
-    return row
+    cuda = comparison.change_of(case.source_file)
+    renamed = len(source.renaming) if source and cuda is FileChange.RENAMED else 0
+    corrupt = "; ".join(m.reason for m in comparison.mismatches if m.kind is FileChange.CORRUPT)
+    fields = list(comparison.fields)
+    return row(outcome, comparison.change, cuda, fields, renamed, corrupt, key, comparison.mismatches)
 
 
 def changed_checks() -> list[str]:
@@ -227,7 +240,7 @@ def run_preview(
     rows = []
     for case in cases:
         rows.append(classify_case(case, SnapshotStore(golden), pending))
-        log(f"{rows[-1].case}: {rows[-1].status.value}")
+        log(f"{rows[-1].case}: {_label(rows[-1].status, rows[-1].target)}")
     preview = Preview(version, pinned, rows, changed_checks())
     output.mkdir(parents=True, exist_ok=True)
     (output / "report.json").write_text(json.dumps(preview.as_dict(), indent=2) + "\n", encoding="utf-8")
@@ -241,10 +254,10 @@ def render_coverage_by_target(preview: Preview) -> list[str]:
     if not by_target:
         return []
     lines = [
-        "Per target (a real change is a `CUDA changed` kernel source, `.cu` or `.hip`; compared: cases whose "
-        "source had a snapshot to compare with):",
+        "Per target (a real change is a kernel source, `.cu` or `.hip`, that changed, not renamed only; compared: "
+        "cases whose source had a snapshot to compare with):",
         "",
-        "| target | source | compared | CUDA changed | no fact changed | share |",
+        "| target | source | compared | CUDA/HIP changed | no fact changed | share |",
         "|---|---|---|---|---|---|",
     ]
     for target, e in by_target.items():
@@ -256,12 +269,11 @@ def render_coverage_by_target(preview: Preview) -> list[str]:
 
 
 def render_markdown(preview: Preview) -> str:
-    totals = Counter(row.status for row in preview.rows)
     lines = [
         HEADER.format(version=preview.version),
         f"# TileLang {preview.version} against the snapshots of {preview.pinned}",
         "",
-        f"{len(preview.rows)} cases: " + ", ".join(f"{n} {status.value}" for status, n in totals.most_common()) + ".",
+        f"{len(preview.rows)} cases: " + ", ".join(f"{n} {label}" for label, n in preview.totals().most_common()) + ".",
         "",
         "| family / target | " + " | ".join(_column(status) for status in STATUSES) + " |",
         "|---" * (len(STATUSES) + 1) + "|",
@@ -275,7 +287,7 @@ def render_markdown(preview: Preview) -> str:
     unexplained = preview.unexplained()
     if unexplained:
         lines += ["Per family and target, then over all cases:", ""]
-        lines += ["| family / target | CUDA changed | no fact changed | share |", "|---|---|---|---|"]
+        lines += ["| family / target | CUDA/HIP changed | no fact changed | share |", "|---|---|---|---|"]
         for key, e in unexplained.items():
             lines.append(f"| {key} | {e['cuda_changed']} | {e['unexplained']} | {e['share']:.0%} |")
         lines.append("")

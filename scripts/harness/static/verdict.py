@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from harness.static.changes import ChangeKind, FactChange, Mismatch, source_language
+from harness.static.changes import FactChange, FileChange, Mismatch, source_language
 from harness.targets import TARGETS
 
 CaseKey = tuple[str, str, str]  # family, variant, target
@@ -199,9 +199,9 @@ def _hunk_body(diff: Iterable[str]) -> tuple[str, ...]:
 
 def _signature(mismatch: Mismatch) -> tuple:
     suffix = mismatch.path.rsplit(".", 1)[-1]
-    if mismatch.kind is ChangeKind.FACTS:
+    if mismatch.kind is FileChange.FACTS:
         content: tuple = tuple(c.line() for c in mismatch.facts)
-    elif mismatch.kind is ChangeKind.RENAMED:
+    elif mismatch.kind is FileChange.RENAMED:
         content = mismatch.renaming
     else:
         content = (mismatch.reason, mismatch.moved, _hunk_body(mismatch.diff))
@@ -209,7 +209,7 @@ def _signature(mismatch: Mismatch) -> tuple:
 
 
 def _facts(mismatches: Iterable[Mismatch]) -> list[FactChange]:
-    return [change for m in mismatches if m.kind is ChangeKind.FACTS for change in m.facts]
+    return [change for m in mismatches if m.kind is FileChange.FACTS for change in m.facts]
 
 
 def case_headline(mismatches: Sequence[Mismatch]) -> str:
@@ -219,12 +219,14 @@ def case_headline(mismatches: Sequence[Mismatch]) -> str:
         return facts_headline(facts)
     words = []
     for mismatch in mismatches:
-        if mismatch.kind is ChangeKind.CUDA:
+        if mismatch.kind is FileChange.SOURCE:
             words.append(f"{source_language(mismatch.path)} changed, no fact changed")
-        elif mismatch.kind is ChangeKind.MOVED:
+        elif mismatch.kind is FileChange.MOVED:
             words.append(f"declarations moved only ({', '.join(mismatch.moved)})")
         else:
-            words.append(mismatch.kind.value if mismatch.kind is not ChangeKind.CORRUPT else mismatch.headline)
+            words.append(
+                mismatch.kind.label(mismatch.path) if mismatch.kind is not FileChange.CORRUPT else mismatch.headline
+            )
     return "; ".join(dict.fromkeys(words))
 
 
@@ -305,9 +307,9 @@ def _source_sections(classes: Sequence[_Class], with_variants: bool, pending: st
     for found in classes:
         label = found.label(with_variants)
         for mismatch in found.failures[0].mismatches:
-            if mismatch.kind is ChangeKind.FACTS:
+            if mismatch.kind is FileChange.FACTS:
                 facts.setdefault(mismatch.fields, []).append(label)
-            elif mismatch.kind in (ChangeKind.CUDA, ChangeKind.MOVED):
+            elif mismatch.kind in (FileChange.SOURCE, FileChange.MOVED):
                 sources.setdefault(_signature(mismatch), ([], mismatch))[0].append(label)
             elif mismatch.details:
                 others.setdefault(_signature(mismatch), ([], mismatch))[0].append(label)

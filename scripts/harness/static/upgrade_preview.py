@@ -24,6 +24,7 @@ from typing import Any
 
 from harness.static.cases import Case, check_groups
 from harness.static.changes import CaseOutcome, FileChange, Mismatch
+from harness.static.claims import NoClaims, judge_claims
 from harness.static.diff import compare_case
 from harness.static.lowering import LoweringError
 from harness.static.produce import NowLowers, case_facts, case_files
@@ -221,15 +222,17 @@ def changed_checks() -> list[str]:
     changed = []
     for group, (family, cases) in check_groups().items():
         try:
-            seen = [case_facts(c) for c in cases]
+            verdict = judge_claims(family, group, [case_facts(c) for c in cases])
         except LoweringError:
             changed.append(f"{group}: not run, a case did not lower")
             continue
-        for claim in family.checks(seen):
-            if claim.holds != claim.expected:
-                recorded = "holds" if claim.expected else f"is false ({claim.why})"
-                now = "holds" if claim.holds else "fails"
-                changed.append(f"{group}: {claim.name}: recorded {recorded}, now {now} ({claim.observed})")
+        except NoClaims as error:
+            changed.append(f"{group}: {error}")
+            continue
+        for claim in verdict.unexpected:
+            recorded = "holds" if claim.expected else f"is false ({claim.why})"
+            now = "holds" if claim.holds else "fails"
+            changed.append(f"{group}: {claim.name}: recorded {recorded}, now {now} ({claim.observed})")
     return changed
 
 

@@ -160,12 +160,6 @@ def check_cases(
     timed = [r for r in results if r.paired is not None]
     reference_timings, reference_throughput = reference_figures(timed, device)
 
-    def remeasure(keys: Sequence[str]) -> dict[str, float]:
-        log(f"re-measuring {list(keys)} to confirm a suspected regression")
-        again = time_stage(kernels, {k: passing[k] for k in keys}, dataclasses.replace(request, seed=timing_seed + 1),
-                           pair_limits, {})  # fmt: skip
-        return {k: again[k].ratio for k in keys if k in again}
-
     return GpuRun(
         device=device,
         seeds=seeds,
@@ -180,10 +174,24 @@ def check_cases(
         sweeps=build_sweeps(results),
         compile_seconds=compile_seconds,
         wall_seconds=time.perf_counter() - started,
-        remeasure=remeasure,
+        remeasure=remeasurer(kernels, passing, request, pair_limits, log),
         not_run=left_out,
         ab=ab,
     )
+
+
+def remeasurer(
+    kernels: Kernels, passing: Mapping[str, Case], request: TimingRequest, limits: Mapping[str, float], log: Log
+) -> Callable[[Sequence[str]], dict[str, float]]:
+    """How the baseline's gate confirms a suspect: its pair timed again in a fresh random order."""
+
+    def remeasure(keys: Sequence[str]) -> dict[str, float]:
+        log(f"re-measuring {list(keys)} to confirm a suspected regression")
+        again = time_stage(kernels, {k: passing[k] for k in keys}, dataclasses.replace(request, seed=request.seed + 1),
+                           limits, {})  # fmt: skip
+        return {k: again[k].ratio for k in keys if k in again}
+
+    return remeasure
 
 
 def selection_stage(

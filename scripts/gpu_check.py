@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-from harness.gpu.device import gpu_unavailable
+from harness.gpu.device import Device, gpu_unavailable
 from harness.gpu.numerics import MIN_SEEDS
 from harness.gpu.timing import DEFAULT_ROUNDS, REPEAT_MS, TIMERS, WARMUP_MS
 
@@ -68,6 +69,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--timing-dir", type=Path, default=Path("golden/timing"), help="timing baselines (default: golden/timing)"
     )
     parser.add_argument(
+        "--against",
+        metavar="REF",
+        help="also time every variant whose snapshot changed since the commit REF next to REF's kernel of it, "
+        "in alternation, and gate on the time ratio (in CI: the pull request's merge base)",
+    )
+    parser.add_argument(
+        "--against-all",
+        action="store_true",
+        help="with --against, time unchanged variants against REF too (identical kernels: the gate's false alarms)",
+    )
+    parser.add_argument(
         "--record-baseline", action="store_true", help="write this run's ratios as the baseline for this GPU model"
     )
     parser.add_argument(
@@ -76,6 +88,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     options = parser.parse_args(argv)
     if options.seeds is not None and len(set(options.seeds)) < MIN_SEEDS:
         parser.error(f"--seeds needs at least {MIN_SEEDS} distinct seeds")
+    if options.against_all and not options.against:
+        parser.error("--against-all needs --against REF")
     if options.rounds < 2:
         parser.error("--rounds must be at least 2: the spread between rounds is the measured noise")
     return options
@@ -90,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from harness.family import load_families, registry
     from harness.gpu.check import device_cases, not_run_on, run_gpu_check
-    from harness.static.cases import family_cases
+    from harness.static.cases import Case, family_cases
 
     loaded = [registry() if package == SNAPSHOTTED else load_families(package) for package in options.families]
     families = [family for each in loaded for family in each.families]
@@ -105,6 +119,20 @@ def main(argv: list[str] | None = None) -> int:
     if options.select and not any(chosen(c.key) for family in families for c in family_cases(family)):
         print(f"gpu check stopped: no variant matches --select {options.select}", file=sys.stderr)
         return 2
+    against = None
+    if options.against:
+        from harness.gpu.against import BaseUnavailable, Plan, plan, resolve
+
+        try:
+            base = resolve(options.against)
+        except BaseUnavailable as error:
+            print(f"gpu check stopped, nothing was checked: {error}", file=sys.stderr)
+            return 2
+        known = [f"{family.name}/{variant.name}" for family in families for variant in family.variants]
+
+        def against(device: Device, cases: Sequence[Case]) -> Plan:
+            return plan(base, cases, device.target, options.golden_dir, known, every=options.against_all)
+
     status = run_gpu_check(
         lambda device: [c for c in device_cases(families, device.target) if chosen(c.key)],
         not_run=lambda device: {key: why for key, why in not_run_on(families, device.target).items() if chosen(key)},
@@ -121,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         repeat_ms=options.repeat_ms,
         timer=options.timer,
         timing_seed=options.timing_seed,
+        against=against,
     )
     return 1 if broken and status == 0 else status
 

@@ -54,7 +54,7 @@ def test_a_bad_step_says_what_is_wrong(spec, message):
 def test_without_a_gpu_each_gpu_script_stops_with_status_2_and_says_why(script):
 
     module = load_script(script)
-    argv = ["some_family/some_variant"] if script == "bench_steps" else []
+    argv = {"bench_steps": ["some_family/some_variant"], "bench_timing": ["ab"]}.get(script, [])
     status, out, err = run_script(module.main, *argv)
     from harness.gpu.device import gpu_unavailable
 

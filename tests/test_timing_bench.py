@@ -1,13 +1,16 @@
-"""The timing benchmark's statistics and the GPU-state summary, on fakes (CI has no GPU)."""
+"""The timing benchmarks' statistics (scripts/bench_timing.py) and the GPU-state summary, on fakes (CI has no GPU)."""
 
 from __future__ import annotations
 
 import pytest
+from script_runner import load_script
 
 from harness.gpu.baseline import Baseline
 from harness.gpu.gate import FAIL_SLOWER, WARN_SLOWER, compare
 from harness.gpu.gpu_state import summarize
-from harness.gpu.timing_bench import Repetition, criteria, identical_groups, spread
+
+bench = load_script("bench_timing")
+Repetition, criteria, identical_groups, spread = bench.Repetition, bench.criteria, bench.identical_groups, bench.spread
 
 KEY = {"gpu": "NVIDIA H200", "cuda": "13.0", "torch": "2.11", "tilelang": "0.1.15"}
 
@@ -61,3 +64,38 @@ def test_gpu_state_summary_counts_capped_samples():
         "power_limit_w": 700.0,
     }
     assert summarize([{}]) is None
+
+
+# -- the A/B gate's benchmark ---------------------------------------------------------------------
+
+
+def measuring(*slowdowns: float):
+    """measure(seed) giving each measurement in turn the rounds of the next slowdown."""
+    given = iter(slowdowns)
+
+    def measure(seed):
+        return [1 + next(given)] * 7
+
+    return measure
+
+
+def test_an_ab_trial_fails_only_when_the_second_measurement_agrees():
+    assert bench.ab_trial(measuring(0.03, 0.025), seed=1) == bench.FAIL
+    assert bench.ab_trial(measuring(0.03, 0.004), seed=1) == bench.WARN
+    assert bench.ab_trial(measuring(0.004), seed=1) == bench.OK  # asked once: no second measurement
+
+
+def test_the_ab_table_counts_verdicts_per_variant_and_slowdown():
+    rows = [
+        bench.AbRow("f/v", 0.0, 0.0001, (bench.OK,) * 19 + (bench.WARN,)),
+        bench.AbRow("f/v", 0.02, 0.021, (bench.FAIL,) * 12 + (bench.WARN,) * 8),
+        bench.AbRow("f/short", 0.01, None, note="kernel too short"),
+    ]
+    table = bench.ab_table(rows, 20)
+    assert "| f/v | identical | +0.01% | 0 | 1 | 19 |  |" in table
+    assert "| f/v | +2% | +2.10% | 12 | 8 | 0 |  |" in table
+    assert "| f/short | +1% | — | — | — | — | kernel too short |" in table
+    assert bench.ab_summary(rows) == [
+        "identical pairs: 1 alarms (warn or fail) in 20 trials",
+        "+2%: failed 12 of 20 trials",
+    ]

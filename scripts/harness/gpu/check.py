@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.family import Family
+from harness.gpu.against import Plan
 from harness.gpu.baseline import (
     BaselineRefused,
     CorruptBaseline,
@@ -28,7 +29,7 @@ from harness.gpu.baseline import (
 )
 from harness.gpu.compile import CompiledCase
 from harness.gpu.device import Device, NoCudaDevice, UnknownTarget, require_cuda
-from harness.gpu.gate import CORRUPT, RECORDED, Comparison, compare
+from harness.gpu.gate import CORRUPT, RECORDED, AbComparison, Comparison, compare, compare_ab
 from harness.gpu.gpu_state import summarize
 from harness.gpu.numerics import FamilyCallError, NumericsCase, NumericsResult, fresh_seeds, prepare, validate_seeds
 from harness.gpu.results import Failure, GpuRun, SnapshotCheck, VariantResult, fits_in, reference_name, shape_name
@@ -60,6 +61,8 @@ from harness.static.normalize import normalize_cuda
 from harness.static.snapshot import CorruptSnapshot, SnapshotStore, parse_facts, strip_cuda_header
 
 Log = Callable[[str], None]
+# against(device, cases) -> what the A/B timing compares (harness.gpu.against.plan on the device's target)
+Against = Callable[[Device, Sequence[Case]], Plan]
 
 
 class NothingToRun(RuntimeError):
@@ -110,12 +113,14 @@ def check_cases(
     timing_seed: int | None = None,
     bench: Bench | None = None,
     kernels: Kernels | None = None,
+    against: Against | None = None,
     log: Log = print,
 ) -> GpuRun:
     """Compile, check and time `select(device)` on the current GPU; raises NoCudaDevice without one, UnknownTarget
     when the project snapshots no target for it, NothingToRun when the selection is empty on it.
     `not_run(device)` names the variants left out on this device and why, for the report; `snapshotted(case)`
-    says whether its family has static snapshots to agree with (a test-only family has none).
+    says whether its family has static snapshots to agree with (a test-only family has none);
+    `against(device, cases)` plans the A/B timing of the variants changed since a base commit (`--against`).
 
     The stages run in `kernels`: a worker process (harness.gpu.stages.IsolatedKernels, each request within its
     limits) or, by default, this process with `bench`. A stage's failure ends that variant's check; the
@@ -125,9 +130,12 @@ def check_cases(
     cases, left_out = selection_stage(device, select, not_run, log)
     kernels = kernels or InProcessKernels(KernelSession(bench=bench))
     failures: dict[str, Failure] = {}
+    plan = None if against is None else against(device, cases)
+    base_cases = [] if plan is None else list(plan.pairs.values())
 
     started = time.perf_counter()
-    compiled, sources = compile_stage(kernels, cases, kernels.limits, failures)
+    compiled, sources = compile_stage(kernels, [*cases, *base_cases], kernels.limits, failures)
+    compiled, base_compiled = compiled[: len(cases)], compiled[len(cases) :]
     compile_seconds = time.perf_counter() - started
     built = sum(not c.error and c.case.key not in failures for c in compiled)
     log(f"compiled {built}/{len(compiled)} kernels in {compile_seconds:.1f} s")
@@ -147,15 +155,10 @@ def check_cases(
     request = TimingRequest(rounds, timing_seed, seeds[0], timer, warmup_ms, repeat_ms)
     passing, pair_limits, note, others = timing_plan(kernels, runnable, numerics, launch_s, request, log)
     measured = time_stage(kernels, passing, request, pair_limits, failures)
+    ab = None if plan is None else ab_stage(kernels, plan, base_compiled, passing, request, pair_limits, failures, log)
     results = [variant_result(c, device, snapshots, failures, numerics, measured) for c in compiled]
     timed = [r for r in results if r.paired is not None]
     reference_timings, reference_throughput = reference_figures(timed, device)
-
-    def remeasure(keys: Sequence[str]) -> dict[str, float]:
-        log(f"re-measuring {list(keys)} to confirm a suspected regression")
-        again = time_stage(kernels, {k: passing[k] for k in keys}, dataclasses.replace(request, seed=timing_seed + 1),
-                           pair_limits, {})  # fmt: skip
-        return {k: again[k].ratio for k in keys if k in again}
 
     return GpuRun(
         device=device,
@@ -171,9 +174,24 @@ def check_cases(
         sweeps=build_sweeps(results),
         compile_seconds=compile_seconds,
         wall_seconds=time.perf_counter() - started,
-        remeasure=remeasure,
+        remeasure=remeasurer(kernels, passing, request, pair_limits, log),
         not_run=left_out,
+        ab=ab,
     )
+
+
+def remeasurer(
+    kernels: Kernels, passing: Mapping[str, Case], request: TimingRequest, limits: Mapping[str, float], log: Log
+) -> Callable[[Sequence[str]], dict[str, float]]:
+    """How the baseline's gate confirms a suspect: its pair timed again in a fresh random order."""
+
+    def remeasure(keys: Sequence[str]) -> dict[str, float]:
+        log(f"re-measuring {list(keys)} to confirm a suspected regression")
+        again = time_stage(kernels, {k: passing[k] for k in keys}, dataclasses.replace(request, seed=request.seed + 1),
+                           limits, {})  # fmt: skip
+        return {k: again[k].ratio for k in keys if k in again}
+
+    return remeasure
 
 
 def selection_stage(
@@ -333,12 +351,14 @@ def time_stage(
     request: TimingRequest,
     limits: Mapping[str, float],
     failures: dict[str, Failure],
+    against: Mapping[str, Case] | None = None,
 ) -> dict[str, PairedTiming]:
     """Every pair timed together; a variant whose timing fails is dropped and the others are timed again
-    without it (its failure may have ended the worker, and every pair's rounds go together)."""
+    without it (its failure may have ended the worker, and every pair's rounds go together). With `against`
+    (variant -> the base's case), each variant is timed next to the base's kernel instead of its reference."""
     left = dict(cases)
     while left:
-        timed = kernels.time(left, request, limits)
+        timed = kernels.time(left, request, limits, None if against is None else {k: against[k] for k in left})
         if timed.failure is None:
             return timed.measured
         blamed = [timed.failed] if timed.failed in left else list(left)  # not known: every pair
@@ -347,6 +367,50 @@ def time_stage(
             del left[key]
         kernels.drop(blamed)
     return {}
+
+
+def ab_stage(
+    kernels: Kernels,
+    plan: Plan,
+    base_compiled: Sequence[CompiledCase],
+    passing: Mapping[str, Case],
+    request: TimingRequest,
+    limits: Mapping[str, float],
+    failures: Mapping[str, Failure],
+    log: Log,
+) -> AbComparison:
+    """Each changed variant whose own checks passed, timed next to the base's kernel of it, in alternation; the
+    suspects timed so again, independently (a fresh random order). What is not compared says why."""
+    not_compared = dict(plan.not_compared)
+    built = {c.case.key for c in base_compiled if not c.error and c.case.key not in failures}
+    pairs: dict[str, Case] = {}
+    for key, base_case in plan.pairs.items():
+        if base_case.key not in built:
+            why = failures.get(base_case.key)
+            error = why.message if why else next(c.error for c in base_compiled if c.case.key == base_case.key)
+            not_compared[key] = f"the base's kernel did not compile: {error}"
+        elif key not in passing:
+            not_compared[key] = "its own checks did not pass"
+        else:
+            pairs[key] = base_case
+    label = f"{plan.base.ref} ({plan.base.short})"
+    log(f"timing against {label}: {len(pairs)} changed variants, each next to the base's kernel")
+
+    def rounds(keys: Sequence[str], seed: int) -> dict[str, tuple[float, ...]]:
+        lost: dict[str, Failure] = {}
+        timed = time_stage(kernels, {k: passing[k] for k in keys}, dataclasses.replace(request, seed=seed), limits,
+                           lost, against=pairs)  # fmt: skip
+        not_compared.update({k: f"timing against the base failed: {f.message}" for k, f in lost.items()})
+        return {k: time_ratios(t) for k, t in timed.items()}
+
+    first = rounds(list(pairs), request.seed)
+    return compare_ab(label, first, lambda keys: rounds(keys, request.seed + 1), not_compared=not_compared,
+                      unchanged=plan.unchanged, gone=plan.gone)  # fmt: skip
+
+
+def time_ratios(paired: PairedTiming) -> tuple[float, ...]:
+    """Each round's variant ms over the ms of what it was timed next to."""
+    return tuple(v / r for v, r in zip(paired.variant.rounds_ms, paired.reference.rounds_ms, strict=True))
 
 
 def snapshot_stage(
@@ -397,6 +461,18 @@ def timed_pair(compiled: CompiledCase, seed: int, device: str = "cuda") -> Pair:
     except Exception as error:
         raise FamilyCallError(f"{family.file}: speed_reference raised {type(error).__name__}: {error}") from error
     return Pair(case.key, lambda: compiled.kernel(*prepared.arguments), reference_name(case), reference)
+
+
+def ab_pair(compiled: CompiledCase, base: CompiledCase, seed: int, device: str = "cuda") -> Pair:
+    """The variant's kernel and the base's kernel of it, each on its own inputs of one seed, ready to be timed."""
+    ours = prepare(numerics_case(compiled), seed, device, checking=False)
+    theirs = prepare(numerics_case(base), seed, device, checking=False)
+    return Pair(
+        compiled.case.key,
+        lambda: compiled.kernel(*ours.arguments),
+        base.case.family.file,
+        lambda: base.kernel(*theirs.arguments),
+    )
 
 
 def check_snapshot(compiled: CompiledCase, source: str | None, store: SnapshotStore) -> SnapshotCheck:

@@ -14,15 +14,32 @@ from typing import Any
 
 from harness.ci.job_summary import capped, workflow_command
 from harness.files import atomic_write
-from harness.gpu.gate import CORRUPT, DOES_NOT_FIT, FAIL, KEY_MISMATCH, MISSING, NEW, PASS, Verdict
+from harness.gpu.gate import (
+    AB_FAIL_SLOWER,
+    AB_WARN_SLOWER,
+    CORRUPT,
+    DOES_NOT_FIT,
+    FAIL,
+    FASTER,
+    KEY_MISMATCH,
+    MISSING,
+    NEW,
+    OK,
+    PASS,
+    WARN,
+    AbComparison,
+    Verdict,
+    slower_than_base,
+)
 from harness.gpu.numerics import NAMES, STATISTICS, THRESHOLDS, NumericsResult, OutputCheck
 from harness.gpu.results import GpuRun, VariantResult
 from harness.gpu.sweep import SweepCurve, conclusions
 from harness.gpu.timing import Throughput
 
 # 3: numerics per output, each with its own tolerance; 4: and beside its precision twin's error; 5: a variant's
-# failure (stage, kind: raised, did not finish, crashed), those that did not finish or crashed first among failures
-REPORT_FORMAT = 5
+# failure (stage, kind: raised, did not finish, crashed), those that did not finish or crashed first among failures;
+# 6: `against`, the changed variants timed next to the base commit's kernels
+REPORT_FORMAT = 6
 REPORT = "report.json"
 NOT_RUN = "not_run"  # the count of variants not run on this device's target (GpuRun.not_run)
 SUMMARY = "summary.md"
@@ -72,6 +89,7 @@ def report_data(run: GpuRun) -> dict[str, Any]:
             "message": run.comparison.message,
             "not_checked": run.comparison.not_checked,
         },
+        "against": None if run.ab is None else _ab_data(run.ab),
         "variants": [_variant_data(run, v) for v in run.variants],
         "sweeps": {"curves": [s.as_dict() for s in run.sweeps], "conclusions": conclusions(run.sweeps)},
     }
@@ -112,6 +130,16 @@ def _variant_data(run: GpuRun, v: VariantResult) -> dict[str, Any]:
     }
 
 
+def _ab_data(ab: AbComparison) -> dict[str, Any]:
+    verdicts = {
+        key: {"level": v.level, "slower_by": v.slower_by, "spread": v.spread, "rounds": list(v.rounds),
+              "again": list(v.again), "message": v.message}
+        for key, v in ab.verdicts.items()
+    }  # fmt: skip
+    return {"base": ab.base, "verdicts": verdicts, "not_compared": ab.not_compared, "unchanged": ab.unchanged,
+            "gone": ab.gone}  # fmt: skip
+
+
 def _counts(run: GpuRun) -> dict[str, int]:
     """Every variant once: run (pass, fail, does not fit) or not run on this device's target."""
     statuses = [run.verdict(v).status for v in run.variants]
@@ -129,6 +157,7 @@ def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
         MARKDOWN_HEADER,
         f"## GPU check {'passed' if run.passed else 'FAILED'} on {d.name} ({d.target})",
         "",
+        *([] if run.ab is None else _ab_section(run.ab)),
         f"{d.runtime}, torch {d.versions['torch']}, TileLang {d.versions['tilelang']}; "
         f"seeds {', '.join(map(str, run.seeds))}; {run.timer['tool']}, each variant next to its reference, "
         f"{run.timer['rounds']} rounds in random order (seed {run.timer.get('order_seed')}), ratio = median of the "
@@ -177,6 +206,34 @@ def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
             lines += ["", f"![latency and shared memory against {axis}]({plot_name(family)})"]
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _ab_section(ab: AbComparison) -> list[str]:
+    """The A/B table first: each changed variant's time over the base's, worst first, then what was not compared."""
+    levels = [v.level for v in ab.verdicts.values()]
+    counted = ", ".join(f"{levels.count(level)} {word}" for level, word in AB_WORDS.items() if level in levels)
+    lines = [f"### Against {ab.base}: {len(ab.verdicts)} changed variants timed next to the base's kernel"
+             + (f" ({counted})" if counted else ""), ""]  # fmt: skip
+    if ab.verdicts:
+        lines += [AB_NOTE, "", "| variant | time vs base | spread | second measurement | verdict |"]
+        lines.append("|---|---|---|---|---|")
+        for v in sorted(ab.verdicts.values(), key=lambda v: -v.slower_by):
+            again = f"{slower_than_base(v.again):+.1%}" if v.again else ""
+            lines.append(f"| {v.variant} | {v.slower_by:+.1%} | {v.spread:.1%} | {again} | {AB_WORDS[v.level]} |")
+        lines.append("")
+    lines += [f"- {key}: not compared: {why}" for key, why in ab.not_compared.items()]
+    lines += [f"- {key}: gone from the working tree (the base has it)" for key in ab.gone]
+    if ab.unchanged:
+        lines.append(f"- {len(ab.unchanged)} variants unchanged since the base: checked against the baseline only")
+    return [*lines, ""]
+
+
+AB_WORDS = {FAIL: "slower (fails)", WARN: "slower (warning)", OK: "within 1 %", FASTER: "faster"}
+AB_NOTE = (
+    f"The pull request's kernel and the base's, launched in alternation in one process, over the run's rounds; time "
+    f"vs base = the median round's time ratio minus 1. Fails from +{AB_FAIL_SLOWER:.0%} when a second, independent "
+    f"measurement agrees; warns from +{AB_WARN_SLOWER:.0%}."
+)
 
 
 def gpu_state_line(run: GpuRun) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.gpu import gate
+from harness.gpu import against, gate
 from harness.gpu.compile import CompiledCase
 from harness.gpu.device import Device
 from harness.gpu.numerics import NumericsResult
@@ -165,10 +165,12 @@ class GpuRun:
     remeasure: gate.Remeasure | None = field(default=None, repr=False)  # for the baseline's confirmation
     # family/variant -> why it is not run on this device's target (harness.gpu.check.not_run_on): never a pass
     not_run: dict[str, str] = field(default_factory=dict)
+    ab: gate.AbComparison | None = None  # the changed variants against the base commit (`--against`), when asked
 
     def verdict(self, result: VariantResult) -> gate.VariantVerdict:
         timing = None if self.comparison is None else self.comparison.verdicts.get(result.key)
-        return gate.judge_variant(result.problems, result.fits, result.numerics, timing)
+        ab = None if self.ab is None else self.ab.verdicts.get(result.key)
+        return gate.judge_variant(result.problems, result.fits, result.numerics, timing, ab)
 
     def of_status(self, status: str) -> list[VariantResult]:
         return [v for v in self.variants if self.verdict(v).status == status]
@@ -192,4 +194,12 @@ class GpuRun:
 
     def warnings(self) -> list[str]:
         slower = [] if self.comparison is None else self.comparison.of_level(gate.WARN)
-        return [f"{v.variant}: {v.message}" for v in slower] + [f"{v.key}: {v.fit_note()}" for v in self.not_fitting]
+        ab = [] if self.ab is None else self.ab.of_level(gate.WARN)
+        not_compared = [] if self.ab is None else [f"{k}: not timed against the base: {why}" for k, why in
+                                                    self.ab.not_compared.items() if why != against.NEW]  # fmt: skip
+        return (
+            [f"{v.variant}: {v.message}" for v in ab]
+            + not_compared
+            + [f"{v.variant}: {v.message}" for v in slower]
+            + [f"{v.key}: {v.fit_note()}" for v in self.not_fitting]
+        )

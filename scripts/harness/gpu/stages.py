@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, Protocol
 
-from harness.family import Family, load_families
+from harness.family import Family
+from harness.gpu.against import load_package
 from harness.gpu.compile import CompiledCase, compile_cases, read_driver_resources
 from harness.gpu.numerics import FamilyCallError, Memory, NumericsResult, check_numerics
 from harness.gpu.results import Failure
@@ -104,6 +105,7 @@ class KernelSession:
         self.progress, self.device, self.memory, self.bench, self.compiler = progress, device, memory, bench, compiler
         self.compiled: dict[str, CompiledCase] = {}
         self.pairs: dict[str, Pair] = {}
+        self.base_pairs: dict[str, Pair] = {}  # variant -> it and the base's kernel of it (`--against`)
         self._state: Any = None
 
     @property
@@ -165,10 +167,12 @@ class KernelSession:
         state = self._gpu_state()
         return state.note, state.other_processes()
 
-    def time(self, keys: Sequence[str], request: TimingRequest) -> Timed:
+    def time(self, keys: Sequence[str], request: TimingRequest, against: Mapping[str, str] | None = None) -> Timed:
         """Every pair measured together, as harness.gpu.timing.measure_pairs does in one process; a pair not made
-        in this worker yet is made first."""
+        in this worker yet is made first. Each pair is the variant and its speed reference or, with `against`
+        (variant -> the base's case key), the variant and the base's kernel of it."""
         current: str | None = None
+        pairs = self.pairs if against is None else self.base_pairs
 
         def starting(key: str) -> None:
             nonlocal current
@@ -177,20 +181,32 @@ class KernelSession:
 
         try:
             for key in keys:
-                if key not in self.pairs:
+                if key not in pairs:
                     starting(key)
-                    made = self.reference(key, request.pair_seed)
+                    made = self.reference(key, request.pair_seed) if against is None else self.pair_with_base(
+                        key, against[key], request.pair_seed)  # fmt: skip
                     if isinstance(made, Failure):
                         return Timed(failed=key, failure=made)
             bench = self.bench or make_bench(request.timer, request.warmup_ms, request.repeat_ms)
             state = self._gpu_state()
-            pairs = [self.pairs[key] for key in keys]
-            measured = measure_pairs(pairs, request.rounds, bench, request.seed, state.sample, starting=starting)
+            timed = [pairs[key] for key in keys]
+            measured = measure_pairs(timed, request.rounds, bench, request.seed, state.sample, starting=starting)
         except Exception as error:
             if current is None:
                 return Timed(failure=Failure("timing", RAISED, f"timing raised {type(error).__name__}: {error}"))
             return Timed(failed=current, failure=raised("timing", self.compiled[current].case, error))
         return Timed(measured)
+
+    def pair_with_base(self, key: str, base_key: str, seed: int) -> float | Failure:
+        """Make the variant's A/B pair on `seed`'s inputs: its kernel and the base's, each on its own inputs."""
+        from harness.gpu.check import ab_pair
+
+        compiled = self.compiled[key]
+        try:
+            self.base_pairs[key] = ab_pair(compiled, self.compiled[base_key], seed, self.device)
+        except Exception as error:
+            return raised("timing against the base", compiled.case, error)
+        return 0.0
 
     def unusable(self) -> str | None:
         """The CUDA error that makes this process's context unusable (an illegal address, a trap), or None."""
@@ -250,8 +266,8 @@ class RemoteSession:
     def gpu_state(self) -> tuple[str | None, list[int]]:
         return self.session.gpu_state()
 
-    def time(self, keys: Sequence[str], request: TimingRequest) -> Timed:
-        return self.session.time(keys, request)
+    def time(self, keys: Sequence[str], request: TimingRequest, against: Mapping[str, str] | None = None) -> Timed:
+        return self.session.time(keys, request, against)
 
     def unusable(self) -> str | None:
         return self.session.unusable()
@@ -259,7 +275,12 @@ class RemoteSession:
 
 @functools.cache
 def families_of(package: str) -> tuple[Family, ...]:
-    return load_families(package).families
+    return load_package(package).families
+
+
+def base_keys(against: Mapping[str, Case] | None) -> dict[str, str] | None:
+    """variant -> its base case's key, as a request carries it."""
+    return None if against is None else {key: case.key for key, case in against.items()}
 
 
 def case_ref(case: Case) -> CaseRef:
@@ -278,7 +299,13 @@ class Kernels(Protocol):
     def reference(self, case: Case, seed: int, limit_s: float) -> float | Failure: ...
     def numerics(self, case: Case, seeds: Sequence[int], limit_s: float) -> NumericsResult | Failure: ...
     def gpu_state(self) -> tuple[str | None, list[int]]: ...
-    def time(self, cases: Mapping[str, Case], request: TimingRequest, limits: Mapping[str, float]) -> Timed: ...
+    def time(
+        self,
+        cases: Mapping[str, Case],
+        request: TimingRequest,
+        limits: Mapping[str, float],
+        against: Mapping[str, Case] | None = None,
+    ) -> Timed: ...
     def drop(self, keys: Sequence[str]) -> None: ...
     def close(self) -> None: ...
 
@@ -303,8 +330,14 @@ class InProcessKernels:
     def gpu_state(self) -> tuple[str | None, list[int]]:
         return self.session.gpu_state()
 
-    def time(self, cases: Mapping[str, Case], request: TimingRequest, limits: Mapping[str, float]) -> Timed:
-        return self.session.time(list(cases), request)
+    def time(
+        self,
+        cases: Mapping[str, Case],
+        request: TimingRequest,
+        limits: Mapping[str, float],
+        against: Mapping[str, Case] | None = None,
+    ) -> Timed:
+        return self.session.time(list(cases), request, base_keys(against))
 
     def drop(self, keys: Sequence[str]) -> None:
         """Nothing to forget: the kernels stay for whoever times them again."""
@@ -351,12 +384,20 @@ class IsolatedKernels:
         except Stopped as stopped:
             return f"no GPU state: {stopped.message}", []
 
-    def time(self, cases: Mapping[str, Case], request: TimingRequest, limits: Mapping[str, float]) -> Timed:
-        lost = next((key for key in cases if key in self.lost), None)
+    def time(
+        self,
+        cases: Mapping[str, Case],
+        request: TimingRequest,
+        limits: Mapping[str, float],
+        against: Mapping[str, Case] | None = None,
+    ) -> Timed:
+        bases = base_keys(against) or {}
+        lost = next((key for key in cases if key in self.lost or bases.get(key) in self.lost), None)
         if lost is not None:
-            return Timed(failed=lost, failure=self.lost[lost])
+            return Timed(failed=lost, failure=self.lost.get(lost) or self.lost[bases[lost]])
         try:
-            return self._ask("time", list(cases), request, limit=limit_of(limits, self.limits.floor_s))
+            limit = limit_of(limits, self.limits.floor_s)
+            return self._ask("time", list(cases), request, base_keys(against), limit=limit)
         except Stopped as stopped:
             if stopped.key is None:
                 return Timed(failure=Failure("timing", stopped.kind, f"timing {stopped.message}"))

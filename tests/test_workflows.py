@@ -777,10 +777,10 @@ def test_dependabot_waits_before_proposing_a_release():
     assert (REPO / docker["directory"].lstrip("/") / "Dockerfile").is_file()
 
 
-def test_lint_covers_dependabot_and_the_gpu_check_image():
+def test_lint_covers_dependabot_and_the_gpu_check_image(monkeypatch):
     from test_locks import RecordingSession, load_noxfile
 
-    noxfile = load_noxfile(pytest.MonkeyPatch())
+    noxfile = load_noxfile(monkeypatch)
     session = RecordingSession([], REPO)
     noxfile.lint(session)
     (zizmor,) = [run for run in session.runs if run[0] == "zizmor"]

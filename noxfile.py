@@ -162,9 +162,14 @@ def gpu(session: nox.Session) -> None:
     session.run(python, "scripts/gpu_check.py", *session.posargs)
 
 
+DEPENDABOT = ".github/dependabot.yml"
+GPU_CHECK_DOCKERFILE = "deploy/arc/image/Dockerfile"
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff on the Python; every workflow against GitHub's schema and zizmor's audits (all offline)."""
+    """ruff on the Python; the workflows and Dependabot's file against their schemas and zizmor's audits; the GPU
+    check's Dockerfile with hadolint (all offline)."""
     session.install("--require-hashes", "-r", LINT_LOCK)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
@@ -172,9 +177,11 @@ def lint(session: nox.Session) -> None:
     if not workflows:
         session.error("no workflow under .github/workflows/: nothing to lint")
     session.run("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *workflows)
-    session.run("check-jsonschema", "--builtin-schema", "vendor.dependabot", ".github/dependabot.yml")
-    # Medium severity and above fail; --strict-collection makes an unparsable workflow fail too.
-    session.run("zizmor", "--offline", "--strict-collection", "--min-severity", "medium", *workflows)
+    session.run("check-jsonschema", "--builtin-schema", "vendor.dependabot", DEPENDABOT)
+    # Medium severity and above fail; --strict-collection makes an unparsable workflow fail too. Dependabot's
+    # file too: its audits ask for a cooldown and forbid code execution during updates.
+    session.run("zizmor", "--offline", "--strict-collection", "--min-severity", "medium", *workflows, DEPENDABOT)
+    session.run("hadolint", GPU_CHECK_DOCKERFILE)
 
 
 def lock_env(environ: Mapping[str, str], find_links: str | None = None) -> dict[str, str | None]:

@@ -66,7 +66,7 @@ def require_nvcc(environ: Mapping[str, str] = os.environ) -> str:
         raise NoCudaCompiler(
             f"no CUDA compiler: looked for {looked}. TileLang compiles every kernel with nvcc and PyPI's CUDA "
             "torch does not bring one: install a CUDA toolkit matching the driver and point CUDA_HOME at it "
-            "(docs/ci.md, 'Registering a runner')"
+            "(docs/ci.md, 'Prerequisites of the GPU nodes and the image')"
         )
     return nvcc
 

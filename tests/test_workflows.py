@@ -299,15 +299,16 @@ def test_the_pull_requests_code_gets_no_token_and_leaves_nothing_a_later_step_re
 
 def test_the_check_runs_the_gpu_session_of_the_pull_request_as_the_workflow_asks():
     """deploy/arc/image/serve: nox from the pull request's hashed lock in a venv made with `python3 -I`, the report
-    written where the runner copies it from; the session's parser accepts the folder it is given."""
+    written where the runner copies it from; the session's parser accepts the folder and the base it is given."""
     script = SERVE.read_text()
     assert 'python3 -I -m venv "$HOME/venv"' in script
     assert '"$HOME/venv/bin/python" -I -m pip install --require-hashes -r requirements-nox.txt' in script
     (call,) = [line.strip() for line in script.splitlines() if nox_sessions_called(line)]
     assert call == '"$HOME/venv/bin/nox" --envdir "$HOME/nox" -s gpu -- --output "$report/out" "$@"'
     assert "report=${GPU_CHECK_REPORT:-/report}" in script
-    gpu_check = load_script("gpu_check")  # the session's entry script: its parser must accept the folder
-    assert gpu_check.parse_args(["--output", "/report/out"]).output == Path("/report/out")
+    gpu_check = load_script("gpu_check")  # the session's entry script: its parser must accept what it is given
+    options = gpu_check.parse_args(["--output", "/report/out", "--against", "a" * 40])
+    assert options.output == Path("/report/out") and options.against == "a" * 40
     assert script.index("kill -KILL -1") < script.index('> "$report/status"'), "nothing outlives the check"
 
 

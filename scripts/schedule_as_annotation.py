@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from harness.gpu.numerics import MIN_SEEDS  # standard library only until it runs
+    from harness.gpu.gate import MIN_SEEDS  # standard library only until it runs
     from harness.static.lowering import tilelang_unavailable
     from harness.targets import TARGETS
 except ModuleNotFoundError as missing:  # a Python without this project (or without anything installed)

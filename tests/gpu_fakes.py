@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from harness.declaration import torch_dtype
 from harness.family import RETURNED, Family, OutputKind, Params, Sweep, Variant
 from harness.gpu.compile import Argument, CompiledCase
 from harness.gpu.device import Device
@@ -16,7 +17,6 @@ from harness.gpu.numerics import (
     Output,
     OutputCheck,
     SeedCheck,
-    torch_dtype,
 )
 from harness.gpu.results import GpuRun, SnapshotCheck, VariantResult, fits_in
 from harness.gpu.stages import KernelSession, RemoteSession

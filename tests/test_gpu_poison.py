@@ -15,7 +15,8 @@ import torch
 from harness.family import Family, Tolerance, Variant, Work
 from harness.gpu.compile import Argument
 from harness.gpu.device import find_nvcc, require_cuda
-from harness.gpu.numerics import check_numerics, poison, unpoisoned
+from harness.gpu.numerics import check_numerics
+from harness.gpu.poison import poison, unpoisoned
 from harness.static.cases import Case
 
 SHAPE = {"M": 64, "N": 48, "K": 32}

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.declaration import FamilyCallError
 from harness.family import Family
 from harness.gpu.baseline import (
     BaselineRefused,
@@ -28,9 +29,9 @@ from harness.gpu.baseline import (
 )
 from harness.gpu.compile import CompiledCase
 from harness.gpu.device import Device, NoCudaDevice, UnknownTarget, require_cuda
-from harness.gpu.gate import CORRUPT, RECORDED, Comparison, compare
+from harness.gpu.gate import CORRUPT, RECORDED, Comparison, compare, validate_seeds
 from harness.gpu.gpu_state import summarize
-from harness.gpu.numerics import FamilyCallError, NumericsCase, NumericsResult, fresh_seeds, prepare, validate_seeds
+from harness.gpu.numerics import NumericsCase, NumericsResult, fresh_seeds, prepare
 from harness.gpu.results import Failure, GpuRun, SnapshotCheck, VariantResult, fits_in, reference_name, shape_name
 from harness.gpu.stages import (
     Compiled,

@@ -14,8 +14,20 @@ from typing import Any
 
 from harness.ci.job_summary import capped, workflow_command
 from harness.files import atomic_write
-from harness.gpu.gate import CORRUPT, DOES_NOT_FIT, FAIL, KEY_MISMATCH, MISSING, NEW, PASS, Verdict
-from harness.gpu.numerics import NAMES, STATISTICS, THRESHOLDS, NumericsResult, OutputCheck
+from harness.gpu.gate import (
+    CORRUPT,
+    DOES_NOT_FIT,
+    FAIL,
+    KEY_MISMATCH,
+    MISSING,
+    NAMES,
+    NEW,
+    PASS,
+    STATISTICS,
+    THRESHOLDS,
+    Verdict,
+)
+from harness.gpu.numerics import NumericsResult, OutputCheck
 from harness.gpu.results import GpuRun, VariantResult
 from harness.gpu.sweep import SweepCurve, conclusions
 from harness.gpu.timing import Throughput

@@ -15,7 +15,7 @@ from conftest import REPO
 from script_runner import load_script
 
 from harness.family import Work
-from harness.gpu.check import check_snapshot, device_cases, run_gpu_check
+from harness.gpu.check import check_snapshot, device_cases, not_runnable, run_gpu_check
 from harness.gpu.compile import CompiledCase, read_driver_resources
 from harness.gpu.device import PEAKS, Peak, UnknownTarget, target_for_capability
 from harness.gpu.results import VariantResult
@@ -200,6 +200,21 @@ def test_a_compile_error_is_the_variants_failure(tmp_path):
     result = VariantResult(compiled, fake.device(), check_snapshot(compiled, None, SnapshotStore(tmp_path)))
     assert result.problems == [f"{V0.id}: TileLang could not compile it: boom"]
     assert fake.run([result]).verdict(result).status == "fail"
+
+
+def test_a_variant_runs_only_compiled_agreeing_with_its_snapshot_and_fitting(tmp_path):
+    limit = fake.device().shared_memory_per_block_bytes
+    agreeing = snapshot_result(tmp_path / "a", 49152, 49152)
+    compiled = CompiledCase(V0, SimpleNamespace(kernel_source=""), launches={"main_kernel": 49152})
+    assert not_runnable(compiled, agreeing, limit) is None
+    broken = CompiledCase(V0, None, error="TileLang could not compile it: boom")
+    assert not_runnable(broken, agreeing, limit) == "did not compile: TileLang could not compile it: boom"
+    missing = snapshot_result(tmp_path / "m", 49152, None)
+    assert not_runnable(compiled, missing, limit) == missing.problems[0]
+    too_big = CompiledCase(V0, SimpleNamespace(kernel_source=""), launches={"main_kernel": limit + 1})
+    assert not_runnable(too_big, snapshot_result(tmp_path / "b", limit + 1, limit + 1), limit) == (
+        "does not fit in this GPU's shared memory"
+    )
 
 
 # -- timing rounds -----------------------------------------------------------------------------

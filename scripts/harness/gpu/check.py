@@ -87,6 +87,20 @@ def device_selection(families: Sequence[Family], target: str) -> tuple[list[Case
     return cases, left_out
 
 
+def not_runnable(compiled: CompiledCase, snapshot: SnapshotCheck, limit_bytes: int) -> str | None:
+    """Why a selected variant, once compiled, is not run on a device allowing `limit_bytes` of shared memory per
+    block; None when it is run. Not run: it did not compile, it has no static snapshot for the device's target or
+    disagrees with it (`check_snapshot`), or it needs more shared memory than the device allows. With
+    device_selection, the one rule of what a GPU run runs."""
+    if compiled.error:
+        return f"did not compile: {compiled.error}"
+    if snapshot.problems:
+        return "; ".join(snapshot.problems)
+    if not fits_in(compiled, snapshot, limit_bytes):
+        return "does not fit in this GPU's shared memory"
+    return None
+
+
 def device_cases(families: Sequence[Family], target: str) -> list[Case]:
     """The variants a run on a device of `target` runs (device_selection's first half)."""
     return device_selection(families, target)[0]
@@ -135,8 +149,8 @@ def check_cases(
     snapshots = snapshot_stage(compiled, sources, SnapshotStore(golden), snapshotted, failures)
     runnable = {
         c.case.key: c for c in compiled
-        if c.case.key not in failures and not c.error and not snapshots[c.case.key].problems
-        and fits_in(c, snapshots[c.case.key], device.shared_memory_per_block_bytes)
+        if c.case.key not in failures
+        and not_runnable(c, snapshots[c.case.key], device.shared_memory_per_block_bytes) is None
     }  # fmt: skip
 
     launch_s = reference_stage(kernels, runnable, device, seeds[0], failures)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.ci.job_summary import capped, workflow_command
+from harness.ci.workflow_commands import append_step_summary, capped, on_actions, workflow_command
 from harness.files import atomic_write
 from harness.gpu.gate import (
     CORRUPT,
@@ -197,14 +197,14 @@ def gpu_state_line(run: GpuRun) -> str:
         return run.gpu_state_note or "no GPU state recorded"
     low, high = state["sm_clock_mhz"]
     caps = ", ".join(state["caps"])
-    capped = (
+    throttled = (
         f"a power or thermal cap was active in {state['capped_fraction']:.0%} of the samples ({caps})"
         if state["caps"]
         else "no power or thermal cap was active"
     )
     return (
         f"GPU while timed: SM clock {low}-{high} MHz, up to {state['max_power_w']:.0f} W of "
-        f"{state['power_limit_w']:.0f} W; {capped} ({state['samples']} samples, one after every measured pair)"
+        f"{state['power_limit_w']:.0f} W; {throttled} ({state['samples']} samples, one after every measured pair)"
     )
 
 
@@ -372,12 +372,10 @@ def write_reports(
         log(f"no plot: {error} (install requirements-gpu.txt)")
     summary = render_markdown(run, plots)
     atomic_write(folder / SUMMARY, summary)
-    step_summary = environ.get("GITHUB_STEP_SUMMARY")
-    if step_summary:  # the job page cannot show a file of the run: point at the uploaded folder instead
-        note = f"\nThe plots ({', '.join(plots)}) are in the uploaded report folder.\n" if plots else ""
-        with open(step_summary, "a", encoding="utf-8") as stream:
-            stream.write(render_markdown(run) + note)
-    if environ.get("GITHUB_ACTIONS") == "true":
+    # The job page cannot show a file of the run: point at the uploaded folder instead.
+    note = f"\nThe plots ({', '.join(plots)}) are in the uploaded report folder.\n" if plots else ""
+    append_step_summary(render_markdown(run) + note, environ)
+    if on_actions(environ):
         for line in workflow_commands(run):
             log(line)
     log(summary)

@@ -216,7 +216,7 @@ def no_false_alarm(results: dict[str, Any]) -> tuple[list[str], list[str]]:
             lines.append(
                 f"| {key} | {output.name} | " + " | ".join(cells) + f" | {fraction:.0%} {NAMES[name]}, seed {seed} |"
             )
-    alarms = [f"{key}: {problem}" for key, result in results.items() for problem in result.problems()]
+    alarms = [f"{key}: {failure}" for key, result in results.items() for failure in result.failures()]
     lines += ["", f"{sum(r.passed for r in results.values())}/{len(results)} variants passed every seed."]
     lines += [f"- FALSE ALARM {line}" for line in alarms]
     return lines, alarms

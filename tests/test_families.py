@@ -118,7 +118,7 @@ def test_the_new_familys_numerics_run_through_the_gpu_check(kernels_dir):
     ]
     results = check_numerics(cases, [1, 2, 3], device="cpu", memory=cache)
     assert results["right"].passed
-    assert not results["wrong"].passed and "1 elements outside atol=0, rtol=0" in results["wrong"].problems()[0]
+    assert not results["wrong"].passed and "1 elements outside atol=0, rtol=0" in results["wrong"].failures()[0]
 
 
 @pytest.mark.parametrize(

@@ -94,8 +94,8 @@ def not_runnable(compiled: CompiledCase, snapshot: SnapshotCheck, limit_bytes: i
     device_selection, the one rule of what a GPU run runs."""
     if compiled.error:
         return f"did not compile: {compiled.error}"
-    if snapshot.problems:
-        return "; ".join(snapshot.problems)
+    if snapshot.failures:
+        return "; ".join(snapshot.failures)
     if not fits_in(compiled, snapshot, limit_bytes):
         return "does not fit in this GPU's shared memory"
     return None
@@ -426,21 +426,21 @@ def check_snapshot(compiled: CompiledCase, source: str | None, store: SnapshotSt
     text = store.read(facts_path)
     if text is None:
         missing = f"{shown}: no static snapshot for this variant and target; run `{regen}` and commit it"
-        return SnapshotCheck(shown, problems=(missing,))
+        return SnapshotCheck(shown, failures=(missing,))
     try:
         kernels = parse_facts(text, shown)["kernels"]
     except CorruptSnapshot as error:
-        return SnapshotCheck(shown, problems=(str(error),))
+        return SnapshotCheck(shown, failures=(str(error),))
     snapshot = {kernel["name"]: kernel["dynamic_shared_memory_bytes"] for kernel in kernels}
-    problems = ()
+    failures = ()
     if compiled.launches != snapshot:
-        problems = (
+        failures = (
             f"{shown}: the snapshot's kernels launch with dynamic shared memory {snapshot} (bytes), but those "
             f"compiled here launch with {compiled.launches}; run `nox -s static` to see what changed, then `{regen}`",
         )
     cuda = store.read(case.source_file)
     matches = None if cuda is None or source is None else normalize_cuda(source) == strip_cuda_header(cuda)
-    return SnapshotCheck(shown, max(snapshot.values()), matches, problems)
+    return SnapshotCheck(shown, max(snapshot.values()), matches, failures)
 
 
 def build_sweeps(results: Sequence[VariantResult]) -> list[SweepCurve]:
@@ -466,7 +466,7 @@ def build_sweeps(results: Sequence[VariantResult]) -> list[SweepCurve]:
     return list(curves.values())
 
 
-def _problems(run: GpuRun) -> dict[str, str]:
+def _shapes(run: GpuRun) -> dict[str, str]:
     return {r.key: shape_name(r.compiled.case) for r in run.variants}
 
 
@@ -479,7 +479,7 @@ def compare_with_baseline(run: GpuRun, timing_dir: Path) -> Comparison:
         baseline = read_baseline(path)
     except CorruptBaseline as error:  # a broken committed file fails the run; it must not read as "no baseline"
         return Comparison(CORRUPT, str(path), str(error))
-    return compare(baseline, path, key, ratios, run.remeasure or (lambda keys: {}), _problems(run))
+    return compare(baseline, path, key, ratios, run.remeasure or (lambda keys: {}), _shapes(run))
 
 
 def record_baseline(run: GpuRun, timing_dir: Path, force: bool, environ: Mapping[str, str] = os.environ) -> Comparison:
@@ -492,7 +492,7 @@ def record_baseline(run: GpuRun, timing_dir: Path, force: bool, environ: Mapping
     path = baseline_path(run.device.name, timing_dir)
     key = baseline_key(run.device.name, run.device.versions)
     ratios = {r.key: r.ratio for r in run.variants if r.ratio is not None}
-    write_baseline(path, render_baseline(key, ratios, _problems(run), run.timer), force, environ)
+    write_baseline(path, render_baseline(key, ratios, _shapes(run), run.timer), force, environ)
     return Comparison(
         RECORDED, str(path), f"recorded a new baseline in {path} ({len(ratios)} ratios); review its diff and commit it"
     )

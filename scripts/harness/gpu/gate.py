@@ -111,11 +111,11 @@ def compare(
     key: Mapping[str, str],
     ratios: Mapping[str, float],
     remeasure: Remeasure,
-    problems: Mapping[str, str] | None = None,
+    shapes: Mapping[str, str] | None = None,
 ) -> Comparison:
     """The timing gate for every measured ratio; `remeasure` is asked only about suspected failures.
 
-    `problems`: variant -> the problem it was measured at; a ratio recorded at another one is not compared."""
+    `shapes`: variant -> the problem shape it was measured at; a ratio recorded at another one is not compared."""
     if baseline is None:
         return Comparison(
             MISSING,
@@ -133,11 +133,11 @@ def compare(
         )
     new: dict[str, Verdict] = {}
     for variant, ratio in ratios.items():
-        recorded, now = baseline.problems.get(variant), (problems or {}).get(variant)
+        recorded, now = baseline.shapes.get(variant), (shapes or {}).get(variant)
         if variant not in baseline.ratios:
             new[variant] = Verdict(variant, NEW, ratio, message="no baseline entry yet")
         elif recorded is not None and now is not None and recorded != now:
-            message = f"problem changed ({recorded} -> {now}): not compared; record again"
+            message = f"shape changed ({recorded} -> {now}): not compared; record again"
             new[variant] = Verdict(variant, NEW, ratio, message=message)
     compared = {variant: ratio for variant, ratio in ratios.items() if variant not in new}
     suspects = [variant for variant, ratio in compared.items() if suspected(ratio, baseline.ratios[variant])]
@@ -302,15 +302,15 @@ class VariantVerdict:
     """The gate's word on one variant: its status and what fails it."""
 
     status: str  # PASS | FAIL | DOES_NOT_FIT
-    problems: tuple[str, ...]  # everything that fails it; empty unless the status is FAIL
+    failures: tuple[str, ...]  # everything that fails it; empty unless the status is FAIL
     timing: Verdict | None  # the timing gate's verdict, when its ratio was compared
 
 
 def judge_variant(
-    problems: Sequence[str], fits: bool, numerics: NumericsResult | None, timing: Verdict | None
+    failures: Sequence[str], fits: bool, numerics: NumericsResult | None, timing: Verdict | None
 ) -> VariantVerdict:
-    """`problems`: what failed before numerics (compilation, snapshot, the family's own calls)."""
-    found = [*problems, *(numerics.problems() if numerics is not None else [])]
+    """`failures`: what failed before numerics (compilation, snapshot, the family's own calls)."""
+    found = [*failures, *(numerics.failures() if numerics is not None else [])]
     if timing is not None and timing.level == FAIL:
         found.append(f"timing: {timing.message}")
     if found:

@@ -116,7 +116,7 @@ class OutputCheck:
     def passed(self) -> bool:
         return gate.output_passes(self)
 
-    def problems(self) -> list[str]:
+    def failures(self) -> list[str]:
         return gate.output_failures(self)
 
     @property
@@ -166,7 +166,7 @@ class SeedCheck:
     def max_abs_error(self) -> float:
         return max((o.max_abs_error for o in self.outputs), default=0.0)
 
-    def problem(self) -> str | None:
+    def failure(self) -> str | None:
         return gate.seed_failure(self)
 
 
@@ -181,8 +181,8 @@ class NumericsResult:
     def passed(self) -> bool:
         return gate.numerics_pass(self)
 
-    def problems(self) -> list[str]:
-        return [p for s in self.seeds if (p := s.problem())]
+    def failures(self) -> list[str]:
+        return [f for s in self.seeds if (f := s.failure())]
 
     def as_dict(self) -> dict[str, Any]:
         return {

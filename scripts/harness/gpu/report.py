@@ -64,7 +64,7 @@ def report_data(run: GpuRun) -> dict[str, Any]:
         "compile_seconds": round(run.compile_seconds, 2),
         "wall_seconds": round(run.wall_seconds, 2),
         "counts": _counts(run),
-        "failures": {v.key: list(run.verdict(v).problems) for v in run.failures},
+        "failures": {v.key: list(run.verdict(v).failures) for v in run.failures},
         "does_not_fit": {v.key: v.fit_note() for v in run.not_fitting},
         "not_run": run.not_run,
         "warnings": run.warnings(),
@@ -97,7 +97,7 @@ def _variant_data(run: GpuRun, v: VariantResult) -> dict[str, Any]:
         "reference": v.reference,
         "status": verdict.status,
         "failure": None if v.failure is None else v.failure.as_dict(),
-        "problems": list(verdict.problems) + ([] if v.fits else [v.fit_note()]),
+        "problems": list(verdict.failures) + ([] if v.fits else [v.fit_note()]),
         "compile_target": compiled.compile_target,
         "dynamic_shared_memory_bytes": compiled.dynamic_shared_memory_bytes,
         "snapshot_dynamic_shared_memory_bytes": snapshot.shared_memory_bytes,
@@ -168,7 +168,7 @@ def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
         lines.append(f"- fastest: {fastest.key}, {fastest.ratio:.2f}x the speed of its reference ({fastest.reference})")
     if run.failures:
         lines += ["", "### Failures", ""]
-        lines += [f"- {v.key}: {problem}" for v in run.failures for problem in run.verdict(v).problems]
+        lines += [f"- {v.key}: {failure}" for v in run.failures for failure in run.verdict(v).failures]
     warnings = [w for w in run.warnings() if "does not fit" not in w]
     if warnings:
         lines += ["", "### Timing warnings", ""] + [f"- {w}" for w in warnings]
@@ -343,7 +343,7 @@ def workflow_commands(run: GpuRun) -> list[str]:
     """GitHub Actions workflow commands for what a maintainer must see without opening the log,
     escaped and capped as the static summary's are (GitHub shows 10 of each kind per step)."""
     lines = [
-        workflow_command("error", p, title=f"gpu check {v.key}") for v in run.failures for p in run.verdict(v).problems
+        workflow_command("error", p, title=f"gpu check {v.key}") for v in run.failures for p in run.verdict(v).failures
     ]
     lines += [workflow_command("warning", w, title="gpu check") for w in run.warnings()]
     if run.comparison is not None and run.comparison.status == CORRUPT:

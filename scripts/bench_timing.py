@@ -2,7 +2,7 @@
 
     python3 scripts/bench_timing.py [--repetitions 5] [--rounds 7] [--timer interleaved|events|cudagraph]
 
-Compiles every registered variant once, plus the twin each family may declare (`Family.twin`:
+Compiles every registered variant once, plus the twin each family may declare (`Family.timing_twin`:
 one variant with one dimension raised so that it does about 5 % more work), then runs the
 session's timing (`measure_pairs`) `--repetitions` times back to back and prints a table per
 criterion of the timing issue:

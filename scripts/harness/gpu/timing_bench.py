@@ -120,7 +120,11 @@ def run_benchmark(
     twins: dict[str, str] = {}
     lines = [f"{device.name}, {timer} timer, {rounds} rounds per repetition, {repetitions} repetitions", ""]
     lines += ["| twin | of | dimension | work |", "|---|---|---|---|"]
-    declared = [(f"{f.name}/{f.twin.variant}", f.twin.dimension, f.twin.value) for f in registry().families if f.twin]
+    declared = [
+        (f"{f.name}/{f.timing_twin.variant}", f.timing_twin.dimension, f.timing_twin.value)
+        for f in registry().families
+        if f.timing_twin
+    ]
     for original, dimension, value in declared:
         result = by_key[original]
         case = result.compiled.case

@@ -2,10 +2,11 @@
 
     python3 scripts/bench_numerics.py [--count 20 | --seeds S S S ...] [--select GLOB ...]
 
-Compiles every registered variant once and checks it (harness.gpu.numerics.check_numerics) on `--count` fresh
-seeds, printed so that `--seeds` replays them. Then prints:
+Compiles every registered variant that `nox -s gpu` runs on this GPU (harness.gpu.check's rule: its target, it
+lowers, it agrees with its static snapshot in golden/, it fits) once and checks it
+(harness.gpu.numerics.check_numerics) on `--count` fresh seeds, printed so that `--seeds` replays them. Then prints:
 1. no false alarm: per family, variant and output, over the seeds, each statistic in the units of its threshold
-   (`ErrorStats.against`, harness.gpu.numerics.Thresholds): the kernel's max and mean abs error over the precision
+   (`ErrorStats.against`, harness.gpu.gate.Thresholds): the kernel's max and mean abs error over the precision
    twin's, its |bias| and |scale| beyond the twin's in the twin's mean abs errors (relative ones for the scale),
    each as min / median / max; and the most of a bound any seed took, with its seed. Then every failure.
 2. sensitivity: per family, on its first variant, mutants of the kernel's returned first output (applied in place,
@@ -26,9 +27,10 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
-from harness.gpu.numerics import MIN_SEEDS
+from harness.gpu.gate import MIN_SEEDS
 
 DEFAULT_COUNT = 20
 COST_SEEDS = 3
@@ -147,17 +149,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0 if not alarms and not missed else 1
 
 
-def runnable_cases(select: Sequence[str] | None) -> tuple[list[Any], list[str]]:
-    """Every selected variant compiled for this GPU, as the gate's cases; and why the others are not."""
+def runnable_cases(select: Sequence[str] | None, golden: Path = Path("golden")) -> tuple[list[Any], list[str]]:
+    """Every selected variant a GPU check would run on this GPU, compiled, as the gate's cases; and why the others
+    are not (harness.gpu.check's rule)."""
     import torch
 
     from harness.family import registry
-    from harness.gpu.check import device_cases, numerics_case
+    from harness.gpu.check import check_snapshot, device_cases, not_runnable, numerics_case
     from harness.gpu.compile import compile_cases, read_driver_resources
     from harness.gpu.device import require_cuda
-    from harness.gpu.results import SnapshotCheck, fits_in
+    from harness.static.snapshot import SnapshotStore
 
     device = require_cuda()
+    store = SnapshotStore(golden)
     chosen = [
         case for case in device_cases(registry().families, device.target)
         if not select or any(fnmatch.fnmatchcase(case.key, pattern) for pattern in select)
@@ -166,14 +170,14 @@ def runnable_cases(select: Sequence[str] | None) -> tuple[list[Any], list[str]]:
     torch.empty(1, device="cuda")  # the CUDA context, before asking the driver about kernels
     cases, skipped = [], [f"{broken.file}: {broken.error}" for broken in registry().broken]
     for built in compiled:
-        if built.error:
-            skipped.append(f"{built.case.key}: did not compile: {built.error}")
-            continue
-        read_driver_resources(built)
-        if not fits_in(built, SnapshotCheck(""), device.shared_memory_per_block_bytes):
-            skipped.append(f"{built.case.key}: does not fit in this GPU's shared memory")
-            continue
-        cases.append(numerics_case(built))
+        if not built.error:
+            read_driver_resources(built)
+        source = None if built.kernel is None else built.kernel.kernel_source
+        why = not_runnable(built, check_snapshot(built, source, store), device.shared_memory_per_block_bytes)
+        if why:
+            skipped.append(f"{built.case.key}: {why}")
+        else:
+            cases.append(numerics_case(built))
     return cases, skipped
 
 
@@ -183,7 +187,7 @@ def spread(values: Sequence[float]) -> str:
 
 def no_false_alarm(results: dict[str, Any]) -> tuple[list[str], list[str]]:
     """The distributions' table and the failures (each a line)."""
-    from harness.gpu.numerics import NAMES, STATISTICS, THRESHOLDS
+    from harness.gpu.gate import NAMES, STATISTICS, THRESHOLDS
 
     limits = {
         "max_abs": f"max abs error / twin's (<= {THRESHOLDS.max_factor:g})",
@@ -212,7 +216,7 @@ def no_false_alarm(results: dict[str, Any]) -> tuple[list[str], list[str]]:
             lines.append(
                 f"| {key} | {output.name} | " + " | ".join(cells) + f" | {fraction:.0%} {NAMES[name]}, seed {seed} |"
             )
-    alarms = [f"{key}: {problem}" for key, result in results.items() for problem in result.problems()]
+    alarms = [f"{key}: {failure}" for key, result in results.items() for failure in result.failures()]
     lines += ["", f"{sum(r.passed for r in results.values())}/{len(results)} variants passed every seed."]
     lines += [f"- FALSE ALARM {line}" for line in alarms]
     return lines, alarms
@@ -284,7 +288,7 @@ def first_variants(cases: Sequence[Any]) -> list[Any]:
 
 def failed_by(seed: Any) -> list[str]:
     """What failed a seed: its error, the Tolerance, or the statistics beyond their bounds."""
-    from harness.gpu.numerics import NAMES
+    from harness.gpu.gate import NAMES
 
     if seed.error:
         return [f"error: {seed.error}"]

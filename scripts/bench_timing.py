@@ -13,7 +13,7 @@ measurement, a second one for a suspect). A variant whose kernel is too short fo
 extra launch alone costs more) says so instead of measuring it.
 
 `baseline`, the baseline gate: every registered variant compiled once, plus the twin each family
-may declare (`Family.twin`: one variant with one dimension raised so that it does about 5 % more
+may declare (`Family.timing_twin`: one variant with one dimension raised so that it does about 5 % more
 work); the session's timing repeated `--repetitions` times, with a table per criterion:
 1. identical kernels: variants whose snapshotted CUDA is byte-identical, max/min - 1 of their
    ratios within each repetition;
@@ -256,12 +256,13 @@ def twin_pairs(run: Any, pairs: dict[str, Pair]) -> tuple[dict[str, str], list[s
     twins: dict[str, str] = {}
     lines = ["| twin | of | dimension | work |", "|---|---|---|---|"]
     for family in registry().families:
-        if family.twin is None:
+        if family.timing_twin is None:
             continue
-        original, dimension = f"{family.name}/{family.twin.variant}", family.twin.dimension
+        declared = family.timing_twin
+        original, dimension = f"{family.name}/{declared.variant}", declared.dimension
         case = by_key[original].compiled.case
         variant = dataclasses.replace(
-            case.variant, name=f"{case.variant.name}_twin", shape={**case.variant.shape, dimension: family.twin.value}
+            case.variant, name=f"{case.variant.name}_twin", shape={**case.variant.shape, dimension: declared.value}
         )
         twin_case = Case(case.family, variant, case.target)
         twin = compile_cases([twin_case])[0]
@@ -271,7 +272,7 @@ def twin_pairs(run: Any, pairs: dict[str, Pair]) -> tuple[dict[str, str], list[s
         pairs[twin_case.key] = Pair(twin_case.key, kernel, pairs[original].reference, pairs[original].reference_run)
         twins[twin_case.key] = original
         more = case.family.work(twin_case.params).flops / case.family.work(case.params).flops - 1
-        lines.append(f"| {twin_case.key} | {original} | {dimension} = {family.twin.value} | {more:+.1%} |")
+        lines.append(f"| {twin_case.key} | {original} | {dimension} = {declared.value} | {more:+.1%} |")
     return twins, lines
 
 

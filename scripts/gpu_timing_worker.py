@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         "torch": run.device.versions["torch"],
         "device": run.device.name,
         "seeds": list(run.seeds),
-        "variants": {key: {"status": v.status, "problems": list(v.problems)} for key, v in verdicts.items()},
+        "variants": {key: {"status": v.status, "problems": list(v.failures)} for key, v in verdicts.items()},
     }
     bench, pairs = make_bench(options.timer, repeat_ms=options.repeat_ms), list(run.pairs.values())
 

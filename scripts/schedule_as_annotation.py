@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 try:
-    from harness.gpu.numerics import MIN_SEEDS  # standard library only until it runs
+    from harness.gpu.gate import MIN_SEEDS  # standard library only until it runs
     from harness.static.lowering import tilelang_unavailable
     from harness.targets import TARGETS
 except ModuleNotFoundError as missing:  # a Python without this project (or without anything installed)
@@ -331,7 +331,7 @@ def gpu_report(seeds: Sequence[int] | None) -> int:
         worst = max(s.max_abs_error for s in result.seeds)
         verdict = "PASS" if result.passed else "FAIL"
         failed |= not result.passed
-        detail = "" if result.passed else "  " + "; ".join(result.problems())
+        detail = "" if result.passed else "  " + "; ".join(result.failures())
         tolerance = f"rtol={family.tolerance.rtol:g}, atol={family.tolerance.atol:g}"
         print(f"{verdict}  {name:<20} max abs error {worst:.4g} against torch.relu(A @ B) ({tolerance}){detail}")
     return EXIT_FAILED if failed else 0

@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from harness.declaration import torch_dtype
 from harness.family import RETURNED, Family, OutputKind, Params, Sweep, Variant
+from harness.gpu.check import not_runnable
 from harness.gpu.compile import Argument, CompiledCase
 from harness.gpu.device import Device
 from harness.gpu.numerics import (
@@ -16,9 +18,8 @@ from harness.gpu.numerics import (
     Output,
     OutputCheck,
     SeedCheck,
-    torch_dtype,
 )
-from harness.gpu.results import GpuRun, SnapshotCheck, VariantResult, fits_in
+from harness.gpu.results import GpuRun, SnapshotCheck, VariantResult
 from harness.gpu.stages import KernelSession, RemoteSession
 from harness.gpu.timing import PairedTiming, Timing, throughput
 from harness.static.cases import Case
@@ -264,7 +265,7 @@ def result(
     )
     gpu = gpu or device()
     snapshot = SnapshotCheck(f"golden/{c.id}.yaml", shared, cuda_matches=True)
-    if not fits_in(built, snapshot, gpu.shared_memory_per_block_bytes):
+    if not_runnable(built, snapshot, gpu.shared_memory_per_block_bytes):
         return VariantResult(built, gpu, snapshot)
     output = Output("C", c.family.tolerance)
     seeds = [SeedCheck(s, [output_check(output, KERNEL_ERRORS[i])]) for i, s in enumerate(SEEDS)]

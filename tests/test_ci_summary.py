@@ -11,16 +11,8 @@ from conftest import SMALL_CASE
 from script_runner import load_script
 
 from harness.ci import job_summary as ci_summary
-from harness.ci.job_summary import (
-    MAX_ERROR_ANNOTATIONS,
-    FailedCheck,
-    StaticReport,
-    error_annotations,
-    escape_data,
-    escape_property,
-    read_junit,
-    render_job_summary,
-)
+from harness.ci.job_summary import FailedCheck, StaticReport, error_annotations, read_junit, render_job_summary
+from harness.ci.workflow_commands import MAX_ANNOTATIONS, escape_data, escape_property
 from harness.static.changes import CASE_ID, MISMATCH, REMEDY, FactChange, FileChange, Mismatch
 
 main = load_script("ci_summary").main
@@ -151,7 +143,7 @@ def test_escaping_follows_the_workflow_command_rules():
 def test_annotations_stop_at_githubs_limit_and_count_the_rest():
     checks = tuple(failed(f"f/v{i}/sm_80", Mismatch(f"golden/f/v{i}/sm_80.md", FileChange.TEXT)) for i in range(13))
     lines = error_annotations(StaticReport(13, 0, checks))
-    assert len(lines) == MAX_ERROR_ANNOTATIONS + 1
+    assert len(lines) == MAX_ANNOTATIONS + 1
     assert lines[-1].startswith("::notice ") and "3 more changes not annotated" in lines[-1]
 
 

@@ -118,7 +118,7 @@ def test_the_new_familys_numerics_run_through_the_gpu_check(kernels_dir):
     ]
     results = check_numerics(cases, [1, 2, 3], device="cpu", memory=cache)
     assert results["right"].passed
-    assert not results["wrong"].passed and "1 elements outside atol=0, rtol=0" in results["wrong"].problems()[0]
+    assert not results["wrong"].passed and "1 elements outside atol=0, rtol=0" in results["wrong"].failures()[0]
 
 
 @pytest.mark.parametrize(
@@ -211,19 +211,23 @@ def test_the_readme_example_is_a_working_family(kernels_dir, golden_session):
 
 
 def test_a_twin_must_name_a_variant_and_a_dimension_of_its_family():
-    from harness.family import Twin
+    from harness.family import TimingTwin
     from kernels.gemm_num_stages import FAMILY
 
-    declared = {f.name: (f.twin.variant, f.twin.dimension) for f in harness.family.registry().families if f.twin}
+    declared = {
+        f.name: (f.timing_twin.variant, f.timing_twin.dimension)
+        for f in harness.family.registry().families
+        if f.timing_twin
+    }
     assert declared == {
         "gemm_relu_schedules": ("v0_baseline", "K"),
         "linear_bf16": ("swizzle", "K"),
         "rms_norm": ("threads256", "rows"),
     }
-    with pytest.raises(FamilyError, match="the twin names variant 'nope'"):
-        harness.family.Family(**{**vars(FAMILY), "twin": Twin("nope", "K", 8608)})
+    with pytest.raises(FamilyError, match="the timing twin names variant 'nope'"):
+        harness.family.Family(**{**vars(FAMILY), "timing_twin": TimingTwin("nope", "K", 8608)})
     with pytest.raises(FamilyError, match="and dimension 'rows'"):
-        harness.family.Family(**{**vars(FAMILY), "twin": Twin(FAMILY.variants[0].name, "rows", 8608)})
+        harness.family.Family(**{**vars(FAMILY), "timing_twin": TimingTwin(FAMILY.variants[0].name, "rows", 8608)})
 
 
 TINY_AUTOTUNED = '''

@@ -62,7 +62,7 @@ def test_a_confirmed_slowdown_fails_the_variant_and_a_warning_does_not():
     ab = gate.compare_ab("main (abc)", {"f/v": rounds(0.03)}, lambda keys: {k: rounds(0.03) for k in keys})
     judged = gate.judge_variant([], True, passing, None, ab.verdicts["f/v"])
     assert judged.status == gate.FAIL
-    assert "timing against the base: 3.0% slower than the base" in judged.problems[0]
+    assert "timing against the base: 3.0% slower than the base" in judged.failures[0]
     assert gate.judge_variant([], True, passing, None, gate.judge_ab("f/v", rounds(0.015))).status == gate.PASS
 
 

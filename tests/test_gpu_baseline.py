@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REPO
 
 from harness.gpu.baseline import (
+    TIMING_DIR,
     Baseline,
     BaselineRefused,
     CorruptBaseline,
@@ -125,24 +127,29 @@ def test_baseline_path_is_one_file_per_gpu_model():
 
 def test_write_then_read_round_trip(tmp_path):
     path = tmp_path / "timing" / "nvidia-h200.yaml"
-    problems = {"f/b": "n=1", "f/a": "n=2"}
-    write_baseline(path, render_baseline(KEY, {"f/b": 0.123456, "f/a": 0.5}, problems, TIMER), force=False, environ={})
+    shapes = {"f/b": "n=1", "f/a": "n=2"}
+    write_baseline(path, render_baseline(KEY, {"f/b": 0.123456, "f/a": 0.5}, shapes, TIMER), force=False, environ={})
     text = path.read_text()
     assert text.startswith("# Timing baseline") and "ratios:\n  f/a: 0.5\n  f/b: 0.1235\n" in text
+    assert "\nproblems:\n  f/a: n=2\n  f/b: n=1\n" in text, "the shapes under the key every committed file has"
     assert read_baseline(path) == Baseline(KEY, {"f/a": 0.5, "f/b": 0.1235}, {"f/a": "n=2", "f/b": "n=1"})
 
 
-def test_a_ratio_measured_at_another_problem_is_not_compared(tmp_path):
+def test_a_ratio_measured_at_another_shape_is_not_compared(tmp_path):
     path = tmp_path / "nvidia-h200.yaml"
     path.write_text(render_baseline(KEY, {"f/a": 0.5, "f/b": 0.5}, {"f/a": "n=1", "f/b": "n=1"}, TIMER))
     comparison = compare(
         read_baseline(path), path, KEY, {"f/a": 0.1, "f/b": 0.1}, lambda keys: {}, {"f/a": "n=2", "f/b": "n=1"}
     )
     assert (
-        comparison.verdicts["f/a"].level == "new"
-        and "problem changed (n=1 -> n=2)" in comparison.verdicts["f/a"].message
+        comparison.verdicts["f/a"].level == "new" and "shape changed (n=1 -> n=2)" in comparison.verdicts["f/a"].message
     )
-    assert comparison.verdicts["f/b"].level == "warn"  # same problem: compared (5 times slower, unconfirmed)
+    assert comparison.verdicts["f/b"].level == "warn"  # same shape: compared (5 times slower, unconfirmed)
+
+
+def test_the_committed_baseline_is_read_with_a_shape_for_every_ratio():
+    baseline = read_baseline(REPO / TIMING_DIR / "nvidia-h200.yaml")
+    assert baseline.ratios and set(baseline.shapes) == set(baseline.ratios)
 
 
 def test_version_strings_of_str_subclasses_are_written_as_plain_strings():

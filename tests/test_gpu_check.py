@@ -15,7 +15,7 @@ from conftest import REPO
 from script_runner import load_script
 
 from harness.family import Work
-from harness.gpu.check import check_snapshot, device_cases, run_gpu_check
+from harness.gpu.check import check_snapshot, device_cases, not_runnable, run_gpu_check
 from harness.gpu.compile import CompiledCase, read_driver_resources
 from harness.gpu.device import PEAKS, Peak, UnknownTarget, target_for_capability
 from harness.gpu.results import VariantResult
@@ -158,7 +158,7 @@ def snapshot_result(tmp_path, launched: int, snapshot: int | None, cuda: str = "
 
 def test_shared_memory_equal_to_the_snapshot_passes(tmp_path):
     result = snapshot_result(tmp_path, 49152, 49152)
-    assert result.problems == () and result.shared_memory_bytes == 49152
+    assert result.failures == () and result.shared_memory_bytes == 49152
     assert result.cuda_matches is True
 
 
@@ -170,7 +170,7 @@ def test_without_the_kernels_binary_registers_are_not_available():
 
 def test_shared_memory_different_from_the_snapshot_fails_naming_file_and_command(tmp_path):
     result = snapshot_result(tmp_path, 65536, 49152, cuda="__global__ void other() {}\n")
-    (problem,) = result.problems
+    (problem,) = result.failures
     path = f"{(tmp_path / 'golden').as_posix()}/gemm_relu_schedules/v0_baseline/sm_90.yaml"
     snapshot = "the snapshot's kernels launch with dynamic shared memory {'main_kernel': 49152}"
     assert problem.startswith(f"{path}: {snapshot}")
@@ -180,7 +180,7 @@ def test_shared_memory_different_from_the_snapshot_fails_naming_file_and_command
 
 
 def test_a_missing_snapshot_fails(tmp_path):
-    (problem,) = snapshot_result(tmp_path, 49152, None).problems
+    (problem,) = snapshot_result(tmp_path, 49152, None).failures
     path = f"{(tmp_path / 'golden').as_posix()}/{V0.id}.yaml"
     assert problem.startswith(f"{path}: no static snapshot for this variant and target")
     assert f'nox -s regen-golden -- -k "{V0.id}"' in problem
@@ -192,14 +192,29 @@ def test_the_snapshot_of_the_devices_target_is_the_one_read(tmp_path):
     store.write(f"{sm80.id}.yaml", FACTS.format(format=FORMAT_VERSION, shared=49152))
     compiled = CompiledCase(sm80, SimpleNamespace(kernel_source=""), launches={"main_kernel": 49152})
     result = check_snapshot(compiled, "", store)
-    assert result.problems == () and result.path == f"{tmp_path.as_posix()}/{sm80.id}.yaml"
+    assert result.failures == () and result.path == f"{tmp_path.as_posix()}/{sm80.id}.yaml"
 
 
 def test_a_compile_error_is_the_variants_failure(tmp_path):
     compiled = CompiledCase(V0, None, error="TileLang could not compile it: boom")
     result = VariantResult(compiled, fake.device(), check_snapshot(compiled, None, SnapshotStore(tmp_path)))
-    assert result.problems == [f"{V0.id}: TileLang could not compile it: boom"]
+    assert result.failures == [f"{V0.id}: TileLang could not compile it: boom"]
     assert fake.run([result]).verdict(result).status == "fail"
+
+
+def test_a_variant_runs_only_compiled_agreeing_with_its_snapshot_and_fitting(tmp_path):
+    limit = fake.device().shared_memory_per_block_bytes
+    agreeing = snapshot_result(tmp_path / "a", 49152, 49152)
+    compiled = CompiledCase(V0, SimpleNamespace(kernel_source=""), launches={"main_kernel": 49152})
+    assert not_runnable(compiled, agreeing, limit) is None
+    broken = CompiledCase(V0, None, error="TileLang could not compile it: boom")
+    assert not_runnable(broken, agreeing, limit) == "did not compile: TileLang could not compile it: boom"
+    missing = snapshot_result(tmp_path / "m", 49152, None)
+    assert not_runnable(compiled, missing, limit) == missing.failures[0]
+    too_big = CompiledCase(V0, SimpleNamespace(kernel_source=""), launches={"main_kernel": limit + 1})
+    assert not_runnable(too_big, snapshot_result(tmp_path / "b", limit + 1, limit + 1), limit) == (
+        "does not fit in this GPU's shared memory"
+    )
 
 
 # -- timing rounds -----------------------------------------------------------------------------

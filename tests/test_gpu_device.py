@@ -184,7 +184,7 @@ def test_a_hip_kernel_is_checked_against_its_hip_snapshot_and_its_registers_are_
     compiled = CompiledCase(case, SimpleNamespace(kernel_source="__global__ void k() {}\n"), binary=b"hsaco")
     compiled.launches = {"main_kernel": 0}
     result = check_snapshot(compiled, compiled.kernel.kernel_source, store)
-    assert case.source_file.endswith("/gfx942.hip") and result.problems == () and result.cuda_matches is True
+    assert case.source_file.endswith("/gfx942.hip") and result.failures == () and result.cuda_matches is True
     read_driver_resources(compiled)
     assert compiled.registers_per_thread is None and "not yet ROCm's" in compiled.resources_note
 

@@ -226,8 +226,8 @@ def test_a_family_raising_in_its_own_file_is_located_there():
 
 
 def test_a_family_call_error_names_its_file_once():
+    from harness.declaration import FamilyCallError
     from harness.family import load_families
-    from harness.gpu.numerics import FamilyCallError
 
     family: Family = next(f for f in load_families("tests.gpu_families").families if f.name == "inputs_raise")
     case = Case(family, family.variants[0], "sm_90")

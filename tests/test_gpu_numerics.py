@@ -13,15 +13,8 @@ import torch
 
 from harness.family import Family, Tolerance, Variant
 from harness.gpu.compile import Argument
-from harness.gpu.numerics import (
-    Output,
-    OutputCheck,
-    SeedCheck,
-    check_numerics,
-    fresh_seeds,
-    make_inputs,
-    validate_seeds,
-)
+from harness.gpu.gate import validate_seeds
+from harness.gpu.numerics import Output, OutputCheck, SeedCheck, check_numerics, fresh_seeds, make_inputs
 from kernels._gemm import float32_matmul, gemm_inputs
 
 SHAPE = {"M": 64, "N": 48, "K": 32}
@@ -79,7 +72,7 @@ def check(kernel, family=GEMM):
 def test_a_right_kernel_passes_on_every_seed():
     result = check(right)
     assert result.passed and [s.seed for s in result.seeds] == SEEDS
-    assert result.problems() == []
+    assert result.failures() == []
     assert check(right_relu, RELU).passed
 
 
@@ -94,16 +87,16 @@ def test_a_kernel_returning_other_than_its_signature_says_fails_saying_both():
         [numerics_case(None, key="f/shape", run=wrong_shape), numerics_case(None, key="f/two", run=two)]
     )
     assert not results["f/shape"].passed and not results["f/two"].passed
-    assert results["f/shape"].problems()[0] == (
+    assert results["f/shape"].failures()[0] == (
         "seed 1: the kernel returned torch.float16 (64, 1); its signature's returned outputs are torch.float16 (64, 48)"
     )
-    assert "the kernel returned list;" in results["f/two"].problems()[0]
+    assert "the kernel returned list;" in results["f/two"].failures()[0]
 
 
 def test_one_wrong_element_fails():
     result = check(off_by_one_element)
     assert not result.passed and all(s.mismatches == 1 and s.nonfinite == 0 for s in result.seeds)
-    assert "1 elements outside atol=0.01, rtol=0.01 (0 allowed; max abs error" in result.problems()[0]
+    assert "1 elements outside atol=0.01, rtol=0.01 (0 allowed; max abs error" in result.failures()[0]
 
 
 def test_a_kernel_without_relu_fails_the_relu_reference():
@@ -128,7 +121,7 @@ def test_a_tolerance_allows_exactly_its_mismatches():
     assert allowed.passed and all(s.mismatches == 2 for s in allowed.seeds)
     one_more = check(off_in(3), lenient_family)
     assert not one_more.passed
-    assert "3 elements outside atol=0.01, rtol=0.01 (2 allowed; max abs error" in one_more.problems()[0]
+    assert "3 elements outside atol=0.01, rtol=0.01 (2 allowed; max abs error" in one_more.failures()[0]
     assert not check(off_in(2)).passed, "the seed families' tolerance allows none"
 
 
@@ -144,13 +137,13 @@ def test_allowed_mismatches_do_not_excuse_an_unwritten_element():
 def test_modified_inputs_fail_and_the_next_kernel_sees_the_seeds_inputs():
     bad, good = numerics_case(scribbles_on_input, key="f/bad"), numerics_case(right, key="f/good")
     results = check_all([bad, good])
-    assert not results["f/bad"].passed and "modified its inputs" in results["f/bad"].problems()[0]
+    assert not results["f/bad"].passed and "modified its inputs" in results["f/bad"].failures()[0]
     assert results["f/good"].passed
 
 
 def test_a_raising_kernel_fails_with_its_error():
     result = check(raises)
-    assert not result.passed and "the kernel raised RuntimeError: launch failed" in result.problems()[0]
+    assert not result.passed and "the kernel raised RuntimeError: launch failed" in result.failures()[0]
 
 
 def test_each_case_gets_inputs_of_its_own_problem():
@@ -253,7 +246,7 @@ def test_each_output_is_held_to_its_own_tolerance():
     }
     failed = results["R tight"]
     assert not failed.passed and [o.mismatches for o in failed.seeds[0].outputs] == [0, 1]
-    assert failed.problems()[0].startswith("seed 1: output R: 1 elements outside atol=0.01, rtol=0.01 (0 allowed")
+    assert failed.failures()[0].startswith("seed 1: output R: 1 elements outside atol=0.01, rtol=0.01 (0 allowed")
     assert results["R loose"].passed
     data = failed.as_dict()
     assert data["tolerances"] == [
@@ -294,9 +287,9 @@ def test_a_reference_that_does_not_fit_the_outputs_fails_that_case_only(referenc
     results = check_all([bad, good])
     assert results["small_gemm/v"].passed
     failed = results["bad_reference/v"]
-    assert not failed.passed and len(failed.problems()) == len(SEEDS)
-    assert failed.problems()[0].startswith("seed 1: kernels/bad_reference.py: ")
-    assert message in failed.problems()[0]
+    assert not failed.passed and len(failed.failures()) == len(SEEDS)
+    assert failed.failures()[0].startswith("seed 1: kernels/bad_reference.py: ")
+    assert message in failed.failures()[0]
     assert calls == [], "the kernel is not run against a reference it cannot be compared with"
 
 
@@ -313,7 +306,7 @@ def test_inputs_that_do_not_fill_the_kernels_arguments_fail_that_case_naming_the
     )
     results = check_all([numerics_case(right, family), numerics_case(right)])
     assert results["small_gemm/v"].passed
-    problem = results["few_inputs/v"].problems()[0]
+    problem = results["few_inputs/v"].failures()[0]
     assert problem.startswith(
         "seed 1: kernels/few_inputs.py: inputs() made 1 tensors, but the kernel takes 2 from it (A, B); "
         "C (returned by the kernel) it does not make"
@@ -324,7 +317,7 @@ def test_too_few_inputs_for_a_reference_of_fixed_arity_fail_that_case_only():
     family = broken("few_inputs", inputs=lambda p, generator, device: gemm_inputs(p, generator, device)[:1])
     results = check_all([numerics_case(right, family), numerics_case(right)])
     assert results["small_gemm/v"].passed
-    assert "kernels/few_inputs.py: inputs() made 1 tensors" in results["few_inputs/v"].problems()[0]
+    assert "kernels/few_inputs.py: inputs() made 1 tensors" in results["few_inputs/v"].failures()[0]
 
 
 def test_a_raising_reference_fails_that_case_only_naming_the_file():
@@ -334,7 +327,7 @@ def test_a_raising_reference_fails_that_case_only_naming_the_file():
     family = broken("raising", reference=raising)
     results = check_all([numerics_case(right, family), numerics_case(right)])
     assert results["small_gemm/v"].passed
-    problem = results["raising/v"].problems()[0]
+    problem = results["raising/v"].failures()[0]
     assert "kernels/raising.py: making the inputs or the reference raised RuntimeError: no such op" in problem
 
 
@@ -353,10 +346,10 @@ def test_report_data_records_reference_seeds_and_tolerance():
 
 def test_a_seeds_problem_names_the_tolerance_it_broke():
     output = Output("C", Tolerance(atol=0.5, rtol=0.001, mismatches=1))
-    assert SeedCheck(5, [OutputCheck(output, mismatches=3, max_abs_error=1.25)]).problem() == (
+    assert SeedCheck(5, [OutputCheck(output, mismatches=3, max_abs_error=1.25)]).failure() == (
         "seed 5: 3 elements outside atol=0.5, rtol=0.001 (1 allowed; max abs error 1.25)"
     )
-    assert SeedCheck(5, [OutputCheck(output, mismatches=1)]).problem() is None
+    assert SeedCheck(5, [OutputCheck(output, mismatches=1)]).failure() is None
 
 
 def test_a_seed_without_a_compared_output_never_passes():

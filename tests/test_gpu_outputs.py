@@ -10,7 +10,8 @@ import torch
 
 from harness.family import FROM_INPUTS, RETURNED, Accumulated, PrecisionBudget, Tolerance, Written
 from harness.gpu.compile import Argument
-from harness.gpu.numerics import THRESHOLDS, check_numerics
+from harness.gpu.gate import THRESHOLDS
+from harness.gpu.numerics import check_numerics
 from harness.gpu.report import _of_bound
 from kernels._gemm import TOLERANCE, gemm_inputs
 
@@ -114,7 +115,7 @@ def test_a_kernel_that_modifies_an_argument_not_declared_an_output_still_fails()
         a[0, 0] += 1
 
     result = check(from_initial(), also_scales_a, {2: Accumulated(initial=FROM_INPUTS)})
-    assert not result.passed and "the kernel modified its inputs" in result.problems()[0]
+    assert not result.passed and "the kernel modified its inputs" in result.failures()[0]
 
 
 # -- an accumulated output beside a returned one ---------------------------------------------------------------
@@ -150,8 +151,8 @@ def test_an_accumulated_output_and_a_returned_one_are_each_compared():
     assert check(with_state(), attention_like(), BOTH, ARGUMENTS).passed
     o_wrong = check(with_state(), attention_like(o_off=1.0), BOTH, ARGUMENTS)
     s_wrong = check(with_state(), attention_like(s_off=1.0), BOTH, ARGUMENTS)
-    assert o_wrong.problems()[0].startswith("seed 1: output O: ") and "output S" not in o_wrong.problems()[0]
-    assert s_wrong.problems()[0].startswith("seed 1: output S: ")
+    assert o_wrong.failures()[0].startswith("seed 1: output O: ") and "output S" not in o_wrong.failures()[0]
+    assert s_wrong.failures()[0].startswith("seed 1: output S: ")
 
 
 def test_a_returned_output_outside_the_poisoned_memory_is_still_unproven_beside_an_accumulated_one():
@@ -161,7 +162,7 @@ def test_a_returned_output_outside_the_poisoned_memory_is_still_unproven_beside_
 
     case = fake.numerics_case(with_state(), run=fresh_state, cache=CACHE, outputs=BOTH, arguments=ARGUMENTS)
     (result,) = check_numerics([case], SEEDS, device="cpu", memory=CACHE).values()
-    assert result.problems()[0].startswith("seed 1: output S could not be poisoned")
+    assert result.failures()[0].startswith("seed 1: output S could not be poisoned")
 
 
 def test_a_kernel_that_returns_nothing_must_return_nothing():
@@ -171,7 +172,7 @@ def test_a_kernel_that_returns_nothing_must_return_nothing():
 
     case = fake.numerics_case(gemm(), run=returns_c, cache=CACHE, outputs={2: Written()})
     (result,) = check_numerics([case], SEEDS, device="cpu", memory=CACHE).values()
-    assert "its signature's returned outputs are none" in result.problems()[0]
+    assert "its signature's returned outputs are none" in result.failures()[0]
 
 
 # -- a precision budget -------------------------------------------------------------------------------------
@@ -209,7 +210,7 @@ def test_fp16_products_exceed_the_twins_mean_error_and_pass_with_their_budget():
     unbudgeted = check(budgeted(budget=None), products_in_fp16, fake.GEMM_OUTPUTS)
     assert all(o.exceeded == ["mean_abs"] for s in unbudgeted.seeds for o in s.outputs)
     result = check(budgeted(), products_in_fp16, fake.GEMM_OUTPUTS)
-    assert result.passed, result.problems()
+    assert result.passed, result.failures()
     for output in (o for s in result.seeds for o in s.outputs):
         assert THRESHOLDS.mean_factor < output.errors.mean_abs / output.twin.mean_abs < BUDGET.mean_factor
 

@@ -15,7 +15,8 @@ import torch
 from harness.family import Family, Tolerance, Variant, Work
 from harness.gpu.compile import Argument
 from harness.gpu.device import find_nvcc, require_cuda
-from harness.gpu.numerics import check_numerics, poison, unpoisoned
+from harness.gpu.numerics import check_numerics
+from harness.gpu.poison import poison, unpoisoned
 from harness.static.cases import Case
 
 SHAPE = {"M": 64, "N": 48, "K": 32}
@@ -49,13 +50,13 @@ def test_a_right_kernel_in_the_poisoned_memory_passes():
 def test_an_unwritten_row_stays_poisoned_and_fails_with_its_nan_elements():
     result = check(last_row_unwritten)
     assert not result.passed and all(s.error is None and s.nonfinite == SHAPE["N"] for s in result.seeds)
-    assert result.problems()[0].startswith(f"seed 1: {SHAPE['N']} NaN/Inf elements (unwritten output stays NaN)")
+    assert result.failures()[0].startswith(f"seed 1: {SHAPE['N']} NaN/Inf elements (unwritten output stays NaN)")
 
 
 def test_an_output_outside_the_poisoned_memory_fails_even_when_it_is_right():
     result = check(run=fresh)
     assert not result.passed and all(s.outputs == [] for s in result.seeds), "an unproven output is not compared"
-    assert result.problems()[0].startswith("seed 1: output C could not be poisoned: ")
+    assert result.failures()[0].startswith("seed 1: output C could not be poisoned: ")
 
 
 def test_the_memory_is_poisoned_afresh_for_every_seed():
@@ -70,7 +71,7 @@ def test_the_memory_is_poisoned_afresh_for_every_seed():
 
     result = check(run=keeps_its_buffer)
     assert [s.passed for s in result.seeds] == [True, False, False]
-    assert "could not be poisoned" in result.problems()[0]
+    assert "could not be poisoned" in result.failures()[0]
 
 
 def test_the_outputs_memory_is_poisoned_from_the_signature_on_an_emptied_cache():
@@ -143,5 +144,5 @@ def test_a_real_eager_kernel_is_called_as_users_call_it_and_its_unwritten_row_fa
     results = check_numerics([numerics_case(c) for c in compiled], SEEDS)
     right, unwritten = (results[f"poison_probe/{v.name}"] for v in DOUBLED.variants)
     # No seed errs: each returned output was proven to lie in the memory poisoned before the call.
-    assert right.passed and all(s.error is None for s in right.seeds + unwritten.seeds), right.problems()
+    assert right.passed and all(s.error is None for s in right.seeds + unwritten.seeds), right.failures()
     assert not unwritten.passed and all(s.nonfinite == COLS and s.mismatches == COLS for s in unwritten.seeds)

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from harness.family import Family, FamilyError, Tolerance
-from harness.gpu.numerics import THRESHOLDS, ErrorStats, Output, check_numerics, error_stats, prepare
+from harness.gpu.gate import THRESHOLDS
+from harness.gpu.numerics import ErrorStats, Output, check_numerics, error_stats, prepare
 
 SHAPE = {"M": 64, "N": 48, "K": 32}
 SEEDS = [1, 2, 3]
@@ -92,12 +93,12 @@ def test_an_output_scaled_by_0_995_passes_the_tolerance_but_fails_by_its_scale()
     assert all(s.within_tolerance for s in result.seeds), "the Tolerance alone cannot see it"
     assert not result.passed and all("scale" in output.exceeded for output in checks(result))
     assert all(output.errors.scale == pytest.approx(-0.005, abs=2e-4) for output in checks(result))
-    assert "error beyond the precision twin's: " in result.problems()[0] and "scale -0.00" in result.problems()[0]
+    assert "error beyond the precision twin's: " in result.failures()[0] and "scale -0.00" in result.failures()[0]
 
 
 def test_rounding_sized_noise_passes():
     result = check(rounding_noise)
-    assert result.passed, result.problems()
+    assert result.passed, result.failures()
     # not vacuous: the noise is there, and measured
     assert all(output.errors.mean_abs > output.twin.mean_abs for output in checks(result))
 
@@ -133,7 +134,7 @@ def below(a, b):
 def test_a_kernel_identical_to_a_twin_below_the_reference_passes():
     family = fake.gemm_family("low_twin", [fake.variant("v")], shape=SHAPE, precision_twin=lambda p, a, b: below(a, b))
     result = check(lambda a, b, c: c.copy_(below(a, b)), family)
-    assert result.passed, result.problems()
+    assert result.passed, result.failures()
     for output in checks(result):
         assert output.errors == output.twin
         assert output.twin.bias < 0 and output.twin.scale < 0, "not vacuous: both signs negative on every seed"
@@ -239,7 +240,7 @@ def refused(precision_twin) -> str:
     family = fake.gemm_family("bad_twin", [fake.variant("v")], shape=SHAPE, precision_twin=precision_twin)
     result = check(lambda *args: calls.append(args), family)
     assert not result.passed and calls == [], "the kernel is not run against a twin it cannot be compared with"
-    problem = result.problems()[0]
+    problem = result.failures()[0]
     assert problem.startswith("seed 1: kernels/bad_twin.py: ")
     return problem
 

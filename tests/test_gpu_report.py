@@ -13,8 +13,8 @@ import pytest
 from harness.family import Sweep, Variant, Work
 from harness.gpu.baseline import baseline_key, baseline_path, render_baseline
 from harness.gpu.check import compare_with_baseline
-from harness.gpu.gate import DOES_NOT_FIT, FAIL, FAIL_SLOWER, PASS, WARN_SLOWER, compare
-from harness.gpu.numerics import THRESHOLDS, NumericsResult, Output, OutputCheck, SeedCheck
+from harness.gpu.gate import DOES_NOT_FIT, FAIL, FAIL_SLOWER, PASS, THRESHOLDS, WARN_SLOWER, compare
+from harness.gpu.numerics import NumericsResult, Output, OutputCheck, SeedCheck
 from harness.gpu.report import (
     MARKDOWN_HEADER,
     NOT_RUN,

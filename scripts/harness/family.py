@@ -72,7 +72,7 @@ class Variant:
 class PrecisionBudget:
     """How far one output's error may exceed its precision twin's beyond the harness's bounds, and why.
 
-    Each factor given replaces that bound's own (`harness.gpu.numerics.Thresholds`); one left None keeps it.
+    Each factor given replaces that bound's own (`harness.gpu.gate.Thresholds`); one left None keeps it.
     For a kernel that rounds differently from the twin on purpose (fp16 products before an fp32 sum, where the
     twin sums in fp32), so the family keeps the twin's gate on every other statistic and output.
     """
@@ -190,7 +190,7 @@ class Sweep:
 
 
 @dataclass(frozen=True)
-class Twin:
+class TimingTwin:
     """A variant again, one dimension changed so that it does a few percent more work in whole tiles (6.25 % in
     the committed families):
     what the timing benchmark (scripts/bench_timing.py) must measure as slower."""
@@ -228,7 +228,7 @@ class Family:
     # checked together. Default: the whole family.
     group: Callable[[Params, str], str] | None = None
     sweep: Sweep | None = None
-    twin: Twin | None = None
+    timing_twin: TimingTwin | None = None
     # The kernel arguments it writes: positions of returned outputs, or position -> Returned(), Written() or
     # Accumulated(initial=...). Returned outputs need not be listed where the kernel says them itself (`T.empty`
     # outputs, a jit `out_idx`); where both say, they must agree.
@@ -333,9 +333,10 @@ class Family:
                     f"{where}: the sweep's axis {self.sweep.axis!r} is not a parameter of variants {lacking}; "
                     "give every variant that parameter or sweep another one"
                 )
-        if self.twin is not None and (self.twin.variant not in names or self.twin.dimension not in self.shape):
+        twin = self.timing_twin
+        if twin is not None and (twin.variant not in names or twin.dimension not in self.shape):
             raise FamilyError(
-                f"{where}: the twin names variant {self.twin.variant!r} and dimension {self.twin.dimension!r}; "
+                f"{where}: the timing twin names variant {twin.variant!r} and dimension {twin.dimension!r}; "
                 f"it needs one of the variants {names} and one of the dimensions {sorted(self.shape)}"
             )
 

@@ -44,4 +44,4 @@ def mutate(kernel: Any, old: str, new: str) -> Any:
 def with_kernel(family: Family, variant: str, kernel: Any) -> Family:
     """The family with only `variant`, running `kernel`: a run of the mutant checks that variant alone."""
     chosen = dataclasses.replace(family.variant(variant), kernel=kernel, compare_with=None)
-    return dataclasses.replace(family, variants=[chosen], twin=None, sweep=None)
+    return dataclasses.replace(family, variants=[chosen], timing_twin=None, sweep=None)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import xml.etree.ElementTree as ElementTree
 from collections import Counter
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from harness.ci.workflow_commands import MAX_ANNOTATIONS, append_step_summary, capped, workflow_command
 from harness.static.changes import CASE, CASE_ID, LOWERING_SOURCE, MISMATCH, REMEDY, Mismatch, lowering_line
 from harness.static.snapshot import SnapshotStore
 from harness.static.target_identity import identity_lines
@@ -33,8 +33,6 @@ from harness.static.verdict import (
     overview_lines,
 )
 
-# GitHub shows at most 10 error annotations per step; the rest are counted in one notice.
-MAX_ERROR_ANNOTATIONS = 10
 # A step summary may hold 1 MiB; stay below it and list what did not fit by name.
 MAX_SUMMARY_BYTES = 900_000
 
@@ -123,45 +121,7 @@ def read_junit(path: Path) -> StaticReport:
     return StaticReport(len(cases), skipped, tuple(failed), dict(lowering), tuple(unchanged))
 
 
-def escape_data(text: str) -> str:
-    """Workflow-command message escaping (GitHub's toolkit: %, CR, LF)."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def escape_property(text: str) -> str:
-    """Workflow-command property escaping: the message rules plus `:` and `,`."""
-    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
-def workflow_command(command: str, message: str, **properties: str) -> str:
-    """One workflow command (`::error title=...::message`), its properties and message escaped."""
-    listed = ",".join(f"{name}={escape_property(value)}" for name, value in properties.items())
-    return f"::{command}{' ' + listed if listed else ''}::{escape_data(message)}"
-
-
-def capped(commands: list[str], noun: str, limit: int = MAX_ERROR_ANNOTATIONS) -> list[str]:
-    """At most `limit` annotations of each kind (GitHub shows 10 per step); a notice per kind counts the rest."""
-    kept: list[str] = []
-    shown: dict[str, int] = {}
-    hidden: dict[str, int] = {}
-    for line in commands:
-        kind = re.match(r"::(\w+)", line)[1]
-        if shown.get(kind, 0) < limit:
-            kept.append(line)
-            shown[kind] = shown.get(kind, 0) + 1
-        else:
-            hidden[kind] = hidden.get(kind, 0) + 1
-    return kept + [
-        workflow_command(
-            "notice",
-            f"{count} more {noun} not annotated (GitHub shows {limit} {kind}s per step); see the job summary",
-            title=f"more {kind}s",
-        )
-        for kind, count in hidden.items()
-    ]
-
-
-def error_annotations(report: StaticReport, limit: int = MAX_ERROR_ANNOTATIONS) -> list[str]:
+def error_annotations(report: StaticReport, limit: int = MAX_ANNOTATIONS) -> list[str]:
     """`::error` lines: one per entry of the verdict (a change, wherever it applies), on a snapshot file of it
     where it has one; its text is the headline and the command that accepts it."""
     errors = []
@@ -264,11 +224,7 @@ def publish(
     summary = render_job_summary(report, title, artifact, produced, identity)
     if comment is not None:
         _write(comment, summary + "\n")
-    summary_path = environ.get("GITHUB_STEP_SUMMARY")
-    if summary_path:
-        with open(summary_path, "a", encoding="utf-8") as step_summary:
-            step_summary.write(summary + "\n")
-    else:
+    if not append_step_summary(summary + "\n", environ):
         print(summary, file=out)
     return 0
 

@@ -1,7 +1,7 @@
 """Timing baselines: one committed file per GPU model under golden/timing/, read, written and keyed.
 
 A baseline holds each variant's ratio to its reference (reference ms / variant ms, so higher
-is faster) and the problem it was measured at, keyed by the GPU name and the CUDA, torch and
+is faster) and the problem shape it was measured at (`shape_name`), keyed by the GPU name and the CUDA, torch and
 TileLang versions. Ratios, not milliseconds, because cuBLAS in the same process absorbs most of
 what a shared GPU's clocks and neighbours do to both. What a run's ratios are held to against
 it is harness.gpu.gate's to decide.
@@ -24,6 +24,7 @@ from harness.files import atomic_write
 TIMING_DIR = Path("golden") / "timing"
 BASELINE_FORMAT = 1
 RECORD_COMMAND = "nox -s gpu -- --record-baseline"
+SHAPES_KEY = "problems"  # the file's key for the shapes, as every committed baseline spells it
 HEADER = (
     "# Timing baseline for one GPU model: each variant's ratio to its reference (reference ms / variant ms).\n"
     f"# Written by `{RECORD_COMMAND}` on that GPU; never edit by hand.\n"
@@ -42,7 +43,7 @@ class BaselineRefused(RuntimeError):
 class Baseline:
     key: dict[str, str]
     ratios: dict[str, float]
-    problems: dict[str, str] = field(default_factory=dict)  # variant -> the problem its ratio was measured at
+    shapes: dict[str, str] = field(default_factory=dict)  # variant -> the problem shape its ratio was measured at
 
 
 def baseline_path(gpu_name: str, root: Path = TIMING_DIR) -> Path:
@@ -83,25 +84,25 @@ def read_baseline(path: Path) -> Baseline | None:
     bad = [name for name, value in ratios.items() if not isinstance(value, (int, float)) or value <= 0]
     if bad:
         raise CorruptBaseline(f"{path}: ratios must be positive numbers, not for {bad}; record it again")
-    problems = data.get("problems") or {}
-    if not isinstance(problems, dict):
-        raise CorruptBaseline(f"{path}: expected a mapping under 'problems'; record it again")
+    shapes = data.get(SHAPES_KEY) or {}
+    if not isinstance(shapes, dict):
+        raise CorruptBaseline(f"{path}: expected a mapping under '{SHAPES_KEY}'; record it again")
     return Baseline(
         {str(k): str(v) for k, v in key.items()},
         {str(k): float(v) for k, v in ratios.items()},
-        {str(k): str(v) for k, v in problems.items()},
+        {str(k): str(v) for k, v in shapes.items()},
     )
 
 
 def render_baseline(
-    key: Mapping[str, str], ratios: Mapping[str, float], problems: Mapping[str, str], timer: Mapping[str, Any]
+    key: Mapping[str, str], ratios: Mapping[str, float], shapes: Mapping[str, str], timer: Mapping[str, Any]
 ) -> str:
     data = {
         "format": BASELINE_FORMAT,
         "key": {str(k): str(v) for k, v in key.items()},
         "timer": {str(k): v for k, v in timer.items()},
         "ratios": {str(name): round(float(ratios[name]), 4) for name in sorted(ratios)},
-        "problems": {str(name): str(problems[name]) for name in sorted(ratios)},
+        SHAPES_KEY: {str(name): str(shapes[name]) for name in sorted(ratios)},
     }
     return HEADER + yaml.safe_dump(data, sort_keys=False, width=120)
 

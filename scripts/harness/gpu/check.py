@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.declaration import FamilyCallError
 from harness.family import Family
 from harness.gpu.against import Plan
 from harness.gpu.baseline import (
@@ -29,9 +30,9 @@ from harness.gpu.baseline import (
 )
 from harness.gpu.compile import CompiledCase
 from harness.gpu.device import Device, NoCudaDevice, UnknownTarget, require_cuda
-from harness.gpu.gate import CORRUPT, RECORDED, AbComparison, Comparison, compare, compare_ab
+from harness.gpu.gate import CORRUPT, RECORDED, AbComparison, Comparison, compare, compare_ab, validate_seeds
 from harness.gpu.gpu_state import summarize
-from harness.gpu.numerics import FamilyCallError, NumericsCase, NumericsResult, fresh_seeds, prepare, validate_seeds
+from harness.gpu.numerics import NumericsCase, NumericsResult, fresh_seeds, prepare
 from harness.gpu.results import Failure, GpuRun, SnapshotCheck, VariantResult, fits_in, reference_name, shape_name
 from harness.gpu.stages import (
     Compiled,
@@ -89,6 +90,20 @@ def device_selection(families: Sequence[Family], target: str) -> tuple[list[Case
     return cases, left_out
 
 
+def not_runnable(compiled: CompiledCase, snapshot: SnapshotCheck, limit_bytes: int) -> str | None:
+    """Why a selected variant, once compiled, is not run on a device allowing `limit_bytes` of shared memory per
+    block; None when it is run. Not run: it did not compile, it has no static snapshot for the device's target or
+    disagrees with it (`check_snapshot`), or it needs more shared memory than the device allows. With
+    device_selection, the one rule of what a GPU run runs."""
+    if compiled.error:
+        return f"did not compile: {compiled.error}"
+    if snapshot.failures:
+        return "; ".join(snapshot.failures)
+    if not fits_in(compiled, snapshot, limit_bytes):
+        return "does not fit in this GPU's shared memory"
+    return None
+
+
 def device_cases(families: Sequence[Family], target: str) -> list[Case]:
     """The variants a run on a device of `target` runs (device_selection's first half)."""
     return device_selection(families, target)[0]
@@ -142,8 +157,8 @@ def check_cases(
     snapshots = snapshot_stage(compiled, sources, SnapshotStore(golden), snapshotted, failures)
     runnable = {
         c.case.key: c for c in compiled
-        if c.case.key not in failures and not c.error and not snapshots[c.case.key].problems
-        and fits_in(c, snapshots[c.case.key], device.shared_memory_per_block_bytes)
+        if c.case.key not in failures
+        and not_runnable(c, snapshots[c.case.key], device.shared_memory_per_block_bytes) is None
     }  # fmt: skip
 
     launch_s = reference_stage(kernels, runnable, device, seeds[0], failures)
@@ -487,21 +502,21 @@ def check_snapshot(compiled: CompiledCase, source: str | None, store: SnapshotSt
     text = store.read(facts_path)
     if text is None:
         missing = f"{shown}: no static snapshot for this variant and target; run `{regen}` and commit it"
-        return SnapshotCheck(shown, problems=(missing,))
+        return SnapshotCheck(shown, failures=(missing,))
     try:
         kernels = parse_facts(text, shown)["kernels"]
     except CorruptSnapshot as error:
-        return SnapshotCheck(shown, problems=(str(error),))
+        return SnapshotCheck(shown, failures=(str(error),))
     snapshot = {kernel["name"]: kernel["dynamic_shared_memory_bytes"] for kernel in kernels}
-    problems = ()
+    failures = ()
     if compiled.launches != snapshot:
-        problems = (
+        failures = (
             f"{shown}: the snapshot's kernels launch with dynamic shared memory {snapshot} (bytes), but those "
             f"compiled here launch with {compiled.launches}; run `nox -s static` to see what changed, then `{regen}`",
         )
     cuda = store.read(case.source_file)
     matches = None if cuda is None or source is None else normalize_cuda(source) == strip_cuda_header(cuda)
-    return SnapshotCheck(shown, max(snapshot.values()), matches, problems)
+    return SnapshotCheck(shown, max(snapshot.values()), matches, failures)
 
 
 def build_sweeps(results: Sequence[VariantResult]) -> list[SweepCurve]:
@@ -527,7 +542,7 @@ def build_sweeps(results: Sequence[VariantResult]) -> list[SweepCurve]:
     return list(curves.values())
 
 
-def _problems(run: GpuRun) -> dict[str, str]:
+def _shapes(run: GpuRun) -> dict[str, str]:
     return {r.key: shape_name(r.compiled.case) for r in run.variants}
 
 
@@ -540,7 +555,7 @@ def compare_with_baseline(run: GpuRun, timing_dir: Path) -> Comparison:
         baseline = read_baseline(path)
     except CorruptBaseline as error:  # a broken committed file fails the run; it must not read as "no baseline"
         return Comparison(CORRUPT, str(path), str(error))
-    return compare(baseline, path, key, ratios, run.remeasure or (lambda keys: {}), _problems(run))
+    return compare(baseline, path, key, ratios, run.remeasure or (lambda keys: {}), _shapes(run))
 
 
 def record_baseline(run: GpuRun, timing_dir: Path, force: bool, environ: Mapping[str, str] = os.environ) -> Comparison:
@@ -553,7 +568,7 @@ def record_baseline(run: GpuRun, timing_dir: Path, force: bool, environ: Mapping
     path = baseline_path(run.device.name, timing_dir)
     key = baseline_key(run.device.name, run.device.versions)
     ratios = {r.key: r.ratio for r in run.variants if r.ratio is not None}
-    write_baseline(path, render_baseline(key, ratios, _problems(run), run.timer), force, environ)
+    write_baseline(path, render_baseline(key, ratios, _shapes(run), run.timer), force, environ)
     return Comparison(
         RECORDED, str(path), f"recorded a new baseline in {path} ({len(ratios)} ratios); review its diff and commit it"
     )

@@ -1,29 +1,21 @@
-"""The numeric gate: does a kernel compute its family's reference on fresh random inputs?
+"""The numeric check's runner: every case on every seed, each output's error measured against its reference.
 
-Every kernel is called as its users call it, `kernel(*arguments)`, and returns its returned outputs
-(one tensor, or a list when it has several), which TileLang allocates through PyTorch's CUDA caching
-allocator. The arguments are what the family's inputs() makes, with the harness's own allocations in
-their places (`harness.declaration`): an argument the kernel must write entirely (`Written`) filled
-with poison, one it accumulates into from zero (`Accumulated(initial=ZEROS)`) zeroed. For every seed
-and case: the family makes the inputs and the reference; then the memory the returned outputs will
-get is poisoned (NaN, or the dtype's minimum for integers): with the cache emptied, one tensor per
-returned output (the signature's shape and dtype, in order) is allocated, filled and freed, so it
-stays in the cache and the kernel's own allocations of those sizes, in that order, get it back.
-After the call every returned output must lie inside that poisoned memory, or the seed fails: a check
+Every kernel is called as its users call it, `kernel(*arguments)` (harness.gpu.calls: what it is called
+with, what it must return, what it must leave unchanged). For every seed and case: the family makes the
+inputs and the reference; then the memory the returned outputs will get is poisoned (harness.gpu.poison),
+the kernel runs, and every returned output must lie inside that poisoned memory, or the seed fails: a check
 that cannot show an unwritten element is never a pass. Every output, returned or written in place, is
-compared with its reference at its own tolerance (`isclose(atol, rtol)`, at most `mismatches`
-elements outside it); NaN or Inf in an output fails (an element the kernel never wrote is still
-NaN), and every input that is not an output must be bit-identical afterwards. Inputs and references
-are made afresh for every case from its own parameters.
+compared with its reference at its own tolerance (`isclose(atol, rtol)`, counting the elements outside it
+and the NaN or Inf ones: an element the kernel never wrote is still NaN). Inputs and references are made
+afresh for every case from its own parameters.
 
 A tolerance must admit the output's rounding, so it cannot see a systematic error smaller than
-that (a bf16 output 0.5 % too small passes rtol 1 %). So each output's error is also held to the
+that (a bf16 output 0.5 % too small passes rtol 1 %). So each output's error is also measured beside the
 error of the family's precision twin (`Family.precision_twin`, by default its speed reference: the
 PyTorch op at the kernel's own dtypes), run once per seed on the same inputs and measured against
 the same reference, by statistics a systematic error moves (`ErrorStats`: max and mean absolute
-error, mean signed error, least-squares scale). `Thresholds` says how far the kernel's may exceed
-the twin's, unless an output's Tolerance budgets more (`PrecisionBudget`, with its reason); the
-Tolerance still applies, and alone judges a family without a twin.
+error, mean signed error, least-squares scale). What passes, on these measurements, is harness.gpu.gate's
+to decide (`Thresholds`, and each record's `passed` asks it).
 """
 
 from __future__ import annotations
@@ -31,55 +23,20 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from harness.declaration import (
-    FamilyCallError,
-    check_inputs,
-    expected_outputs,
-    from_inputs,
-    passed_in,
-    torch_dtype,
-    twin_outputs,
-)
-from harness.family import Family, OutputKind, PrecisionBudget, Returned, Tolerance, Written
+from harness.declaration import FamilyCallError, check_inputs, expected_outputs, twin_outputs
+from harness.family import Family, OutputKind, Returned, Tolerance
+from harness.gpu import gate
+from harness.gpu.calls import call_arguments, every_output, inputs_unchanged, returned_outputs
+from harness.gpu.poison import CudaCache, Memory, poison, unpoisoned
 
 if TYPE_CHECKING:
     from harness.build import Argument
 
-MIN_SEEDS = 3
-
 # kernel(*arguments) -> its returned output, or a list of them in the signature's order.
 KernelRun = Callable[..., Any]
-
-
-class Memory(Protocol):
-    """Where a kernel's outputs are allocated: PyTorch's CUDA caching allocator, or a test's stand-in."""
-
-    def settle(self) -> None:
-        """Finish the queued work and hand the cache's free blocks back to the driver."""
-
-    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
-        """An uninitialized tensor from the cache."""
-
-
-@dataclass(frozen=True)
-class CudaCache:
-    """PyTorch's CUDA caching allocator, which TileLang's output allocation goes through."""
-
-    device: str = "cuda"
-
-    def settle(self) -> None:
-        import torch
-
-        torch.cuda.synchronize(self.device)  # frees waiting on queued work become reusable
-        torch.cuda.empty_cache()
-
-    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
-        import torch
-
-        return torch.empty(shape, dtype=dtype, device=self.device)
 
 
 @dataclass(frozen=True)
@@ -90,9 +47,9 @@ class Output:
     tolerance: Tolerance
 
     @property
-    def thresholds(self) -> Thresholds:
+    def thresholds(self) -> gate.Thresholds:
         """The bounds this output's error is held to: the harness's, widened where its Tolerance budgets more."""
-        return THRESHOLDS.with_budget(self.tolerance.precision_budget)
+        return gate.THRESHOLDS.with_budget(self.tolerance.precision_budget)
 
 
 @dataclass(frozen=True)
@@ -107,7 +64,7 @@ class ErrorStats:
 
     @property
     def relative_mean_abs(self) -> float:
-        return _ratio(self.mean_abs, self.magnitude)
+        return gate.ratio(self.mean_abs, self.magnitude)
 
     def value(self, statistic: str) -> float:
         """What a bound holds: the error's size, sign aside."""
@@ -121,79 +78,14 @@ class ErrorStats:
         twin's relative mean abs errors (scale_fraction).
         """
         return {
-            "max_abs": _ratio(self.max_abs, twin.max_abs),
-            "mean_abs": _ratio(self.mean_abs, twin.mean_abs),
-            "bias": _ratio(abs(self.bias) - abs(twin.bias), twin.mean_abs),
-            "scale": _ratio(abs(self.scale) - abs(twin.scale), twin.relative_mean_abs),
+            "max_abs": gate.ratio(self.max_abs, twin.max_abs),
+            "mean_abs": gate.ratio(self.mean_abs, twin.mean_abs),
+            "bias": gate.ratio(abs(self.bias) - abs(twin.bias), twin.mean_abs),
+            "scale": gate.ratio(abs(self.scale) - abs(twin.scale), twin.relative_mean_abs),
         }
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
-
-
-STATISTICS = ("max_abs", "mean_abs", "bias", "scale")
-NAMES = {"max_abs": "max abs error", "mean_abs": "mean abs error", "bias": "bias", "scale": "scale"}
-
-
-def _ratio(numerator: float, denominator: float) -> float:
-    if denominator:
-        return numerator / denominator
-    return 0.0 if numerator <= 0 else math.inf
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """How far an output's error may exceed its precision twin's on the same inputs: the only place these numbers live.
-
-    Measured on the H200 (2026-11-30, `scripts/bench_numerics.py`, 34 variants x 20 input seeds, every
-    output; docs/measurements.md): the kernel's max abs error was at most 1.0x the twin's wherever the
-    floor did not cover it (2.0x only for LayerNorm's float32 Mean, errors of 6e-8 under a 5e-6 floor);
-    its mean abs error at most 1.0x (so every variant sits at 64-66 % of the 1.5x bound); its bias and scale
-    at most 0.059 of the twin's (relative) mean abs error beyond the twin's own, a quarter of the 0.25
-    bound. No unmodified variant failed; every mutant (output x 0.995, one row x 1.01, the last 64 rows
-    x 0.98, an input x 1.005) failed on all 20 seeds. The values below keep those margins.
-
-    Each bound is the twin's value times a factor (or plus a fraction of its mean error) plus a floor relative
-    to the output's magnitude, for outputs both sides compute almost exactly (LayerNorm's float32 Mean and
-    Rstd), where the ratio of two tiny errors is noise.
-    """
-
-    # Both sides round each element once to the output dtype, so the maxima sit at half a step of the largest
-    # |output|, ratio near 1. 2 is FlashAttention's own test's factor. Only this statistic sees one wrong row.
-    max_factor: float = 2.0
-    # Over millions of elements the mean error of one rounding is steady: a ratio near 1. A second rounding
-    # (in place, of the same size) makes it about 1.33; 1.5 admits that and fails an error as large again.
-    mean_factor: float = 1.5
-    # Rounding errors cancel in the mean (their bias is about mean abs error / sqrt(elements)); a systematic
-    # offset does not. The kernel's |bias| may exceed the twin's by this fraction of the twin's mean abs error.
-    bias_fraction: float = 0.25
-    # Likewise the least-squares scale, in units of the twin's relative mean abs error (bf16 about 1.4e-3,
-    # fp16 about 2e-4): a 0.5 % scale is 15x (bf16) to 100x (fp16) the bound at 0.25.
-    scale_fraction: float = 0.25
-    # Relative to the output's magnitude (mean |ref|): ten times float32's summation error over a few thousand
-    # terms (about 1e-6), a tenth of the Tolerances of the float32 outputs.
-    floor: float = 1e-5
-
-    def bounds(self, twin: ErrorStats) -> dict[str, float]:
-        """The most each statistic (`ErrorStats.value`) of the kernel may be, given the twin's."""
-        floor = self.floor * twin.magnitude
-        return {
-            "max_abs": self.max_factor * twin.max_abs + floor,
-            "mean_abs": self.mean_factor * twin.mean_abs + floor,
-            "bias": abs(twin.bias) + self.bias_fraction * twin.mean_abs + floor,
-            "scale": abs(twin.scale) + self.scale_fraction * twin.relative_mean_abs + self.floor,
-        }
-
-    def used(self, kernel: ErrorStats, twin: ErrorStats) -> dict[str, float]:
-        """The fraction of each bound the kernel's statistic takes: above 1, or NaN, fails."""
-        return {name: _ratio(kernel.value(name), bound) for name, bound in self.bounds(twin).items()}
-
-    def with_budget(self, budget: PrecisionBudget | None) -> Thresholds:
-        """These bounds with an output's precision budget in place of the factors it sets."""
-        return self if budget is None else replace(self, **budget.factors())
-
-
-THRESHOLDS = Thresholds()
 
 
 @dataclass
@@ -207,53 +99,31 @@ class OutputCheck:
     errors: ErrorStats | None = None  # the kernel's (None only where a test builds a check by hand)
     twin: ErrorStats | None = None  # the precision twin's on the same inputs; None: the family has none
 
+    # What the gate (harness.gpu.gate) says of these measurements.
     @property
     def within_tolerance(self) -> bool:
-        """What the Tolerance alone says (the whole gate for a family without a precision twin)."""
-        return self.nonfinite == 0 and self.mismatches <= self.output.tolerance.mismatches
+        return gate.within_tolerance(self)
 
     @property
     def used(self) -> dict[str, float]:
-        """Each statistic's fraction of its bound; empty without a twin to compare with."""
-        if self.errors is None or self.twin is None:
-            return {}
-        return self.output.thresholds.used(self.errors, self.twin)
+        return gate.fractions_of_bounds(self)
+
+    @property
+    def exceeded(self) -> list[str]:
+        return gate.exceeded(self)
+
+    @property
+    def passed(self) -> bool:
+        return gate.output_passes(self)
+
+    def failures(self) -> list[str]:
+        return gate.output_failures(self)
 
     @property
     def tightest(self) -> tuple[str, float] | None:
         """The statistic closest to its bound and the fraction of it taken (NaN as infinite); None without a twin."""
         used = {name: math.inf if math.isnan(fraction) else fraction for name, fraction in self.used.items()}
         return max(used.items(), key=lambda item: item[1]) if used else None
-
-    @property
-    def exceeded(self) -> list[str]:
-        """The statistics beyond their bounds (a NaN statistic counts: it cannot show the output is right)."""
-        return [name for name, fraction in self.used.items() if not fraction <= 1]
-
-    @property
-    def passed(self) -> bool:
-        return self.within_tolerance and not self.exceeded
-
-    def problems(self) -> list[str]:
-        tolerance, found = self.output.tolerance, []
-        if self.nonfinite:
-            found.append(f"{self.nonfinite} NaN/Inf elements (unwritten output stays NaN)")
-        if self.mismatches > tolerance.mismatches:
-            found.append(
-                f"{self.mismatches} elements outside atol={tolerance.atol:g}, rtol={tolerance.rtol:g} "
-                f"({tolerance.mismatches} allowed; max abs error {self.max_abs_error:.4g})"
-            )
-        if self.exceeded and self.errors is not None and self.twin is not None:
-            bounds = self.output.thresholds.bounds(self.twin)
-            found.append(
-                "error beyond the precision twin's: "
-                + ", ".join(
-                    f"{NAMES[name]} {getattr(self.errors, name):.3g} (twin {getattr(self.twin, name):.3g}, "
-                    f"bound {bounds[name]:.3g})"
-                    for name in self.exceeded
-                )
-            )
-        return found
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -276,16 +146,12 @@ class SeedCheck:
 
     @property
     def passed(self) -> bool:
-        return self._passed(lambda o: o.passed)
+        return gate.seed_passes(self)
 
     @property
     def within_tolerance(self) -> bool:
         """Whether the Tolerance alone (the gate before precision twins) passes this seed."""
-        return self._passed(lambda o: o.within_tolerance)
-
-    def _passed(self, output_passed: Callable[[OutputCheck], bool]) -> bool:
-        checked = bool(self.outputs) and all(output_passed(o) for o in self.outputs)
-        return self.error is None and checked and self.inputs_unchanged
+        return gate.seed_passes(self, gate.within_tolerance)
 
     # Over all outputs: what the report shows per seed.
     @property
@@ -300,14 +166,8 @@ class SeedCheck:
     def max_abs_error(self) -> float:
         return max((o.max_abs_error for o in self.outputs), default=0.0)
 
-    def problem(self) -> str | None:
-        if self.error:
-            return f"seed {self.seed}: {self.error}"
-        several = len(self.outputs) > 1
-        parts = [f"output {o.output.name}: {p}" if several else p for o in self.outputs for p in o.problems()]
-        if not self.inputs_unchanged:
-            parts.append("the kernel modified its inputs")
-        return f"seed {self.seed}: " + ", ".join(parts) if parts else None
+    def failure(self) -> str | None:
+        return gate.seed_failure(self)
 
 
 @dataclass
@@ -319,16 +179,16 @@ class NumericsResult:
 
     @property
     def passed(self) -> bool:
-        return bool(self.seeds) and all(s.passed for s in self.seeds)
+        return gate.numerics_pass(self)
 
-    def problems(self) -> list[str]:
-        return [p for s in self.seeds if (p := s.problem())]
+    def failures(self) -> list[str]:
+        return [f for s in self.seeds if (f := s.failure())]
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "reference": self.reference,
             "precision_twin": self.precision_twin,
-            "thresholds": asdict(THRESHOLDS) if self.precision_twin else None,
+            "thresholds": asdict(gate.THRESHOLDS) if self.precision_twin else None,
             "tolerances": [
                 {
                     "output": o.name,
@@ -386,16 +246,9 @@ class NumericsCase:
         ]
 
 
-def fresh_seeds(count: int = MIN_SEEDS) -> list[int]:
+def fresh_seeds(count: int = gate.MIN_SEEDS) -> list[int]:
     """New seeds for every run (recorded in the report, so a failure can be replayed)."""
     return [secrets.randbits(31) for _ in range(count)]
-
-
-def validate_seeds(seeds: Sequence[int]) -> list[int]:
-    seeds = list(seeds)
-    if len(set(seeds)) < MIN_SEEDS:
-        raise ValueError(f"the numeric gate needs at least {MIN_SEEDS} distinct seeds, got {seeds}")
-    return seeds
 
 
 def make_inputs(family: Family, params: Mapping[str, Any], seed: int, device: str = "cuda") -> list[Any]:
@@ -404,53 +257,6 @@ def make_inputs(family: Family, params: Mapping[str, Any], seed: int, device: st
 
     generator = torch.Generator(device=device).manual_seed(seed)
     return list(family.inputs(params, generator, device))
-
-
-def poison_value(dtype: Any) -> Any:
-    """A value the kernel should not produce: NaN for floats, the minimum for integers (False for bool,
-    which has no value to spare)."""
-    import torch
-
-    if dtype.is_floating_point:
-        return float("nan")
-    return False if dtype == torch.bool else torch.iinfo(dtype).min
-
-
-def poison(outputs: Sequence[Argument], memory: Memory) -> list[tuple[int, int]]:
-    """Poison the memory the kernel's outputs will be allocated from; the byte ranges poisoned.
-
-    The caching allocator picks a block by the state of its cache alone. Allocating the outputs' sizes
-    in order and freeing them leaves that state as it was (freed blocks merge back), so the kernel's
-    allocations of the same sizes in the same order get the same blocks, still filled. Emptying the
-    cache first leaves little else to pick from. That makes it likely; `unpoisoned` proves it.
-    """
-    memory.settle()
-    blocks = []
-    for argument in outputs:
-        dtype = torch_dtype(argument.dtype)
-        blocks.append(memory.empty(argument.shape, dtype).fill_(poison_value(dtype)))
-    ranges = [byte_range(block) for block in blocks]
-    del blocks  # back to the cache, still poisoned (the fill is queued before any later use of the block)
-    return ranges
-
-
-def byte_range(tensor: Any) -> tuple[int, int]:
-    """[first, last + 1) of the bytes the tensor's elements occupy, a view's strides included."""
-    start = tensor.data_ptr()
-    if tensor.numel() == 0:
-        return start, start
-    extent = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
-    return start, start + extent * tensor.element_size()
-
-
-def unpoisoned(outputs: Sequence[Any], ranges: Sequence[tuple[int, int]]) -> list[int]:
-    """Indices of the outputs not entirely inside one poisoned range (an empty output has nothing to poison)."""
-    found = []
-    for index, output in enumerate(outputs):
-        first, end = byte_range(output)
-        if first != end and not any(low <= first and end <= high for low, high in ranges):
-            found.append(index)
-    return found
 
 
 @dataclass
@@ -473,11 +279,7 @@ def prepare(case: NumericsCase, seed: int, device: str, checking: bool) -> Prepa
     try:
         inputs = make_inputs(family, case.params, seed, device)
         check_inputs(family, inputs, case.arguments, case.outputs)
-        made = dict(zip(from_inputs(len(case.arguments), case.outputs), inputs, strict=True))
-        arguments = [
-            made[i] if i in made else allocate(case.arguments[i], case.outputs[i], device, checking)
-            for i in passed_in(len(case.arguments), case.outputs)
-        ]
+        arguments = call_arguments(case.arguments, case.outputs, inputs, device, checking)
         if not checking:
             return Prepared(inputs, arguments)
         expected = expected_outputs(family, case.params, inputs, case.output_arguments)
@@ -489,42 +291,6 @@ def prepare(case: NumericsCase, seed: int, device: str, checking: bool) -> Prepa
         raise FamilyCallError(
             f"{family.file}: making the inputs or the reference raised {type(error).__name__}: {error}"
         ) from error
-
-
-def allocate(argument: Argument, kind: OutputKind, device: str, checking: bool) -> Any:
-    """An argument the harness makes: one the kernel must write entirely starts as poison, so an element it
-    skips fails; one it accumulates into starts at zero."""
-    import torch
-
-    dtype = torch_dtype(argument.dtype)
-    if isinstance(kind, Written) and checking:
-        return torch.full(argument.shape, poison_value(dtype), dtype=dtype, device=device)
-    return torch.zeros(argument.shape, dtype=dtype, device=device)
-
-
-def returned_outputs(returned: Any, like: Sequence[Argument]) -> list[Any]:
-    """What the kernel returned, as one tensor per returned output; ValueError unless it is what its signature
-    says (nothing, an empty list, when it returns no output)."""
-    import torch
-
-    several = isinstance(returned, (list, tuple))
-    if not like:
-        outputs = list(returned) if several else ([] if returned is None else [returned])
-    else:
-        outputs = list(returned) if several and len(like) > 1 else [returned]
-    fits = len(outputs) == len(like) and all(
-        isinstance(t, torch.Tensor) and tuple(t.shape) == tuple(a.shape) and t.dtype == torch_dtype(a.dtype)
-        for t, a in zip(outputs, like, strict=False)
-    )
-    if not fits:
-        got = ", ".join(
-            f"{t.dtype} {tuple(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__ for t in outputs
-        )
-        wanted = ", ".join(f"{torch_dtype(a.dtype)} {tuple(a.shape)}" for a in like)
-        raise ValueError(
-            f"the kernel returned {got or 'nothing'}; its signature's returned outputs are {wanted or 'none'}"
-        )
-    return outputs
 
 
 def check_numerics(
@@ -541,7 +307,7 @@ def check_numerics(
         )
         for c in cases
     }
-    for seed in validate_seeds(seeds):
+    for seed in gate.validate_seeds(seeds):
         for case in cases:
             results[case.key].seeds.append(check_seed(case, seed, device, memory))
     return results
@@ -579,19 +345,11 @@ def check_seed(case: NumericsCase, seed: int, device: str, memory: Memory) -> Se
             "outside the memory filled before the call, so an element it never writes could pass unseen"
         )
         return check
-    passed = dict(zip(passed_in(len(case.arguments), case.outputs), prepared.arguments, strict=True))
-    results = iter(returned)
-    outputs = [next(results) if isinstance(kind, Returned) else passed[i] for i, kind in case.outputs.items()]
+    count = len(case.arguments)
+    outputs = every_output(count, case.outputs, prepared.arguments, returned)
     twins = prepared.twin or [None] * len(outputs)
     check.outputs = [compare(*each) for each in zip(checked, outputs, prepared.expected, twins, strict=True)]
-    # An argument inputs() made that is not an output must come back bit-identical.
-    check.inputs_unchanged = all(
-        torch.equal(a, b)
-        for i, a, b in zip(
-            from_inputs(len(case.arguments), case.outputs), prepared.inputs, prepared.originals, strict=True
-        )
-        if i not in case.outputs
-    )
+    check.inputs_unchanged = inputs_unchanged(count, case.outputs, prepared.inputs, prepared.originals)
     return check
 
 

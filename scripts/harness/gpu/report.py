@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.ci.job_summary import capped, workflow_command
+from harness.ci.workflow_commands import append_step_summary, capped, on_actions, workflow_command
 from harness.files import atomic_write
 from harness.gpu.gate import (
     AB_FAIL_SLOWER,
@@ -23,15 +23,18 @@ from harness.gpu.gate import (
     FASTER,
     KEY_MISMATCH,
     MISSING,
+    NAMES,
     NEW,
     OK,
     PASS,
+    STATISTICS,
+    THRESHOLDS,
     WARN,
     AbComparison,
     Verdict,
     slower_than_base,
 )
-from harness.gpu.numerics import NAMES, STATISTICS, THRESHOLDS, NumericsResult, OutputCheck
+from harness.gpu.numerics import NumericsResult, OutputCheck
 from harness.gpu.results import GpuRun, VariantResult
 from harness.gpu.sweep import SweepCurve, conclusions
 from harness.gpu.timing import Throughput
@@ -69,7 +72,7 @@ def report_data(run: GpuRun) -> dict[str, Any]:
         "compile_seconds": round(run.compile_seconds, 2),
         "wall_seconds": round(run.wall_seconds, 2),
         "counts": _counts(run),
-        "failures": {v.key: list(run.verdict(v).problems) for v in run.failures},
+        "failures": {v.key: list(run.verdict(v).failures) for v in run.failures},
         "does_not_fit": {v.key: v.fit_note() for v in run.not_fitting},
         "not_run": run.not_run,
         "warnings": run.warnings(),
@@ -103,7 +106,7 @@ def _variant_data(run: GpuRun, v: VariantResult) -> dict[str, Any]:
         "reference": v.reference,
         "status": verdict.status,
         "failure": None if v.failure is None else v.failure.as_dict(),
-        "problems": list(verdict.problems) + ([] if v.fits else [v.fit_note()]),
+        "problems": list(verdict.failures) + ([] if v.fits else [v.fit_note()]),
         "compile_target": compiled.compile_target,
         "dynamic_shared_memory_bytes": compiled.dynamic_shared_memory_bytes,
         "snapshot_dynamic_shared_memory_bytes": snapshot.shared_memory_bytes,
@@ -185,7 +188,7 @@ def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
         lines.append(f"- fastest: {fastest.key}, {fastest.ratio:.2f}x the speed of its reference ({fastest.reference})")
     if run.failures:
         lines += ["", "### Failures", ""]
-        lines += [f"- {v.key}: {problem}" for v in run.failures for problem in run.verdict(v).problems]
+        lines += [f"- {v.key}: {failure}" for v in run.failures for failure in run.verdict(v).failures]
     warnings = [w for w in run.warnings() if "does not fit" not in w]
     if warnings:
         lines += ["", "### Timing warnings", ""] + [f"- {w}" for w in warnings]
@@ -242,14 +245,14 @@ def gpu_state_line(run: GpuRun) -> str:
         return run.gpu_state_note or "no GPU state recorded"
     low, high = state["sm_clock_mhz"]
     caps = ", ".join(state["caps"])
-    capped = (
+    throttled = (
         f"a power or thermal cap was active in {state['capped_fraction']:.0%} of the samples ({caps})"
         if state["caps"]
         else "no power or thermal cap was active"
     )
     return (
         f"GPU while timed: SM clock {low}-{high} MHz, up to {state['max_power_w']:.0f} W of "
-        f"{state['power_limit_w']:.0f} W; {capped} ({state['samples']} samples, one after every measured pair)"
+        f"{state['power_limit_w']:.0f} W; {throttled} ({state['samples']} samples, one after every measured pair)"
     )
 
 
@@ -388,7 +391,7 @@ def workflow_commands(run: GpuRun) -> list[str]:
     """GitHub Actions workflow commands for what a maintainer must see without opening the log,
     escaped and capped as the static summary's are (GitHub shows 10 of each kind per step)."""
     lines = [
-        workflow_command("error", p, title=f"gpu check {v.key}") for v in run.failures for p in run.verdict(v).problems
+        workflow_command("error", p, title=f"gpu check {v.key}") for v in run.failures for p in run.verdict(v).failures
     ]
     lines += [workflow_command("warning", w, title="gpu check") for w in run.warnings()]
     if run.comparison is not None and run.comparison.status == CORRUPT:
@@ -417,12 +420,10 @@ def write_reports(
         log(f"no plot: {error} (install requirements-gpu.txt)")
     summary = render_markdown(run, plots)
     atomic_write(folder / SUMMARY, summary)
-    step_summary = environ.get("GITHUB_STEP_SUMMARY")
-    if step_summary:  # the job page cannot show a file of the run: point at the uploaded folder instead
-        note = f"\nThe plots ({', '.join(plots)}) are in the uploaded report folder.\n" if plots else ""
-        with open(step_summary, "a", encoding="utf-8") as stream:
-            stream.write(render_markdown(run) + note)
-    if environ.get("GITHUB_ACTIONS") == "true":
+    # The job page cannot show a file of the run: point at the uploaded folder instead.
+    note = f"\nThe plots ({', '.join(plots)}) are in the uploaded report folder.\n" if plots else ""
+    append_step_summary(render_markdown(run) + note, environ)
+    if on_actions(environ):
         for line in workflow_commands(run):
             log(line)
     log(summary)

@@ -59,7 +59,7 @@ class SnapshotCheck:
     path: str  # the facts file, as the report shows it
     shared_memory_bytes: int | None = None  # the most dynamic shared memory any kernel of it has; None: not read
     cuda_matches: bool | None = None  # whether the normalized CUDA equals the snapshot's (None: no .cu)
-    problems: tuple[str, ...] = ()
+    failures: tuple[str, ...] = ()  # why it disagrees with the snapshot, or that there is none
 
 
 def dynamic_bytes(compiled: CompiledCase, snapshot: SnapshotCheck) -> int | None:
@@ -100,12 +100,12 @@ class VariantResult:
         return reference_name(self.compiled.case)
 
     @property
-    def problems(self) -> list[str]:
+    def failures(self) -> list[str]:
         """What failed besides numerics and timing's verdicts: a stage's failure, compilation, the snapshot."""
         failure = [self.failure.message] if self.failure else []
         if self.compiled.error:
             return failure + [f"{self.compiled.case.id}: {self.compiled.error}"]
-        return failure + list(self.snapshot.problems)
+        return failure + list(self.snapshot.failures)
 
     @property
     def stopped(self) -> bool:
@@ -170,7 +170,7 @@ class GpuRun:
     def verdict(self, result: VariantResult) -> gate.VariantVerdict:
         timing = None if self.comparison is None else self.comparison.verdicts.get(result.key)
         ab = None if self.ab is None else self.ab.verdicts.get(result.key)
-        return gate.judge_variant(result.problems, result.fits, result.numerics, timing, ab)
+        return gate.judge_variant(result.failures, result.fits, result.numerics, timing, ab)
 
     def of_status(self, status: str) -> list[VariantResult]:
         return [v for v in self.variants if self.verdict(v).status == status]

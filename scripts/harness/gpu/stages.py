@@ -24,10 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, Protocol
 
+from harness.declaration import FamilyCallError
 from harness.family import Family
 from harness.gpu.against import load_package
 from harness.gpu.compile import CompiledCase, compile_cases, read_driver_resources
-from harness.gpu.numerics import FamilyCallError, Memory, NumericsResult, check_numerics
+from harness.gpu.numerics import NumericsResult, check_numerics
+from harness.gpu.poison import Memory
 from harness.gpu.results import Failure
 from harness.gpu.timing import Bench, Pair, PairedTiming, make_bench, measure_pairs
 from harness.gpu.worker import CRASHED, LIMITS, RAISED, Stopped, TimeLimits, WorkerProcess, limit_of

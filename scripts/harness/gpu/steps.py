@@ -73,7 +73,7 @@ def run_steps(specs: Sequence[str], rounds: int, seeds: Sequence[int], log: Call
             numerics[step.spec] = f"did not compile: {built.error}"
             continue
         checked = check_numerics([numerics_case(built)], seeds)[step.case.key]
-        numerics[step.spec] = "pass" if checked.passed else "; ".join(checked.problems())
+        numerics[step.spec] = "pass" if checked.passed else "; ".join(checked.failures())
         if checked.passed:
             pairs.append(timed_pair(built, seeds[0]))  # keyed by the step's spec: its case key
     log(f"timing {len(pairs)} steps next to their references")

@@ -212,8 +212,8 @@ FAMILY = Family(
     speed_reference_label="torch.relu(torch.matmul(A, B))",
     work=gemm_work,
     checks=check_schedules,
-    # Timing twin 8192 -> 8704: +6.25 % work in every tile, rows still 1 KiB-aligned. On the H200 it takes
-    # 8-10 % more time: v0 has no block rasterization, and the rasterized v4_tuned takes 6.0 % more
-    # for the same K (docs/gpu.md); the gate's benchmark needs only that it is clearly slower.
-    timing_twin=TimingTwin(BASELINE, "K", 8704),
+    # Timing twin 8192 -> 9728: +18.75 % work in every tile, rows still 1 KiB-aligned. At 8704 (+6.25 %) it
+    # took 8-10 % more time on the H200: v0 has no block rasterization, and the rasterized v4_tuned took
+    # 6.0 % more for the same K (docs/gpu.md); the benchmark needs it beyond the baseline gate's 10 %.
+    timing_twin=TimingTwin(BASELINE, "K", 9728),
 )

@@ -109,7 +109,7 @@ FAMILY = Family(
     speed_reference=torch_rms_norm,
     speed_reference_label="torch.nn.functional.rms_norm(x, (hidden,), w, eps)",
     work=rms_norm_work,
-    # Timing twin 32768 -> 34816 rows: +6.25 % work. At +5.0 % (34408) it measured 4.2-4.3 % slower on the
-    # H200 (the launch costs the same), too close to the gate's 4 % to prove that it fails.
-    timing_twin=TimingTwin(BASELINE, "rows", 34816),
+    # Timing twin 32768 -> 38912 rows: +18.75 % work, beyond the baseline gate's 10 % plus what a ratio moves
+    # between machine starts (up to 6.7 %). At +5.0 % (34408) it measured 4.2-4.3 % slower on the H200.
+    timing_twin=TimingTwin(BASELINE, "rows", 38912),
 )

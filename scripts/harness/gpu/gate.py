@@ -40,8 +40,10 @@ if TYPE_CHECKING:
     from harness.gpu.numerics import ErrorStats, NumericsResult, OutputCheck, SeedCheck
 
 # Measured by scripts/bench_timing.py on the H200 (docs/gpu.md, "How sharp the gate is").
-WARN_SLOWER = 0.03
-FAIL_SLOWER = 0.04
+# Between machine starts an unchanged kernel's ratio moved by up to 6.7 % (docs/measurements.md): the baseline
+# catches drift beyond that, summed over many pull requests; a pull request's own change is the A/B gate's.
+WARN_SLOWER = 0.08
+FAIL_SLOWER = 0.10
 
 # A variant's status, and (OK, WARN, FAIL, NEW) the level of its timing verdict.
 PASS, FAIL, DOES_NOT_FIT = "pass", "fail", "does not fit"

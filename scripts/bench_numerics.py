@@ -155,9 +155,10 @@ def runnable_cases(select: Sequence[str] | None, golden: Path = Path("golden")) 
     import torch
 
     from harness.family import registry
-    from harness.gpu.check import check_snapshot, device_cases, not_runnable, numerics_case
+    from harness.gpu.check import check_snapshot, device_cases, not_runnable
     from harness.gpu.compile import compile_cases, read_driver_resources
     from harness.gpu.device import require_cuda
+    from harness.gpu.pairs import numerics_case
     from harness.static.snapshot import SnapshotStore
 
     device = require_cuda()

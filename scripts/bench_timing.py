@@ -40,9 +40,6 @@ from harness.gpu.gate import FAIL, FAIL_SLOWER, OK, WARN, WARN_SLOWER, Compariso
 from harness.gpu.timing import REPEAT_MS, TIMERS, WARMUP_MS, Pair, slower_by
 
 REPO = Path(__file__).resolve().parents[1]
-# Long kernels of three kinds (a GEMM with its epilogue, attention, a bf16 linear layer): a 1 % delay is
-# several microseconds there, beyond what an extra launch costs.
-AB_DEFAULT = ["gemm_relu_schedules/v4_tuned", "flash_attention/noncausal_ns2", "linear_bf16/swizzle"]
 IDENTICAL_WITHIN = 0.01  # baseline criterion 1: byte-identical kernels, max/min - 1 of their ratios
 REPEATABLE_WITHIN = 0.01  # baseline criterion 2: a variant's ratio over the repetitions
 Log = Callable[[str], None]
@@ -98,7 +95,7 @@ def ab_summary(rows: Sequence[AbRow]) -> list[str]:
     return lines
 
 
-def run_ab(select: Sequence[str], trials: int, slowdowns: Sequence[float], rounds: int, log: Log) -> list[str]:
+def run_ab(select: Sequence[str] | None, trials: int, slowdowns: Sequence[float], rounds: int, log: Log) -> list[str]:
     """The A/B benchmark on the current GPU: each selected variant's identical and delayed pairs."""
     import torch
 
@@ -109,8 +106,9 @@ def run_ab(select: Sequence[str], trials: int, slowdowns: Sequence[float], round
     from harness.gpu.timing import cuda_event_timer
 
     device = require_cuda()
-    cases = [c for c in device_cases(registry().families, device.target) if any(fnmatch.fnmatch(c.key, p)
-                                                                                for p in select)]  # fmt: skip
+    families = registry().families
+    select = select or [f"{f.name}/{f.timing_twin.variant}" for f in families if f.timing_twin is not None]
+    cases = [c for c in device_cases(families, device.target) if any(fnmatch.fnmatch(c.key, p) for p in select)]
     timer = cuda_event_timer()
     per_mcycle_ms = statistics.median(timer([lambda: torch.cuda._sleep(1_000_000)] * 9))
     rows: list[AbRow] = []
@@ -135,8 +133,8 @@ def ab_rows(
     """One variant's kernel against itself (the base), then against itself followed by each calibrated delay."""
     import torch
 
-    from harness.gpu.check import numerics_case
     from harness.gpu.numerics import prepare
+    from harness.gpu.pairs import numerics_case
     from harness.gpu.timing import interleaved_bench, measure_pairs
 
     key, kernel, bench = compiled.case.key, compiled.kernel, interleaved_bench(timer, WARMUP_MS, REPEAT_MS)
@@ -248,8 +246,8 @@ def twin_pairs(run: Any, pairs: dict[str, Pair]) -> tuple[dict[str, str], list[s
     """Each family's declared twin compiled and added to `pairs` beside its original's reference: twin -> original,
     and the table lines saying how much more work each does. Raises RuntimeError when a twin does not compile."""
     from harness.family import registry
-    from harness.gpu.check import timed_pair
     from harness.gpu.compile import compile_cases
+    from harness.gpu.pairs import timed_pair
     from harness.static.cases import Case
 
     by_key = {r.key: r for r in run.variants}
@@ -364,7 +362,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parts = parser.add_subparsers(dest="gate", required=True)
     ab = parts.add_parser("ab", help="the A/B gate: identical and delayed pairs")
-    ab.add_argument("--select", nargs="+", default=AB_DEFAULT, metavar="GLOB", help="variants (default: %(default)s)")
+    ab.add_argument(
+        "--select", nargs="+", metavar="GLOB", help="variants (default: those a family names as its timing twin's)"
+    )
     ab.add_argument("--trials", type=int, default=20, help="verdicts per variant and slowdown (default: %(default)s)")
     ab.add_argument("--slowdowns", type=float, nargs="+", default=[1, 2, 3, 5], help="per cent (default: %(default)s)")
     ab.add_argument("--rounds", type=int, default=7)

@@ -303,9 +303,9 @@ def seed_schedules() -> Any:
 def gpu_report(seeds: Sequence[int] | None) -> int:
     """Compile the four variants for this GPU and check them against torch.relu(A @ B)."""
     from harness.gpu import numerics
-    from harness.gpu.check import numerics_case
     from harness.gpu.compile import compile_cases
     from harness.gpu.device import NoCudaDevice, UnknownTarget, require_cuda
+    from harness.gpu.pairs import numerics_case
     from harness.static.cases import family_cases
 
     family = seed_schedules()

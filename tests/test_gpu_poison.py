@@ -133,8 +133,8 @@ DOUBLED = Family(
     not torch.cuda.is_available() or find_nvcc() is None, reason="needs a CUDA GPU and nvcc to compile for it"
 )
 def test_a_real_eager_kernel_is_called_as_users_call_it_and_its_unwritten_row_fails(monkeypatch):
-    from harness.gpu.check import numerics_case
     from harness.gpu.compile import compile_cases
+    from harness.gpu.pairs import numerics_case
 
     monkeypatch.setattr(tilelang, "disable_cache", lambda: None)  # keep this process's cache setting
     target = require_cuda().target  # each case is compiled for its target: this device's

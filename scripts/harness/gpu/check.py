@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.declaration import FamilyCallError
 from harness.family import Family
 from harness.gpu.against import Plan
 from harness.gpu.baseline import (
@@ -32,8 +31,8 @@ from harness.gpu.compile import CompiledCase
 from harness.gpu.device import Device, NoCudaDevice, UnknownTarget, require_cuda
 from harness.gpu.gate import CORRUPT, RECORDED, AbComparison, Comparison, compare, compare_ab, validate_seeds
 from harness.gpu.gpu_state import summarize
-from harness.gpu.numerics import NumericsCase, NumericsResult, fresh_seeds, prepare
-from harness.gpu.results import Failure, GpuRun, SnapshotCheck, VariantResult, fits_in, reference_name, shape_name
+from harness.gpu.numerics import NumericsResult, fresh_seeds
+from harness.gpu.results import Failure, GpuRun, SnapshotCheck, VariantResult, fits_in, shape_name
 from harness.gpu.stages import (
     Compiled,
     InProcessKernels,
@@ -51,7 +50,6 @@ from harness.gpu.timing import (
     TIMERS,
     WARMUP_MS,
     Bench,
-    Pair,
     PairedTiming,
     Timing,
     throughput,
@@ -450,44 +448,6 @@ def snapshot_stage(
         except Exception as error:
             failures[key] = raised("snapshot", c.case, error)
     return checks
-
-
-def numerics_case(compiled: CompiledCase, key: str | None = None) -> NumericsCase:
-    """What the numeric gate and the timing need of a compiled case, under its key (`family/variant` by default)."""
-    case = compiled.case
-    run = compiled.kernel
-    return NumericsCase(
-        key or case.key, case.family, case.params, run, compiled.arguments, compiled.outputs, compiled.tolerances
-    )
-
-
-def timed_pair(compiled: CompiledCase, seed: int, device: str = "cuda") -> Pair:
-    """The kernel and its PyTorch op on one seed's inputs, ready to be timed; each call returns fresh outputs,
-    as it does for the kernel's users."""
-    case = compiled.case
-    family, params = case.family, case.params
-    prepared = prepare(numerics_case(compiled), seed, device, checking=False)
-
-    def reference() -> Any:
-        return family.speed_reference(params, *prepared.inputs)
-
-    try:
-        reference()  # once before timing: a failing op is this case's failure, not the run's
-    except Exception as error:
-        raise FamilyCallError(f"{family.file}: speed_reference raised {type(error).__name__}: {error}") from error
-    return Pair(case.key, lambda: compiled.kernel(*prepared.arguments), reference_name(case), reference)
-
-
-def ab_pair(compiled: CompiledCase, base: CompiledCase, seed: int, device: str = "cuda") -> Pair:
-    """The variant's kernel and the base's kernel of it, each on its own inputs of one seed, ready to be timed."""
-    ours = prepare(numerics_case(compiled), seed, device, checking=False)
-    theirs = prepare(numerics_case(base), seed, device, checking=False)
-    return Pair(
-        compiled.case.key,
-        lambda: compiled.kernel(*ours.arguments),
-        base.case.family.file,
-        lambda: base.kernel(*theirs.arguments),
-    )
 
 
 def check_snapshot(compiled: CompiledCase, source: str | None, store: SnapshotStore) -> SnapshotCheck:

@@ -29,6 +29,7 @@ from harness.family import Family
 from harness.gpu.against import load_package
 from harness.gpu.compile import CompiledCase, compile_cases, read_driver_resources
 from harness.gpu.numerics import NumericsResult, check_numerics
+from harness.gpu.pairs import ab_pair, numerics_case, timed_pair
 from harness.gpu.poison import Memory
 from harness.gpu.results import Failure
 from harness.gpu.timing import Bench, Pair, PairedTiming, make_bench, measure_pairs
@@ -140,8 +141,6 @@ class KernelSession:
 
     def reference(self, key: str, seed: int) -> float | Failure:
         """Make the variant's timed pair on `seed`'s inputs; the seconds one call of its speed reference takes."""
-        from harness.gpu.check import timed_pair
-
         compiled = self.compiled[key]
         try:
             pair = timed_pair(compiled, seed, self.device)  # calls the reference once: that call is not timed
@@ -156,8 +155,6 @@ class KernelSession:
         return seconds
 
     def numerics(self, key: str, seeds: Sequence[int]) -> NumericsResult | Failure:
-        from harness.gpu.check import numerics_case
-
         compiled = self.compiled[key]
         try:
             return check_numerics([numerics_case(compiled)], seeds, self.device, self.memory)[key]
@@ -201,8 +198,6 @@ class KernelSession:
 
     def pair_with_base(self, key: str, base_key: str, seed: int) -> float | Failure:
         """Make the variant's A/B pair on `seed`'s inputs: its kernel and the base's, each on its own inputs."""
-        from harness.gpu.check import ab_pair
-
         compiled = self.compiled[key]
         try:
             self.base_pairs[key] = ab_pair(compiled, self.compiled[base_key], seed, self.device)

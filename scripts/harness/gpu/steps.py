@@ -53,10 +53,10 @@ def parse_step(spec: str, families: Sequence[Family], target: str) -> Step:
 def run_steps(specs: Sequence[str], rounds: int, seeds: Sequence[int], log: Callable[[str], None] = print) -> list[str]:
     """Time every step on the current GPU; the table's lines (ratio to the reference, change to the step before)."""
     from harness.family import registry
-    from harness.gpu.check import numerics_case, timed_pair
     from harness.gpu.compile import compile_cases
     from harness.gpu.device import require_cuda
     from harness.gpu.numerics import check_numerics
+    from harness.gpu.pairs import numerics_case, timed_pair
     from harness.gpu.timing import make_bench, measure_pairs
 
     device = require_cuda()

@@ -5,6 +5,13 @@ from pathlib import Path
 import pytest
 import tilelang  # noqa: F401  (imported once here: in-process pytester runs must not re-import it)
 
+# An in-process pytester run drops the modules first imported during it from sys.modules afterwards. These two
+# break when imported again: PyYAML's C loader keeps the node classes of its first import (a YAML mapping then
+# reads as an unknown tag), and torch's dynamo registers an operator library that may be registered only once
+# (torch imports it on the first random tensor made on the meta device: the declaration check's).
+import torch._dynamo  # noqa: F401
+import yaml  # noqa: F401
+
 import harness.static
 from harness.family import registry
 

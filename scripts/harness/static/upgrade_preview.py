@@ -27,7 +27,8 @@ from harness.static.cases import Case, check_groups
 from harness.static.changes import ChangeKind, Mismatch, source_label
 from harness.static.diff import changed_fields, describe_mismatch
 from harness.static.lowering import LoweringError
-from harness.static.produce import NowLowers, case_facts, case_files
+from harness.static.produce import NowLowers
+from harness.static.session import LoweringSession
 from harness.static.snapshot import CorruptSnapshot, SnapshotStore, parse_facts
 from harness.static.verdict import Failure, build_verdict, entries_markdown
 from harness.targets import TARGETS
@@ -160,10 +161,10 @@ def _label(kind: ChangeKind | None, target: str = "") -> str:
     return source_label(kind, TARGETS[target].source_suffix) if target in TARGETS else kind.value
 
 
-def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore) -> CaseRow:
+def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore, lowerings: LoweringSession) -> CaseRow:
     family, target = case.family.name, case.target
     try:
-        files = case_files(case)
+        files = lowerings.files(case)
     except LoweringError as error:
         return CaseRow(case.id, family, target, ChangeKind.FAILED, error=str(error).splitlines()[0])
     except NowLowers as error:
@@ -205,12 +206,12 @@ def classify_declared_failure(case: Case, files: dict[str, str], golden: Snapsho
     return row
 
 
-def changed_checks() -> list[str]:
+def changed_checks(lowerings: LoweringSession) -> list[str]:
     """Every family claim whose outcome on the new facts differs from what its family records."""
     changed = []
     for group, (family, cases) in check_groups().items():
         try:
-            seen = [case_facts(c) for c in cases]
+            seen = [lowerings.facts(c) for c in cases]
         except LoweringError:
             changed.append(f"{group}: not run, a case did not lower")
             continue
@@ -226,11 +227,12 @@ def run_preview(
     cases: Sequence[Case], version: str, pinned: str, golden: Path, output: Path, log: Callable[[str], None] = print
 ) -> Preview:
     pending = SnapshotStore(output / "golden")
+    lowerings = LoweringSession()  # no disk cache: every case lowered by the TileLang previewed
     rows = []
     for case in cases:
-        rows.append(classify_case(case, SnapshotStore(golden), pending))
+        rows.append(classify_case(case, SnapshotStore(golden), pending, lowerings))
         log(f"{rows[-1].case}: {rows[-1].status.value}")
-    preview = Preview(version, pinned, rows, changed_checks())
+    preview = Preview(version, pinned, rows, changed_checks(lowerings))
     output.mkdir(parents=True, exist_ok=True)
     (output / "report.json").write_text(json.dumps(preview.as_dict(), indent=2) + "\n", encoding="utf-8")
     (output / "report.md").write_text(render_markdown(preview), encoding="utf-8")

@@ -40,15 +40,15 @@ def time_cases() -> list[tuple[str, str, float, float]]:
     """Per case, in this process: (case id, family, seconds to trace and key it, seconds to lower it,
     extract its facts and normalize it)."""
     from harness.static.cases import all_cases
-    from harness.static.lowering_cache import case_key
-    from harness.static.produce import case_files
+    from harness.static.session import LoweringSession
 
+    lowerings = LoweringSession()
     timings = []
     for case in all_cases():
         start = time.perf_counter()
-        case_key(case)
+        lowerings.key(case)
         keyed = time.perf_counter()
-        case_files(case, fresh=True)
+        lowerings.files(case, fresh=True)
         timings.append((case.id, case.family.name, keyed - start, time.perf_counter() - keyed))
     return timings
 

@@ -220,12 +220,13 @@ def report(facts_by_n: Mapping[int, Mapping[str, Any]]) -> int:
 
 
 def lower_all(num_stages: Sequence[int], arch: str, tile: tuple[int, int, int]) -> dict[int, Any]:
-    """N -> the harness's Lowering of the GEMM for that N (cached per process by the harness)."""
+    """N -> the harness's Lowering of the GEMM for that N."""
     from harness.static.cases import Case
-    from harness.static.lowering import lower
+    from harness.static.session import LoweringSession
     from kernels.gemm_num_stages import FAMILY, variant
 
-    return {n: lower(Case(FAMILY, variant(n, *tile), arch)) for n in num_stages}
+    session = LoweringSession()
+    return {n: session.lower(Case(FAMILY, variant(n, *tile), arch)) for n in num_stages}
 
 
 def dump(lowerings: Mapping[int, Any], directory: Path) -> list[Path]:

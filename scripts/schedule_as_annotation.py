@@ -21,7 +21,10 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from harness.static.session import LoweringSession
 
 try:
     from harness.gpu.gate import MIN_SEEDS  # standard library only until it runs
@@ -258,8 +261,9 @@ def render_swizzle(layouts: Sequence[Any]) -> list[str]:
 # -- running --------------------------------------------------------------------------------------
 
 
-def static_report() -> int:
-    """Table, API checklist, lowering for every target of the family, swizzle check; the exit status."""
+def static_report(lowerings: LoweringSession) -> int:
+    """Table, API checklist, lowering for every target of the family (through `lowerings`), swizzle check; the
+    exit status."""
     print("\n".join(schedule_table()))
     print()
     checks = [check_api(api) for api in API_CHECKLIST]
@@ -270,12 +274,11 @@ def static_report() -> int:
         return EXIT_FAILED
 
     from harness.static.lowering import LoweringError
-    from harness.static.produce import produce
     from harness.static.variant_effects import variant_effects
 
     family = seed_schedules()
     try:
-        effects = variant_effects(family, produce)  # on every target the family declares
+        effects = variant_effects(family, lowerings.produce, lowerings.build)  # on every target the family declares
     except LoweringError as error:
         print(error, file=sys.stderr)
         return EXIT_CANNOT_RUN
@@ -367,7 +370,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(problem, file=sys.stderr)
         return EXIT_CANNOT_RUN
     if args.static_only:
-        return static_report()
+        from harness.static.session import LoweringSession
+
+        return static_report(LoweringSession())
     return gpu_report(args.seeds)
 
 

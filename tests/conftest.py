@@ -1,12 +1,24 @@
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
 import tilelang  # noqa: F401  (imported once here: in-process pytester runs must not re-import it)
 
+# An in-process pytester run drops the modules first imported during it from sys.modules afterwards. These two
+# break when imported again: PyYAML's C loader keeps the node classes of its first import (a YAML mapping then
+# reads as an unknown tag), and torch's dynamo registers an operator library that may be registered only once
+# (torch imports it on the first random tensor made on the meta device: the declaration check's).
+import torch._dynamo  # noqa: F401
+import yaml  # noqa: F401
+
 import harness.static
 from harness.family import registry
+from harness.static.cases import Case
+from harness.static.session import LoweringSession
+from kernels.gemm_num_stages import FAMILY as NUM_STAGES_FAMILY
+from kernels.gemm_num_stages import variant as num_stages_variant
 
 registry()  # import the kernel modules before pytester snapshots sys.modules
 
@@ -20,11 +32,25 @@ GOLDEN_TEST = Path(harness.static.__file__).with_name("session_items.py")
 SMALL_CASE = "gemm_num_stages/ns0_64x64x32/sm_90"
 
 
+@functools.cache
+def num_stages_case(n: int, target: str, tile: tuple[int, int, int] = (128, 128, 32)) -> Case:
+    """The seed GEMM with N stages for a target: one Case for the same arguments, so the tests that lower it share
+    its lowering in `lowerings` (whose memos hold the very Variant they were given)."""
+    return Case(NUM_STAGES_FAMILY, num_stages_variant(n, *tile), target)
+
+
+@pytest.fixture(scope="session")
+def lowerings() -> LoweringSession:
+    """The tests' own lowerings, shared as one run of the harness shares them (each in-process golden session
+    makes its own)."""
+    return LoweringSession()
+
+
 @pytest.fixture
 def golden_session(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Run the golden pytest session in-process against a temporary golden/ folder.
 
-    In-process runs share this process's lowering cache, so repeated runs stay fast.
+    Each run lowers what it checks afresh, as a new process would: runs share no lowerings.
     """
     golden = tmp_path / "golden"
     pending = tmp_path / "pending"

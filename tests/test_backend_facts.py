@@ -13,7 +13,6 @@ import tilelang.language as T
 from harness.family import Variant
 from harness.static.cases import Case
 from harness.static.facts import extract_facts
-from harness.static.lowering import lower
 from harness.static.snapshot import CorruptSnapshot, parse_facts, render_facts
 from kernels.gemm_num_stages import FAMILY, variant
 
@@ -69,9 +68,9 @@ CASES = {
 
 
 @pytest.fixture(scope="module")
-def extracted() -> dict[str, tuple[dict, str]]:
+def extracted(lowerings) -> dict[str, tuple[dict, str]]:
     """name -> (the module's facts, emitted source)."""
-    return {name: (extract_facts(low), low.cuda) for name, low in ((n, lower(c)) for n, c in CASES.items())}
+    return {name: (extract_facts(low), low.cuda) for name, low in ((n, lowerings.lower(c)) for n, c in CASES.items())}
 
 
 @pytest.fixture(scope="module")

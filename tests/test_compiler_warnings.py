@@ -12,10 +12,11 @@ import harness.family
 from harness.family import FamilyError, Registry
 from harness.static.cases import Case
 from harness.static.facts import extract_facts
-from harness.static.lowering import captured_output, lower
+from harness.static.lowering import captured_output
 from harness.static.lowering_cache import LoweringCache
 from harness.static.normalize import normalize_warnings
-from harness.static.produce import _lowered_files, unacknowledged_warnings
+from harness.static.produce import unacknowledged_warnings
+from harness.static.session import LoweringSession
 from harness.static.snapshot import load_yaml
 
 READ_BEFORE_WRITE = "read before initialization"
@@ -71,34 +72,34 @@ def test_python_logging_and_warnings_are_captured_too():
 
 
 @pytest.mark.parametrize("target", ["sm_80", "gfx942"])
-def test_a_read_before_initialization_is_a_fact_of_the_case(target):
+def test_a_read_before_initialization_is_a_fact_of_the_case(target, lowerings):
     case = dataclasses.replace(uncleared(), target=target)
-    (warning,) = extract_facts(lower(case))["warnings"]
+    (warning,) = extract_facts(lowerings.lower(case))["warnings"]
     assert warning.startswith("Warning: Buffer read before initialization") and "`largest`" in warning
     assert "/" not in warning.split("-->")[1].splitlines()[0]  # the file's name, not its folder
 
 
-def test_a_kernel_without_warnings_has_an_empty_list():
+def test_a_kernel_without_warnings_has_an_empty_list(lowerings):
     family = styles.family(styles.scale_factory, outputs=[1], targets=["sm_80"])
-    assert extract_facts(lower(Case(family, family.variants[0], "sm_80")))["warnings"] == []
+    assert extract_facts(lowerings.lower(Case(family, family.variants[0], "sm_80")))["warnings"] == []
 
 
-def test_an_unacknowledged_read_before_initialization_fails_naming_the_fix():
+def test_an_unacknowledged_read_before_initialization_fails_naming_the_fix(lowerings):
     case = uncleared()
-    refusal = unacknowledged_warnings(case, extract_facts(lower(case)))
+    refusal = unacknowledged_warnings(case, extract_facts(lowerings.lower(case)))
     assert refusal.startswith("uncleared/only/sm_80: TileLang warned while lowering it:\nWarning: Buffer read")
     assert "Fix the kernel in kernels/uncleared.py" in refusal
     assert "Variant(acknowledged_warnings={'read before initialization': \"<why>\"})" in refusal
 
 
-def test_an_acknowledged_one_passes():
+def test_an_acknowledged_one_passes(lowerings):
     case = uncleared(acknowledged_warnings={"Read before initialization": "the maximum starts from Y's values"})
-    assert unacknowledged_warnings(case, extract_facts(lower(case))) is None
+    assert unacknowledged_warnings(case, extract_facts(lowerings.lower(case))) is None
 
 
-def test_an_acknowledgment_of_another_warning_does_not_cover_it():
+def test_an_acknowledgment_of_another_warning_does_not_cover_it(lowerings):
     case = uncleared(acknowledged_warnings={"lowered as a serial loop": "scalar accumulation"})
-    assert unacknowledged_warnings(case, extract_facts(lower(case))) is not None
+    assert unacknowledged_warnings(case, extract_facts(lowerings.lower(case))) is not None
 
 
 @pytest.mark.parametrize("acknowledged", [{"": "why"}, {READ_BEFORE_WRITE: " "}])
@@ -109,12 +110,10 @@ def test_an_acknowledgment_names_part_of_a_warning_and_why(acknowledged):
 
 def test_the_lowering_cache_holds_the_warnings(tmp_path):
     case = uncleared()
-    files = LoweringCache(tmp_path).files(case, lambda: _lowered_files(case, fresh=True))
-
-    def never_lowered() -> dict[str, str]:
-        raise AssertionError("a cache hit must not lower")
-
-    cached = LoweringCache(tmp_path).files(case, never_lowered)
+    files = LoweringSession(LoweringCache(tmp_path)).files(case)
+    warm = LoweringSession(LoweringCache(tmp_path))  # another run: only the folder is shared
+    cached = warm.files(case)
+    assert warm.sources == {case.id: "cache"}
     assert cached == files
     (warning,) = load_yaml(cached[f"{case.id}.yaml"])["warnings"]
     assert READ_BEFORE_WRITE in warning

@@ -9,25 +9,21 @@ from collections import Counter
 
 import kernel_styles
 import pytest
+from conftest import num_stages_case
 from tvm import tirx
 
 from harness.family import Variant
 from harness.static.cases import Case, all_cases
 from harness.static.facts import _calls, canonical_form, extract_facts
-from harness.static.lowering import lower
 from harness.static.snapshot import CorruptSnapshot, parse_facts, render_facts
 from harness.targets import TARGETS
-from kernels.gemm_num_stages import FAMILY, variant
+from kernels.gemm_num_stages import FAMILY
 
 
 def kernel_facts(lowering) -> dict:
     """The facts of the lowering's one device kernel."""
     (kernel,) = extract_facts(lowering)["kernels"]
     return kernel
-
-
-def num_stages_case(n: int, target: str, tile=(128, 128, 32)) -> Case:
-    return Case(FAMILY, variant(n, *tile), target)
 
 
 # Measured by hand for the 128x128x32, 128-thread GEMM on sm_80 (stage, order, buffers, bytes,
@@ -41,9 +37,9 @@ SM80 = {
 
 
 @pytest.mark.parametrize("n", sorted(SM80))
-def test_sm80_facts_match_measured_values(n):
+def test_sm80_facts_match_measured_values(n, lowerings):
     stage, order, a_shape, smem, waits, syncs = SM80[n]
-    facts = kernel_facts(lower(num_stages_case(n, "sm_80")))
+    facts = kernel_facts(lowerings.lower(num_stages_case(n, "sm_80")))
     (loop,) = facts["pipelines"]
     assert loop["software_pipeline_stage"] == stage
     assert loop["software_pipeline_order"] == order
@@ -56,15 +52,15 @@ def test_sm80_facts_match_measured_values(n):
     assert facts["launch"] == {"grid": [64, 64, 1], "threads": [128, 1, 1]}
 
 
-def test_num_stages_zero_has_no_pipeline():
-    facts = kernel_facts(lower(num_stages_case(0, "sm_80")))
+def test_num_stages_zero_has_no_pipeline(lowerings):
+    facts = kernel_facts(lowerings.lower(num_stages_case(0, "sm_80")))
     assert facts["pipelines"] == []
     assert facts["sync"]["cp_async_wait"] == []
 
 
 @pytest.mark.parametrize("n", [2, 3])
-def test_sm90_is_warp_specialized_with_tma_and_mbarriers(n):
-    facts = kernel_facts(lower(num_stages_case(n, "sm_90")))
+def test_sm90_is_warp_specialized_with_tma_and_mbarriers(n, lowerings):
+    facts = kernel_facts(lowerings.lower(num_stages_case(n, "sm_90")))
     assert facts["warp_specialized"] is True
     assert facts["launch"]["threads"] == [256, 1, 1]
     assert facts["sync"]["tma_loads"] > 0
@@ -84,8 +80,8 @@ def _cuda_counts(cuda: str) -> dict:
 
 
 @pytest.mark.parametrize("n, target", [(0, "sm_80"), (1, "sm_80"), (4, "sm_80"), (1, "sm_90"), (4, "sm_90")])
-def test_ir_facts_agree_with_cuda_text(n, target):
-    lowering = lower(num_stages_case(n, target, tile=(64, 64, 32)))
+def test_ir_facts_agree_with_cuda_text(n, target, lowerings):
+    lowering = lowerings.lower(num_stages_case(n, target, tile=(64, 64, 32)))
     facts, text = kernel_facts(lowering), _cuda_counts(lowering.cuda)
     sync = facts["sync"]
     assert sync["syncthreads_main_loop"] + sync["syncthreads_elsewhere"] == text["syncthreads"]
@@ -97,9 +93,9 @@ def test_ir_facts_agree_with_cuda_text(n, target):
         assert sync["mbarriers"] == text["mbarriers"]
 
 
-def test_steady_state_loop_is_the_k_loop_in_cuda():
+def test_steady_state_loop_is_the_k_loop_in_cuda(lowerings):
     """The main-loop count equals the __syncthreads() inside the CUDA `for (int k` loop body."""
-    cuda = lower(num_stages_case(3, "sm_80")).cuda
+    cuda = lowerings.lower(num_stages_case(3, "sm_80")).cuda
     start = cuda.index("for (int k = 0;")
     depth, end = 0, None
     for i in range(cuda.index("{", start), len(cuda)):
@@ -107,7 +103,7 @@ def test_steady_state_loop_is_the_k_loop_in_cuda():
         if depth == 0:
             end = i
             break
-    facts = kernel_facts(lower(num_stages_case(3, "sm_80")))
+    facts = kernel_facts(lowerings.lower(num_stages_case(3, "sm_80")))
     assert cuda[start:end].count("__syncthreads()") == facts["sync"]["syncthreads_main_loop"] == 2
 
 
@@ -124,8 +120,8 @@ EXPLAINED = (
 )
 
 
-def lowered(case_id: str) -> tuple[dict, str]:
-    lowering = lower(CASES[case_id])
+def lowered(lowerings, case_id: str) -> tuple[dict, str]:
+    lowering = lowerings.lower(CASES[case_id])
     return kernel_facts(lowering), lowering.cuda
 
 
@@ -149,8 +145,8 @@ CUDA_CALLS = {
 
 
 @pytest.mark.parametrize("case_id", EXPLAINED)
-def test_instruction_sites_are_the_calls_in_the_cuda(case_id):
-    facts, cuda = lowered(case_id)
+def test_instruction_sites_are_the_calls_in_the_cuda(case_id, lowerings):
+    facts, cuda = lowered(lowerings, case_id)
     checked = {name: sites for name, sites in facts["instructions"].items() if name in CUDA_CALLS}
     assert checked == {name: cuda.count(CUDA_CALLS[name]) for name in checked}
     assert {name for name, call in CUDA_CALLS.items() if call in cuda} <= set(checked), "an instruction was missed"
@@ -171,8 +167,8 @@ def _cuda_loops(cuda: str) -> dict:
 
 
 @pytest.mark.parametrize("case_id", EXPLAINED)
-def test_loops_are_the_for_loops_in_the_cuda(case_id):
-    facts, cuda = lowered(case_id)
+def test_loops_are_the_for_loops_in_the_cuda(case_id, lowerings):
+    facts, cuda = lowered(lowerings, case_id)
     assert facts["loops"] == _cuda_loops(cuda)
 
 
@@ -191,8 +187,8 @@ def _cuda_vector_stores(cuda: str) -> dict:
 
 
 @pytest.mark.parametrize("case_id", EXPLAINED)
-def test_vector_stores_are_the_vector_stores_in_the_cuda(case_id):
-    facts, cuda = lowered(case_id)
+def test_vector_stores_are_the_vector_stores_in_the_cuda(case_id, lowerings):
+    facts, cuda = lowered(lowerings, case_id)
     text = _cuda_vector_stores(cuda)
     assert {buffer: sum(widths.values()) for buffer, widths in facts["vector_stores"].items()} == {
         buffer: len(vectors) for buffer, vectors in text.items()
@@ -202,10 +198,10 @@ def test_vector_stores_are_the_vector_stores_in_the_cuda(case_id):
             assert facts["vector_stores"][buffer][FLOAT_VECTORS[vector]] == vectors.count(vector)
 
 
-def test_the_relu_is_a_4_wide_vector_store_on_both_targets():
+def test_the_relu_is_a_4_wide_vector_store_on_both_targets(lowerings):
     """The 0.1.13 / 0.1.15 difference the facts must show: C_l cleared and ReLU'd four lanes at a time."""
     for target in ("sm_80", "sm_90"):
-        facts, _ = lowered(f"gemm_relu_schedules/v0_baseline/{target}")
+        facts, _ = lowered(lowerings, f"gemm_relu_schedules/v0_baseline/{target}")
         assert facts["vector_stores"]["C_l"] == {4: 2}
 
 
@@ -214,16 +210,16 @@ WGMMA_LAYOUT_TYPES = {"0": "linear", "1": "swizzle 128B", "2": "swizzle 64B", "3
 
 
 @pytest.mark.parametrize("case_id", ["gemm_relu_schedules/v3_manual_pipeline/sm_90", "linear_bf16/swizzle/sm_90"])
-def test_shared_layouts_are_the_swizzles_the_wgmma_descriptors_declare(case_id):
-    facts, cuda = lowered(case_id)
+def test_shared_layouts_are_the_swizzles_the_wgmma_descriptors_declare(case_id, lowerings):
+    facts, cuda = lowered(lowerings, case_id)
     declared = re.findall(r"initialize_wgmma_descriptor<(\d+), [^>]*>\(\w+, [^;]*?\(\w+\*\)(\w+)\)", cuda)
     assert declared, "the kernel builds its wgmma descriptors"
     for layout_type, buffer in declared:
         assert facts["layouts"][buffer] == WGMMA_LAYOUT_TYPES[layout_type]
 
 
-def test_sm80_layouts_name_tilelangs_swizzles_and_fragments_follow_the_warp_tiling():
-    v0, v1, v2 = (lowered(f"gemm_relu_schedules/{v}/sm_80")[0]["layouts"] for v in RELU_VARIANTS)
+def test_sm80_layouts_name_tilelangs_swizzles_and_fragments_follow_the_warp_tiling(lowerings):
+    v0, v1, v2 = (lowered(lowerings, f"gemm_relu_schedules/{v}/sm_80")[0]["layouts"] for v in RELU_VARIANTS)
     assert (v0["A_s"], v0["B_s"]) == ("swizzle 64B", "swizzle 128B")  # 32 and 128 fp16 per row
     assert v0["C_l"].startswith("fragment ") and v0 == v2  # v2 annotates the layout v0 already infers
     assert v1["C_l"] != v0["C_l"] and v1["B_s"] == v0["B_s"]  # FullRow: another warp tiling, same swizzle
@@ -238,9 +234,9 @@ def _ldmatrix_addresses(cuda: str, buffer: str) -> list[str]:
     return [re.sub(r"\b(?:i|j|k|ki)(?:_\d+)?\b", "_", address) for address in calls]
 
 
-def test_shared_addressing_changes_exactly_when_the_address_text_does():
+def test_shared_addressing_changes_exactly_when_the_address_text_does(lowerings):
     """v2 emits v0's CUDA; v1 (FullRow) reads B_s through other addresses and A_s through the same."""
-    v0, v1, v2 = (lowered(f"gemm_relu_schedules/{v}/sm_80") for v in RELU_VARIANTS)
+    v0, v1, v2 = (lowered(lowerings, f"gemm_relu_schedules/{v}/sm_80") for v in RELU_VARIANTS)
     differs = []
     for facts, cuda in (v1, v2):
         for buffer, op in (("A_s", "tl.ptx_ldmatrix x4"), ("B_s", "tl.ptx_ldmatrix x4.trans")):
@@ -283,9 +279,9 @@ def probe_case(kernel, shape: dict, target: str, **params) -> Case:
     return Case(family, variants[0], target)
 
 
-def probe(kernel, shape: dict, target: str, **params) -> tuple[dict, str]:
+def probe(lowerings, kernel, shape: dict, target: str, **params) -> tuple[dict, str]:
     """Facts and source of `kernel` built with `shape` and `params`, lowered for `target`."""
-    lowering = lower(probe_case(kernel, shape, target, **params))
+    lowering = lowerings.lower(probe_case(kernel, shape, target, **params))
     return kernel_facts(lowering), lowering.cuda
 
 
@@ -293,17 +289,17 @@ GEMM = {"M": 256, "N": 256, "K": 256}
 
 
 @pytest.mark.parametrize("target", ["sm_80", "gfx942"])
-def test_rasterization_is_the_use_swizzle_line_and_goes_when_it_does(target):
-    row, source = probe(kernel_styles.swizzled_gemm, GEMM, target, panel_size=4)
+def test_rasterization_is_the_use_swizzle_line_and_goes_when_it_does(target, lowerings):
+    row, source = probe(lowerings, kernel_styles.swizzled_gemm, GEMM, target, panel_size=4)
     assert row["rasterization"] == {"order": "row", "panel_size": 4}
     assert "tl::rasterization2DRow<4>()" in source
-    column, _ = probe(kernel_styles.swizzled_gemm, GEMM, target, panel_size=4, order="column")
+    column, _ = probe(lowerings, kernel_styles.swizzled_gemm, GEMM, target, panel_size=4, order="column")
     assert column["rasterization"] == {"order": "column", "panel_size": 4}
-    removed, source = probe(kernel_styles.swizzled_gemm, GEMM, target, panel_size=0)
+    removed, source = probe(lowerings, kernel_styles.swizzled_gemm, GEMM, target, panel_size=0)
     assert removed["rasterization"] == {} and "rasterization2D" not in source
 
 
-def tilelang_warp_partition(target: str, threads: int, policy: str) -> tuple[int, int]:
+def tilelang_warp_partition(lowerings, target: str, threads: int, policy: str) -> tuple[int, int]:
     """TileLang's own answer for the probe GEMM: its op built from the call in the IR, then
     GemmWarpPolicy::ComputeWarpPartition for the instruction it selects (src/op/gemm.cc)."""
     import tvm
@@ -311,7 +307,7 @@ def tilelang_warp_partition(target: str, threads: int, policy: str) -> tuple[int
     from tvm.target import Target
 
     case = probe_case(kernel_styles.swizzled_gemm, GEMM, target, threads=threads, policy=policy)
-    inferred = lower(case).ir_after["tl.LayoutInference"]
+    inferred = lowerings.lower(case).ir_after["tl.LayoutInference"]
     (func,) = inferred.functions.values()
     (call, *_) = _calls(func.body, "tl.tileop.gemm")
     gemm = tvm.ir.Op.get("tl.tileop.gemm").get_attr("TLOpBuilder")(call.args, call.annotations)
@@ -325,83 +321,88 @@ def tilelang_warp_partition(target: str, threads: int, policy: str) -> tuple[int
 
 @pytest.mark.parametrize("target, threads", [("sm_80", 128), ("sm_80", 256), ("sm_90", 256), ("gfx942", 256)])
 @pytest.mark.parametrize("policy", ["Square", "FullRow", "FullCol"])
-def test_warp_partition_is_the_one_tilelang_computes_for_the_policy(target, threads, policy):
-    facts, _ = probe(kernel_styles.swizzled_gemm, GEMM, target, threads=threads, policy=policy)
+def test_warp_partition_is_the_one_tilelang_computes_for_the_policy(target, threads, policy, lowerings):
+    facts, _ = probe(lowerings, kernel_styles.swizzled_gemm, GEMM, target, threads=threads, policy=policy)
     (gemm,) = facts["gemms"]
-    along_m, along_n = tilelang_warp_partition(target, threads, policy)
+    along_m, along_n = tilelang_warp_partition(lowerings, target, threads, policy)
     assert gemm["warps"] == f"{along_m} x {along_n}"
     assert gemm["warp_tile"] == f"{64 // along_m} x {128 // along_n}"  # the probe's 64 x 128 block tile
     assert gemm["operands"] == "A_s, B_s -> C_l" and gemm["tile"] == "64 x 128 x 32" and gemm["policy"] == policy
 
 
-def test_full_row_and_full_col_give_other_warp_partitions():
-    row, col = (probe(kernel_styles.swizzled_gemm, GEMM, "sm_80", policy=p)[0]["gemms"] for p in ("FullRow", "FullCol"))
+def test_full_row_and_full_col_give_other_warp_partitions(lowerings):
+    row, col = (
+        probe(lowerings, kernel_styles.swizzled_gemm, GEMM, "sm_80", policy=p)[0]["gemms"]
+        for p in ("FullRow", "FullCol")
+    )
     expected = {"operands": "A_s, B_s -> C_l", "tile": "64 x 128 x 32", "policy": "FullRow"}
     assert row == [{**expected, "warps": "4 x 1", "warp_tile": "16 x 128"}]
     assert col[0]["warps"] == "1 x 4" and col[0]["warp_tile"] == "64 x 32"
 
 
-def test_a_pipelined_gemm_is_one_gemm_and_a_tensor_memory_accumulator_has_no_warp_grid():
+def test_a_pipelined_gemm_is_one_gemm_and_a_tensor_memory_accumulator_has_no_warp_grid(lowerings):
     from test_backend_facts import TCGEN05_PROBE
 
-    facts = kernel_facts(lower(num_stages_case(3, "sm_80")))  # its tile GEMM copied into prologue, loop, epilogue
+    facts = kernel_facts(
+        lowerings.lower(num_stages_case(3, "sm_80"))
+    )  # its tile GEMM copied into prologue, loop, epilogue
     assert [g["operands"] for g in facts["gemms"]] == ["A_s, B_s -> C_l"]
-    tcgen05 = kernel_facts(lower(Case(TCGEN05_PROBE, TCGEN05_PROBE.variants[0], "sm_100a")))
+    tcgen05 = kernel_facts(lowerings.lower(Case(TCGEN05_PROBE, TCGEN05_PROBE.variants[0], "sm_100a")))
     (gemm,) = tcgen05["gemms"]
     assert gemm["operands"] == "A_s, B_s -> C_tmem" and "warps" not in gemm
 
 
 @pytest.mark.parametrize("target", ["sm_80", "sm_90"])
-def test_warp_shuffles_are_the_shuffles_in_the_cuda(target):
+def test_warp_shuffles_are_the_shuffles_in_the_cuda(target, lowerings):
     """The reduction of upstream's GEMV: five shuffles down the warp and one broadcast (no `instructions`)."""
-    facts, cuda = probe(kernel_styles.allreduce_gemv, {"N": 1024, "K": 1024}, target)
+    facts, cuda = probe(lowerings, kernel_styles.allreduce_gemv, {"N": 1024, "K": 1024}, target)
     assert facts["warp_shuffles"] == {"tirx.tvm_warp_shuffle": 1, "tirx.tvm_warp_shuffle_down": 5}
     assert cuda.count("__shfl_down_sync(") == 5 and cuda.count("__shfl_sync(") == 1
-    wider, _ = probe(kernel_styles.allreduce_gemv, {"N": 1024, "K": 1024}, target, reduce_threads=16)
+    wider, _ = probe(lowerings, kernel_styles.allreduce_gemv, {"N": 1024, "K": 1024}, target, reduce_threads=16)
     assert wider["warp_shuffles"] == {"tirx.tvm_warp_shuffle": 1, "tirx.tvm_warp_shuffle_down": 4}
 
 
-def test_block_reductions_count_as_the_all_reduce_they_call():
-    facts, cuda = lowered("flash_attention/causal_ns1/sm_90")
+def test_block_reductions_count_as_the_all_reduce_they_call(lowerings):
+    facts, cuda = lowered(lowerings, "flash_attention/causal_ns1/sm_90")
     calls = re.findall(r"(tl::AllReduce<[^(]*>)::run\(", cuda)
     assert facts["warp_shuffles"] == dict(Counter(calls)) and calls
-    plain, _ = lowered("gemm_relu_schedules/v0_baseline/sm_80")
+    plain, _ = lowered(lowerings, "gemm_relu_schedules/v0_baseline/sm_80")
     assert plain["warp_shuffles"] == {}
 
 
 @pytest.mark.parametrize("target", ["sm_90", "gfx950"])
-def test_conversions_name_the_cast_and_a_changed_fp8_format_changes_them(target):
-    e4m3, cuda = probe(kernel_styles.cast_rows, {"M": 256, "N": 512}, target, dtype="float8_e4m3fn")
-    e5m2, _ = probe(kernel_styles.cast_rows, {"M": 256, "N": 512}, target, dtype="float8_e5m2")
+def test_conversions_name_the_cast_and_a_changed_fp8_format_changes_them(target, lowerings):
+    e4m3, cuda = probe(lowerings, kernel_styles.cast_rows, {"M": 256, "N": 512}, target, dtype="float8_e4m3fn")
+    e5m2, _ = probe(lowerings, kernel_styles.cast_rows, {"M": 256, "N": 512}, target, dtype="float8_e5m2")
     assert e4m3["conversions"] and e4m3["conversions"] != e5m2["conversions"]
     assert all(k.startswith("float32") and "float8_e4m3fn" in k.split(" -> ")[1] for k in e4m3["conversions"])
     assert all("float8_e5m2" in k.split(" -> ")[1] for k in e5m2["conversions"])
 
 
-def test_conversions_leave_index_casts_out():
-    facts, _ = lowered("gemm_relu_schedules/v0_baseline/sm_80")
+def test_conversions_leave_index_casts_out(lowerings):
+    facts, _ = lowered(lowerings, "gemm_relu_schedules/v0_baseline/sm_80")
     assert set(facts["conversions"]) == {"float32x2 -> float16x2"}  # the fp32 accumulator stored as fp16
 
 
-def test_shared_memory_over_the_limit_of_sm89_fits_sm90():
+def test_shared_memory_over_the_limit_of_sm89_fits_sm90(lowerings):
     """128 KiB of shared memory: over the 99 KB a block may use on sm_89, under the 227 KB of sm_90."""
-    over, _ = probe(kernel_styles.staged_copy, {"M": 256, "N": 512}, "sm_89", block_M=64)
+    over, _ = probe(lowerings, kernel_styles.staged_copy, {"M": 256, "N": 512}, "sm_89", block_M=64)
     assert over["shared_memory"] == {"bytes": 131072, "limit": 99 * 1024, "fits": False}
-    under, _ = probe(kernel_styles.staged_copy, {"M": 256, "N": 512}, "sm_90", block_M=64)
+    under, _ = probe(lowerings, kernel_styles.staged_copy, {"M": 256, "N": 512}, "sm_90", block_M=64)
     assert under["shared_memory"]["fits"] is True and under["shared_memory"]["limit"] == 227 * 1024
-    halved, _ = probe(kernel_styles.staged_copy, {"M": 256, "N": 512}, "sm_89", block_M=32)
+    halved, _ = probe(lowerings, kernel_styles.staged_copy, {"M": 256, "N": 512}, "sm_89", block_M=32)
     assert halved["shared_memory"]["fits"] is True
 
 
 @pytest.mark.parametrize("case_id", ["linear_bf16/swizzle/sm_90", "gemm_relu_schedules/v0_baseline/sm_80"])
-def test_shared_memory_is_the_dynamic_buffer_and_the_mbarriers(case_id):
-    facts, cuda = lowered(case_id)
+def test_shared_memory_is_the_dynamic_buffer_and_the_mbarriers(case_id, lowerings):
+    facts, cuda = lowered(lowerings, case_id)
     mbarriers = sum(int(n) for n in re.findall(r"uint64_t \w+_mem\[(\d+)\]", cuda))
     assert facts["shared_memory"]["bytes"] == facts["dynamic_shared_memory_bytes"] + 8 * mbarriers
 
 
-def test_review_facts_are_part_of_the_snapshot_schema():
-    facts = extract_facts(lower(CASES["linear_bf16/swizzle/sm_90"]))
+def test_review_facts_are_part_of_the_snapshot_schema(lowerings):
+    facts = extract_facts(lowerings.lower(CASES["linear_bf16/swizzle/sm_90"]))
     assert parse_facts(render_facts(facts), "x.yaml") == facts
     (kernel,) = facts["kernels"]
     with pytest.raises(CorruptSnapshot, match=f"kernel {kernel['name']}: gemms is dict, expected list"):
@@ -427,8 +428,8 @@ def _kernel_sources(source: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("target", ["sm_80", "gfx942"])
-def test_each_kernel_of_a_module_has_its_own_facts_in_launch_order(target):
-    lowering = lower(split_sum_case(target))
+def test_each_kernel_of_a_module_has_its_own_facts_in_launch_order(target, lowerings):
+    lowering = lowerings.lower(split_sum_case(target))
     facts = extract_facts(lowering)
     split, combine = facts["kernels"]
     assert [split["name"], combine["name"]] == ["split_sum_kernel", "split_sum_kernel_1"]
@@ -451,8 +452,8 @@ def test_each_kernel_of_a_module_has_its_own_facts_in_launch_order(target):
     assert parse_facts(render_facts(facts), "split.yaml") == facts
 
 
-def test_the_split_kernels_pipeline_is_its_own():
-    split, combine = extract_facts(lower(split_sum_case("sm_80")))["kernels"]
+def test_the_split_kernels_pipeline_is_its_own(lowerings):
+    split, combine = extract_facts(lowerings.lower(split_sum_case("sm_80")))["kernels"]
     (loop,) = split["pipelines"]
     assert loop["loop_var"] == "k" and loop["tl_pipelined_num_stages"] == 2 and loop["extent"] == 2
     assert split["shared_buffers"]["tile"]["shape"] == [2, 128]  # two versions of the tile
@@ -460,22 +461,22 @@ def test_the_split_kernels_pipeline_is_its_own():
     assert combine["pipelines"] == []
 
 
-def test_a_family_check_reading_the_only_kernel_of_two_is_told_to_read_each():
+def test_a_family_check_reading_the_only_kernel_of_two_is_told_to_read_each(lowerings):
     from harness.family import CaseFacts, FamilyError
 
     case = split_sum_case("sm_80")
-    seen = CaseFacts(case.variant, case.target, case.params, extract_facts(lower(case)), "")
+    seen = CaseFacts(case.variant, case.target, case.params, extract_facts(lowerings.lower(case)), "")
     assert [kernel["name"] for kernel in seen.kernels] == ["split_sum_kernel", "split_sum_kernel_1"]
     with pytest.raises(FamilyError, match=r"only/sm_80: the module launches 2 device kernels .*CaseFacts.kernels"):
         _ = seen.kernel
 
 
-def test_a_changed_field_names_its_kernel_where_the_module_launches_several():
+def test_a_changed_field_names_its_kernel_where_the_module_launches_several(lowerings):
     import copy
 
     from harness.static.diff import changed_fields
 
-    facts = extract_facts(lower(split_sum_case("sm_80")))
+    facts = extract_facts(lowerings.lower(split_sum_case("sm_80")))
     changed = copy.deepcopy(facts)
     changed["kernels"][1]["launch"]["threads"] = [64, 1, 1]
     assert changed_fields(facts, changed) == ["kernels.split_sum_kernel_1.launch.threads"]
@@ -483,10 +484,10 @@ def test_a_changed_field_names_its_kernel_where_the_module_launches_several():
     assert changed_fields(one, changed_one) == ["launch.threads"]  # one kernel: named as it always was
 
 
-def test_kernels_that_cannot_be_paired_with_their_launch_scopes_are_refused():
+def test_kernels_that_cannot_be_paired_with_their_launch_scopes_are_refused(lowerings):
     import dataclasses
 
-    split, single = lower(split_sum_case("sm_80")), lower(num_stages_case(0, "sm_80"))
+    split, single = lowerings.lower(split_sum_case("sm_80")), lowerings.lower(num_stages_case(0, "sm_80"))
     mixed = dataclasses.replace(split, device_ir=single.device_ir, host_ir=single.host_ir)
     with pytest.raises(ValueError, match=r"split/only/sm_80: cannot pair each device kernel \['gemm_kernel'\]"):
         extract_facts(mixed)

@@ -11,7 +11,6 @@ import tilelang.language as T
 
 from harness.family import CaseFacts, Variant
 from harness.static.cases import Case
-from harness.static.produce import produce
 from kernels.gemm_tcgen05 import BASELINE, CLAIMS, FAMILY, check_tcgen05, gemm_tcgen05
 
 
@@ -37,18 +36,18 @@ def plain_gemm(
     return C
 
 
-def failing(kernel, params) -> set[str]:
+def failing(lowerings, kernel, params) -> set[str]:
     """The claims (without their case prefix) that do not hold for `kernel` lowered for sm_100a at `params`."""
     family = dataclasses.replace(FAMILY, name="gemm_tcgen05_probe", variants=[Variant("probe", kernel, params)])
     case = Case(family, family.variants[0], "sm_100a")
-    produced = produce(case, fresh=True)  # fresh: another test's probe has the same case id
+    produced = lowerings.produce(case)
     claims = check_tcgen05([CaseFacts(case.variant, case.target, case.params, produced.facts, produced.cuda)])
     assert [c.name.split(": ", 1)[1] for c in claims] == list(CLAIMS)
     return {c.name.split(": ", 1)[1] for c in claims if not c.holds}
 
 
-def test_every_claim_holds_for_the_family():
-    assert failing(gemm_tcgen05, BASELINE) == set()
+def test_every_claim_holds_for_the_family(lowerings):
+    assert failing(lowerings, gemm_tcgen05, BASELINE) == set()
 
 
 @pytest.mark.parametrize(
@@ -61,10 +60,10 @@ def test_every_claim_holds_for_the_family():
         (4, {CLAIMS[2], CLAIMS[4]}),
     ],
 )
-def test_a_plain_t_gemm_on_sm100a_fails_the_tcgen05_claims(num_stages, holds):
-    assert failing(plain_gemm, {**BASELINE, "num_stages": num_stages}) == set(CLAIMS) - holds
+def test_a_plain_t_gemm_on_sm100a_fails_the_tcgen05_claims(num_stages, holds, lowerings):
+    assert failing(lowerings, plain_gemm, {**BASELINE, "num_stages": num_stages}) == set(CLAIMS) - holds
 
 
-def test_a_ring_too_deep_for_one_block_fails_the_shared_memory_claim():
+def test_a_ring_too_deep_for_one_block_fails_the_shared_memory_claim(lowerings):
     # Five 48 KiB stages: 240 KiB, past sm_100a's 227 KiB; TileLang lowers it, a launch would fail.
-    assert failing(gemm_tcgen05, {**BASELINE, "num_stages": 5}) == {CLAIMS[4]}
+    assert failing(lowerings, gemm_tcgen05, {**BASELINE, "num_stages": 5}) == {CLAIMS[4]}

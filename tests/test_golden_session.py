@@ -8,9 +8,9 @@ import pytest
 from conftest import SMALL_CASE
 
 import harness.family
-import harness.static.lowering
-import harness.static.produce
+import harness.static.session
 from harness.static.cases import all_cases
+from harness.static.lowering import LoweringError
 from harness.static.snapshot import FORMAT_VERSION
 
 
@@ -146,18 +146,14 @@ def test_regen_refused_under_ci_unless_forced(golden_session, monkeypatch, ci):
 
 def test_regen_refuses_nondeterministic_lowering(golden_session, monkeypatch):
     lowerings = iter(range(1000))
-    real = harness.static.lowering._lower_uncached
+    real = harness.static.session.lower
 
-    def drifting(case):
-        lowering = real(case)
+    def drifting(case, built):
+        lowering = real(case, built)
         return dataclasses.replace(lowering, cuda=lowering.cuda + f"// {next(lowerings)}\n")
 
-    monkeypatch.setattr(harness.static.lowering, "_lower_uncached", drifting)
-    harness.static.lowering._lower_cached.cache_clear()
-    try:
-        result = golden_session("--regen", "-k", SMALL_CASE)
-    finally:
-        harness.static.lowering._lower_cached.cache_clear()
+    monkeypatch.setattr(harness.static.session, "lower", drifting)
+    result = golden_session("--regen", "-k", SMALL_CASE)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*two lowerings of the same case differ*"])
     assert not (golden_session.golden / f"{SMALL_CASE}.cu").exists()
@@ -165,19 +161,15 @@ def test_regen_refuses_nondeterministic_lowering(golden_session, monkeypatch):
 
 def test_lowering_failure_fails_that_case_only(golden_session, monkeypatch):
     broken, fine = SMALL_CASE, SMALL_CASE.replace("sm_90", "sm_80")
-    real = harness.static.lowering._lower_uncached
+    real = harness.static.session.lower
 
-    def failing(case):
+    def failing(case, built):
         if case.id == broken:
-            raise harness.static.lowering.LoweringError(case.id, "TileLang could not lower this variant (boom)")
-        return real(case)
+            raise LoweringError(case.id, "TileLang could not lower this variant (boom)")
+        return real(case, built)
 
-    monkeypatch.setattr(harness.static.lowering, "_lower_uncached", failing)
-    harness.static.lowering._lower_cached.cache_clear()
-    try:
-        result = golden_session("--regen", "-k", f"{broken} or {fine}")
-    finally:
-        harness.static.lowering._lower_cached.cache_clear()
+    monkeypatch.setattr(harness.static.session, "lower", failing)
+    result = golden_session("--regen", "-k", f"{broken} or {fine}")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([f"*{broken}: TileLang could not lower this variant (boom)*"])
 
@@ -185,23 +177,16 @@ def test_lowering_failure_fails_that_case_only(golden_session, monkeypatch):
 def test_a_case_that_does_not_lower_is_reported_once(golden_session, monkeypatch):
     """The family checks and summaries that need the case say only that it stopped them."""
     broken = SMALL_CASE
-    real = harness.static.lowering._lower_uncached
+    real = harness.static.session.lower
 
-    def failing(case):
+    def failing(case, built):
         if case.id == broken:
-            raise harness.static.lowering.LoweringError(case.id, "TileLang could not lower this variant (boom)")
-        return real(case)
+            raise LoweringError(case.id, "TileLang could not lower this variant (boom)")
+        return real(case, built)
 
     small_registry(monkeypatch, SMALL_CASE, SMALL_CASE.replace("ns0", "ns1"))
-    monkeypatch.setattr(harness.static.lowering, "_lower_uncached", failing)
-    caches = (harness.static.lowering._lower_cached, harness.static.produce._case_files)
-    for cache in caches:  # earlier tests may have lowered the case in this process
-        cache.cache_clear()
-    try:
-        result = golden_session("--regen", "-k", "64x64x32")
-    finally:
-        for cache in caches:
-            cache.cache_clear()
+    monkeypatch.setattr(harness.static.session, "lower", failing)
+    result = golden_session("--regen", "-k", "64x64x32")
     assert result.ret != 0
     assert sum("(boom)" in line for line in result.stdout.lines) == 1
     result.stdout.fnmatch_lines([f"*family checks not run: case {broken} did not lower*"])
@@ -288,19 +273,12 @@ def test_the_same_error_in_several_cases_is_printed_once_and_short(golden_sessio
 
     second = SMALL_CASE.replace("ns0", "ns1")
 
-    def failing(case):
+    def failing(case, built):
         raise RuntimeError(f"{case.id}: a declaration the harness cannot use")
 
     small_registry(monkeypatch, SMALL_CASE, second)
-    monkeypatch.setattr(harness.static.lowering, "_lower_uncached", failing)
-    caches = (harness.static.lowering._lower_cached, harness.static.produce._case_files)
-    for cache in caches:
-        cache.cache_clear()
-    try:
-        result = golden_session("-k", "64x64x32 and test_case")
-    finally:
-        for cache in caches:
-            cache.cache_clear()
+    monkeypatch.setattr(harness.static.session, "lower", failing)
+    result = golden_session("-k", "64x64x32 and test_case")
     result.assert_outcomes(failed=2)
     text = result.stdout.str()
     assert text.count("RuntimeError: ") == 1, text

@@ -14,7 +14,6 @@ import harness.family
 from harness.build import KERNEL_KINDS, BuildError, build_kernel
 from harness.family import FamilyError, Tolerance, Variant
 from harness.static.cases import Case
-from harness.static.produce import produce
 
 
 def build(family):
@@ -37,14 +36,14 @@ def test_every_style_builds_with_its_outputs_found(kernel, params, declared):
     assert built.prim_func.params[1].name.startswith("Y")
 
 
-def test_every_style_lowers_to_the_same_kernel_body():
+def test_every_style_lowers_to_the_same_kernel_body(lowerings):
     """The styles write one computation; only the kernel's name differs in the CUDA."""
     cases = [
         styles.family(styles.eager_scale),
         styles.family(styles.lazy_scale),
         styles.family(styles.scale_factory, outputs=[1]),
     ]
-    texts = {produce(Case(f, f.variants[0], "sm_80"), fresh=True).cuda for f in cases}
+    texts = {lowerings.produce(Case(f, f.variants[0], "sm_80")).cuda for f in cases}
     bodies = {text.replace("eager_scale_kernel", "K").replace("scale_kernel", "K") for text in texts}
     assert len(bodies) == 1
 
@@ -145,12 +144,12 @@ def test_a_rename_of_an_undeclared_dimension_is_a_family_error():
         styles.family(styles.eager_scale, variants=[Variant("only", styles.eager_scale, dimension_names={"M": "rows"})])
 
 
-def test_an_autotuned_kernel_lowers_as_its_pinned_configuration():
+def test_an_autotuned_kernel_lowers_as_its_pinned_configuration(lowerings):
     tuned = styles.family(styles.autotuned_scale, {"block_rows": 4, "threads": 64})
     plain = styles.family(styles.eager_scale, {"block_rows": 4, "threads": 64})
     assert (
-        produce(Case(tuned, tuned.variants[0], "sm_90"), fresh=True).cuda
-        == produce(Case(plain, plain.variants[0], "sm_90"), fresh=True).cuda
+        lowerings.produce(Case(tuned, tuned.variants[0], "sm_90")).cuda
+        == lowerings.produce(Case(plain, plain.variants[0], "sm_90")).cuda
     )
 
 

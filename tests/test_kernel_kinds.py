@@ -16,7 +16,6 @@ from harness.build import BuildError, build_kernel
 from harness.family import Family, Variant
 from harness.static.cases import Case
 from harness.static.normalize import normalize_cuda
-from harness.static.produce import produce
 from harness.static.snapshot import SnapshotStore, strip_cuda_header
 from harness.targets import TARGETS
 from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul
@@ -69,13 +68,13 @@ def test_snapshot_is_what_tilelang_compile_builds_for_a_jit_variant(key, target)
     assert normalize_cuda(kernel.get_kernel_source()) == strip_cuda_header(snapshot)
 
 
-def test_the_jit_decorators_pass_configs_reach_the_lowering_as_tilelang_compile_applies_them():
+def test_the_jit_decorators_pass_configs_reach_the_lowering_as_tilelang_compile_applies_them(lowerings):
     """A decorator config that changes the CUDA: the snapshot follows it, exactly as tilelang.compile does."""
     configs = {tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED: True}  # a PassConfigKey, as users write it
     configured = _family(tilelang.jit(out_idx=[2], pass_configs=configs)(tiny_gemm))
     plain = _family(tilelang.jit(out_idx=[2])(tiny_gemm))
-    lowered = produce(Case(configured, configured.variants[0], "sm_90"), fresh=True).cuda
-    assert lowered != produce(Case(plain, plain.variants[0], "sm_90"), fresh=True).cuda
+    lowered = lowerings.produce(Case(configured, configured.variants[0], "sm_90")).cuda
+    assert lowered != lowerings.produce(Case(plain, plain.variants[0], "sm_90")).cuda
     with without_nvcc():
         compiled = tilelang.compile(
             tiny_gemm(256, 256, 256, 64), out_idx=[2], pass_configs=configs, target=Target(TARGETS["sm_90"].description)
@@ -117,11 +116,11 @@ def tiny_gemm(M, N, K, block):
     return gemm
 
 
-def test_a_factory_a_jit_factory_and_a_ready_prim_func_give_one_kernel():
+def test_a_factory_a_jit_factory_and_a_ready_prim_func_give_one_kernel(lowerings):
     factory = _family(tiny_gemm)
     jitted = _family(tilelang.jit(out_idx=[2])(tiny_gemm))
     ready = _family(tiny_gemm(256, 256, 256, 64), variants=[Variant("only", tiny_gemm(256, 256, 256, 64))])
-    texts = {produce(Case(f, f.variants[0], "sm_80"), fresh=True).cuda for f in (factory, jitted, ready)}
+    texts = {lowerings.produce(Case(f, f.variants[0], "sm_80")).cuda for f in (factory, jitted, ready)}
     assert len(texts) == 1
 
 

@@ -14,6 +14,7 @@ HARNESS = REPO / "scripts" / "harness"
 READS_IR = {
     "harness.static.facts",
     "harness.static.produce",
+    "harness.static.session",  # what a run builds, traces and lowers: it holds the producing modules
     "harness.static.upgrade_preview",
     "harness.static.session_items",  # the static session's pytest items: they lower
 }

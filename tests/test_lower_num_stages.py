@@ -11,12 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import num_stages_case
 from hidden_tilelang import HOW, SCRIPTS, run_without_tilelang
 from script_runner import load_script, run_script
 
-from harness.static.cases import Case
 from harness.static.facts import extract_facts
-from harness.static.lowering import lower
 from harness.static.normalize import normalize_cuda
 from harness.targets import TARGETS
 from kernels.gemm_num_stages import CRITERIA as NUM_STAGES_CRITERIA
@@ -61,8 +60,8 @@ def test_annotation_lines_have_the_seed_form(sm80_run):
 
 
 @pytest.mark.parametrize("n", [int(n) for n in NS])
-def test_each_block_reports_the_extracted_facts(sm80_run, n):
-    (facts,) = extract_facts(lower(Case(FAMILY, variant(n, 128, 128, 32), "sm_80")))["kernels"]
+def test_each_block_reports_the_extracted_facts(sm80_run, n, lowerings):
+    (facts,) = extract_facts(lowerings.lower(num_stages_case(n, "sm_80")))["kernels"]
     block = "\n".join(block_of(sm80_run[1], n))
     sync = facts["sync"]
     assert f"dynamic shared memory = {facts['dynamic_shared_memory_bytes']} bytes" in block
@@ -86,8 +85,8 @@ def test_every_criterion_is_reported_with_its_values(sm80_run):
 
 
 @pytest.fixture(scope="module")
-def sweep_facts() -> dict[int, dict]:
-    return {n: extract_facts(lower(Case(FAMILY, variant(n, 128, 128, 32), "sm_80"))) for n in (1, 2, 3)}
+def sweep_facts(lowerings) -> dict[int, dict]:
+    return {n: extract_facts(lowerings.lower(num_stages_case(n, "sm_80"))) for n in (1, 2, 3)}
 
 
 def test_altered_facts_make_a_criterion_fail_and_the_exit_status_one(sweep_facts, capsys):
@@ -163,7 +162,7 @@ def test_the_in_flight_criterion_reads_the_vmcnt_waits_of_a_hip_target(sweep_fac
     assert not {claim.name: claim for claim in num_stages_criteria(hip)}[NUM_STAGES_CRITERIA[4]].holds
 
 
-def test_a_hip_target_lowers_and_dumps_hip_source(tmp_path):
+def test_a_hip_target_lowers_and_dumps_hip_source(tmp_path, lowerings):
     status, output, _ = run_main(
         "--arch", "gfx942", "--tile", "64x64x32", "--num-stages", "2", "--dump-dir", str(tmp_path)
     )
@@ -171,7 +170,7 @@ def test_a_hip_target_lowers_and_dumps_hip_source(tmp_path):
     assert status in (0, script.EXIT_CRITERION_FAILED)  # what TileLang does on HIP is observed, not assumed
     (dumped,) = tmp_path.iterdir()
     assert dumped.name == "gemm_num_stages_2.hip"
-    assert dumped.read_text() == normalize_cuda(lower(Case(FAMILY, variant(2, 64, 64, 32), "gfx942")).cuda)
+    assert dumped.read_text() == normalize_cuda(lowerings.lower(num_stages_case(2, "gfx942", (64, 64, 32))).cuda)
 
 
 def test_an_arch_the_family_does_not_declare_is_refused(monkeypatch):
@@ -185,11 +184,11 @@ def test_an_arch_the_family_does_not_declare_is_refused(monkeypatch):
     assert error == "--arch sm_80: kernels/gemm_num_stages.py declares only targets ['sm_90']\n"
 
 
-def test_sm90_prints_what_it_observes_and_fails_the_sm80_criteria():
+def test_sm90_prints_what_it_observes_and_fails_the_sm80_criteria(lowerings):
     status, output, _ = run_main("--arch", "sm_90", "--tile", "64x64x32", "--num-stages", "2")
     assert status == script.EXIT_CRITERION_FAILED
     block = block_of(output, 2)
-    (facts,) = extract_facts(lower(Case(FAMILY, variant(2, 64, 64, 32), "sm_90")))["kernels"]
+    (facts,) = extract_facts(lowerings.lower(num_stages_case(2, "sm_90", (64, 64, 32))))["kernels"]
     assert facts["warp_specialized"] and facts["pipelines"] == []
     assert block[0] == (
         "no loop carries a software pipeline annotation after tl.PipelinePlanning "
@@ -199,7 +198,7 @@ def test_sm90_prints_what_it_observes_and_fails_the_sm80_criteria():
     assert f"FAIL  {NUM_STAGES_CRITERIA[0]}  [N=2: None]" in output
 
 
-def test_dump_dir_writes_normalized_cuda_per_n(tmp_path):
+def test_dump_dir_writes_normalized_cuda_per_n(tmp_path, lowerings):
     status, output, _ = run_main("--num-stages", "2", "3", "--dump-dir", str(tmp_path / "tl22"))
     assert status == 0
     files = sorted(p.name for p in (tmp_path / "tl22").iterdir())
@@ -208,7 +207,7 @@ def test_dump_dir_writes_normalized_cuda_per_n(tmp_path):
     for n in (2, 3):
         path = tmp_path / "tl22" / f"gemm_num_stages_{n}.cu"
         texts[n] = path.read_text()
-        assert texts[n] == normalize_cuda(lower(Case(FAMILY, variant(n, 128, 128, 32), "sm_80")).cuda)
+        assert texts[n] == normalize_cuda(lowerings.lower(num_stages_case(n, "sm_80")).cuda)
         assert f"wrote {path}" in output
         assert "#line" not in texts[n] and str(tmp_path) not in texts[n]
     diff = list(difflib.unified_diff(texts[2].splitlines(), texts[3].splitlines(), lineterm=""))

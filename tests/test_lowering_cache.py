@@ -14,8 +14,8 @@ from conftest import SMALL_CASE
 import harness.static.lowering_cache as lowering_cache
 from harness.family import Variant
 from harness.static.cases import Case, all_cases, family_cases
-from harness.static.lowering_cache import CorruptEntry, LoweringCache, StaleCacheEntry, case_key
-from harness.static.produce import _lowered_files
+from harness.static.lowering_cache import CorruptEntry, LoweringCache, StaleCacheEntry
+from harness.static.session import LoweringSession
 from harness.targets import TARGETS
 
 SMALL = next(c for c in all_cases() if c.id == SMALL_CASE)
@@ -28,15 +28,28 @@ def never_lowered() -> dict[str, str]:
     raise AssertionError("a cache hit must not lower")
 
 
+def case_key(case: Case) -> str:
+    """The case's key as a run that has not seen it yet computes it: its kernel traced afresh."""
+    return LoweringSession().key(case)
+
+
+def cached(cache: LoweringCache, case: Case, lower) -> tuple[dict[str, str], str]:
+    return cache.files(case, case_key(case), lower)
+
+
 @pytest.mark.parametrize("case", [*EVERY_TARGET, DECLARED], ids=lambda c: c.id)
 def test_a_warm_case_is_byte_identical_to_its_cold_lowering(tmp_path, case):
-    cold = LoweringCache(tmp_path)
-    files = cold.files(case, lambda: _lowered_files(case, fresh=True))
+    cold = LoweringSession(LoweringCache(tmp_path))
+    warm = LoweringSession(LoweringCache(tmp_path))  # another process: only the folder is shared
+    # Each process keys a variant before lowering it; two sessions in one process share the PrimFunc TileLang's jit
+    # hands out, which a lowering rewrites in place (DECLARED's, that fails halfway), so both read it first.
+    assert warm.key(case) == cold.key(case)
+    files = cold.files(case)
     assert cold.sources == {case.id: "lowered"}
     assert set(files) == set(case.snapshot_files)
-    warm = LoweringCache(tmp_path)  # another process: only the folder is shared
-    assert warm.files(case, never_lowered) == files == _lowered_files(case, fresh=True)
+    assert warm.files(case) == files == LoweringSession().files(case, fresh=True)
     assert warm.sources == {case.id: "cache"}
+    assert warm._lowered == {}, "a cache hit must not lower"
 
 
 # -- every input of the key makes a miss -------------------------------------------------------------------
@@ -113,10 +126,8 @@ def test_a_changed_does_not_lower_reason_is_a_miss(tmp_path):
     def error_file(declared: Case) -> dict[str, str]:  # what a lowering writes, reduced to the reason
         return {declared.snapshot_files[0]: declared.not_lowering_note}
 
-    LoweringCache(tmp_path).files(before, lambda: error_file(before))
-    cache = LoweringCache(tmp_path)
-    assert cache.files(case, lambda: error_file(case)) == error_file(case)
-    assert cache.sources == {case.id: "lowered"}
+    cached(LoweringCache(tmp_path), before, lambda: error_file(before))
+    assert cached(LoweringCache(tmp_path), case, lambda: error_file(case)) == (error_file(case), "lowered")
 
 
 def test_a_change_to_the_code_that_writes_snapshots_is_a_miss(monkeypatch, tmp_path):
@@ -124,20 +135,15 @@ def test_a_change_to_the_code_that_writes_snapshots_is_a_miss(monkeypatch, tmp_p
     copy = tmp_path / "harness"
     shutil.copytree(lowering_cache.HARNESS_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(lowering_cache, "HARNESS_ROOT", copy)
-    lowering_cache.harness_fingerprint.cache_clear()
-    try:
-        before = case_key(scale_case())
-        normalize = copy / "static" / "normalize.py"
-        normalize.write_text(normalize.read_text() + "\n# one more rule\n")
-        lowering_cache.harness_fingerprint.cache_clear()
-        assert case_key(scale_case()) != before
-    finally:
-        lowering_cache.harness_fingerprint.cache_clear()
+    before = case_key(scale_case())
+    normalize = copy / "static" / "normalize.py"
+    normalize.write_text(normalize.read_text() + "\n# one more rule\n")
+    assert case_key(scale_case()) != before
 
 
 def test_the_fingerprint_reads_every_module_that_writes_snapshot_files():
     modules = lowering_cache.producing_modules()
-    expected = {"normalize", "facts", "snapshot", "lowering", "cases", "produce", "lowering_cache"}
+    expected = {"normalize", "facts", "snapshot", "lowering", "cases", "produce", "lowering_cache", "session"}
     assert {f"harness.static.{name}" for name in expected} | {"harness.build", "harness.targets"} <= modules
 
 
@@ -145,8 +151,7 @@ def test_the_fingerprint_reads_every_module_that_writes_snapshot_files():
 
 
 def stored(tmp_path, case: Case):
-    cache = LoweringCache(tmp_path)
-    files = cache.files(case, lambda: _lowered_files(case, fresh=True))
+    files = LoweringSession(LoweringCache(tmp_path)).files(case)
     (entry,) = tmp_path.rglob("*.json")
     return files, entry
 
@@ -167,11 +172,9 @@ def test_a_corrupt_entry_is_a_miss_with_a_warning_and_is_rewritten(tmp_path, dam
     case = EVERY_TARGET[0]
     files, entry = stored(tmp_path, case)
     entry.write_text(damage(entry.read_text()))
-    cache = LoweringCache(tmp_path)
     with pytest.warns(CorruptEntry, match="lowering cache entry ignored"):
-        assert cache.files(case, lambda: files) == files
-    assert cache.sources == {case.id: "lowered"}
-    assert LoweringCache(tmp_path).files(case, never_lowered) == files  # rewritten, now a hit
+        assert cached(LoweringCache(tmp_path), case, lambda: files) == (files, "lowered")
+    assert cached(LoweringCache(tmp_path), case, never_lowered) == (files, "cache")  # rewritten, now a hit
 
 
 def test_a_refresh_refuses_an_entry_that_differs_from_a_fresh_lowering(tmp_path):
@@ -181,9 +184,9 @@ def test_a_refresh_refuses_an_entry_that_differs_from_a_fresh_lowering(tmp_path)
     forged = {path: text + "// not what TileLang emitted\n" for path, text in files.items()}
     data = json.loads(entry.read_text())
     entry.write_text(json.dumps({**data, "files": forged, "digest": lowering_cache._digest(forged)}))
-    assert LoweringCache(tmp_path).files(case, never_lowered) == forged  # a check trusts the key
+    assert cached(LoweringCache(tmp_path), case, never_lowered) == (forged, "cache")  # a check trusts the key
     with pytest.raises(StaleCacheEntry, match="the key misses an input"):
-        LoweringCache(tmp_path, read=False).files(case, lambda: files)
+        cached(LoweringCache(tmp_path, read=False), case, lambda: files)
 
 
 # -- the session -------------------------------------------------------------------------------------------
@@ -213,6 +216,7 @@ class FakeConfig:
     def __init__(self, **options: object) -> None:
         self.options = {"--regen": False, "--refresh-cache": False, "--no-cache": False, **options}
         self.options.setdefault("--lowering-cache", "unused")
+        self.stash = pytest.Stash()
 
     def getoption(self, name: str) -> object:
         return self.options[name]
@@ -220,12 +224,11 @@ class FakeConfig:
 
 def workers_for(monkeypatch, missing: dict[str, str], **options: object) -> int | None:
     """`pytest_xdist_auto_num_workers` over fake cases: case id -> its group, for the cases the cache lacks."""
-    import harness.static.cases
     from harness.static import plugin
 
     cases = [dataclasses.replace(SMALL, target=t) for t in TARGETS]  # ids differ by target
-    monkeypatch.setattr(harness.static.cases, "all_cases", lambda: cases)
-    monkeypatch.setattr(LoweringCache, "holds", lambda self, case: case.id not in missing)
+    monkeypatch.setattr(plugin, "all_cases", lambda: cases)
+    monkeypatch.setattr(LoweringCache, "holds", lambda self, case, key: case.id not in missing)
     monkeypatch.setattr(Case, "group", property(lambda case: missing.get(case.id, "held")))
     return plugin.pytest_xdist_auto_num_workers(FakeConfig(**options))
 

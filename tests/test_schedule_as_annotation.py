@@ -7,7 +7,6 @@ from hidden_tilelang import HOW, run_without_tilelang
 from script_runner import load_script, run_script
 
 from harness.analysis import changed_source, source_lines_changed
-from harness.static.produce import produce
 from harness.static.variant_effects import VariantEffect, variant_effects
 from harness.targets import TARGETS
 from kernels import gemm_relu_schedules
@@ -23,8 +22,9 @@ def run_main(*argv: str) -> tuple[int, str, str]:
 
 
 @pytest.fixture(scope="module")
-def static_run() -> tuple[int, str, str]:
-    return run_main("--static-only")
+def static_run(lowerings) -> tuple[int, str, str]:
+    """What `--static-only` prints, its lowerings kept for the tests to compare with."""
+    return run_script(lambda argv: script.static_report(lowerings))
 
 
 # -- the table ---------------------------------------------------------------------------------
@@ -97,10 +97,10 @@ def test_a_missing_api_and_a_missing_parameter_are_named():
     assert member.missing == ("Diag",) and "enum {Square, FullRow, FullCol}" in member.found
 
 
-def test_static_run_stops_with_status_one_naming_missing_apis(monkeypatch, capsys):
+def test_static_run_stops_with_status_one_naming_missing_apis(monkeypatch, capsys, lowerings):
     missing = script.Api("T.NoSuchThing", "tilelang.language", "NoSuchThing", (), "nobody")
     monkeypatch.setattr(script, "API_CHECKLIST", (*script.API_CHECKLIST, missing))
-    assert script.static_report() == script.EXIT_FAILED
+    assert script.static_report(lowerings) == script.EXIT_FAILED
     output = capsys.readouterr().out
     assert "MISSING T.NoSuchThing" in output
     assert output.rstrip().endswith(
@@ -111,11 +111,11 @@ def test_static_run_stops_with_status_one_naming_missing_apis(monkeypatch, capsy
 # -- what each annotation does to the CUDA -------------------------------------------------------
 
 
-def test_static_run_marks_variants_identical_to_the_baseline(static_run):
+def test_static_run_marks_variants_identical_to_the_baseline(static_run, lowerings):
     status, output, _ = static_run
     assert status == 0
     family = script.seed_schedules()
-    effects = variant_effects(family, produce)
+    effects = variant_effects(family, lowerings.produce, lowerings.build)
     lines = output.splitlines()
     headings = [line for line in lines if "lines changed against v0_baseline" in line]
     assert [line.split(":")[0] for line in headings] == list(family.target_names), "every target, in order"
@@ -174,12 +174,12 @@ def test_render_effects_names_each_targets_language_and_a_target_not_compared():
     assert lines[-1] == "same dataflow as v0: v1 yes, v2 yes"
 
 
-def test_the_static_run_compares_on_the_targets_the_family_declares(monkeypatch, capsys):
+def test_the_static_run_compares_on_the_targets_the_family_declares(monkeypatch, capsys, lowerings):
     import dataclasses
 
     narrowed = dataclasses.replace(FAMILY, targets=["gfx942", "sm_80"])
     monkeypatch.setattr(gemm_relu_schedules, "FAMILY", narrowed)
-    assert script.static_report() == 0
+    assert script.static_report(lowerings) == 0
     headings = [line for line in capsys.readouterr().out.splitlines() if "lines changed against" in line]
     assert [line.split(":")[0] for line in headings] == ["sm_80", "gfx942"]
 

@@ -11,7 +11,8 @@ import pytest
 from conftest import SMALL_CASE
 
 import harness.family
-import harness.static.produce
+import harness.static.session
+from harness.build import build_kernel
 from harness.family import Claim, Family, FamilyError
 from harness.gpu.check import device_cases, not_run_on
 from harness.gpu.report import render_markdown, report_data
@@ -19,6 +20,7 @@ from harness.static.cases import all_cases, check_groups, family_cases
 from harness.static.changes import CaseOutcome
 from harness.static.lowering import LoweringError
 from harness.static.normalize import normalize_error
+from harness.static.session import LoweringSession
 from harness.static.snapshot import SnapshotStore
 from harness.static.upgrade_preview import classify_case
 from harness.static.variant_effects import no_effect, render_effects, variant_effects
@@ -46,14 +48,14 @@ def use(monkeypatch, family: Family) -> None:
 
 def fail_lowering(monkeypatch, case_id: str, error: Exception = TILELANG_ERROR) -> None:
     """Lowering `case_id` raises `error` as TileLang would; every other case lowers for real."""
-    real = harness.static.produce.lower
+    real = harness.static.session.lower
 
-    def lower(case, *, fresh=False):
+    def lower(case, built):
         if case.id == case_id:
             raise LoweringError(case.id, "TileLang could not lower this variant") from error
-        return real(case, fresh=fresh)
+        return real(case, built)
 
-    monkeypatch.setattr(harness.static.produce, "lower", lower)
+    monkeypatch.setattr(harness.static.session, "lower", lower)
 
 
 # -- declarations -----------------------------------------------------------------------------------
@@ -200,7 +202,7 @@ def test_the_summary_does_not_compare_a_declared_case_and_says_why():
         produced.append(case.id)
         return SimpleNamespace(cuda="same\n", facts={})
 
-    (effect,) = variant_effects(family, produce)
+    (effect,) = variant_effects(family, produce, build_kernel)
     assert not any(case.endswith("/sm_80") for case in produced), "a declared case must not be lowered"
     others = [t for t in TARGETS if t != "sm_80"]
     assert effect.targets == list(TARGETS) and list(effect.cuda_lines_changed) == others
@@ -214,7 +216,9 @@ def test_the_summary_has_a_section_per_target_the_family_declares_naming_its_sou
     family = small_family(targets=None)
     pair = dataclasses.replace(SMALL.variant, name="pair", compare_with=SMALL.variant.name)
     family = dataclasses.replace(family, variants=[SMALL.variant, pair])
-    text = render_effects(family, variant_effects(family, lambda case: SimpleNamespace(cuda="same\n", facts={})))
+    text = render_effects(
+        family, variant_effects(family, lambda case: SimpleNamespace(cuda="same\n", facts={}), build_kernel)
+    )
     sections = [line.removeprefix("## ") for line in text.splitlines() if line.startswith("## ")]
     assert sections == list(TARGETS)
     hip = [t for t in TARGETS if TARGETS[t].backend == "hip"]
@@ -225,22 +229,28 @@ def test_the_summary_has_a_section_per_target_the_family_declares_naming_its_sou
         assert f"| variant | {language} vs comparison | facts that differ |" in section
         assert "| pair | **identical (no effect)** | none |" in section
     narrowed = dataclasses.replace(family, targets=[hip[0], "sm_90"])
-    text = render_effects(narrowed, variant_effects(narrowed, lambda case: SimpleNamespace(cuda="x\n", facts={})))
+    text = render_effects(
+        narrowed, variant_effects(narrowed, lambda case: SimpleNamespace(cuda="x\n", facts={}), build_kernel)
+    )
     assert [line for line in text.splitlines() if line.startswith("## ")] == ["## sm_90", f"## {hip[0]}"]
 
 
 def test_the_upgrade_preview_classifies_a_declared_case(monkeypatch, tmp_path):
     golden, pending = SnapshotStore(tmp_path / "golden"), SnapshotStore(tmp_path / "pending")
     (case,) = family_cases(small_family([declared()]))
+
+    def classified():  # each a preview of its own, as TileLang's behaviour changes between them
+        return classify_case(case, golden, pending, LoweringSession())
+
     fail_lowering(monkeypatch, SMALL_CASE)
-    assert classify_case(case, golden, pending).status is CaseOutcome.NEW
+    assert classified().status is CaseOutcome.NEW
     golden.write(f"{SMALL_CASE}.error", pending.read(f"{SMALL_CASE}.error"))
-    assert classify_case(case, golden, pending).status is CaseOutcome.STILL_FAILS
+    assert classified().status is CaseOutcome.STILL_FAILS
     fail_lowering(monkeypatch, SMALL_CASE, ValueError("another message"))
-    row = classify_case(case, golden, pending)
+    row = classified()
     assert row.status is CaseOutcome.FAILED and "another error" in row.error
     monkeypatch.undo()
-    row = classify_case(case, golden, pending)
+    row = classified()
     assert row.status is CaseOutcome.NOW_LOWERS and "remove the declaration" in row.error
 
 

@@ -15,7 +15,6 @@ from harness.static.cases import Case, all_cases
 from harness.static.changes import CaseOutcome, FileChange
 from harness.static.diff import changed_fields
 from harness.static.lowering import LoweringError
-from harness.static.produce import case_files
 from harness.static.snapshot import SnapshotStore
 from harness.static.upgrade_preview import CaseRow, Preview, classify_case, render_markdown
 
@@ -33,30 +32,30 @@ def golden(tmp_path):
     return root
 
 
-def row_for(golden, tmp_path):
-    return classify_case(CASE, SnapshotStore(golden), SnapshotStore(tmp_path / "out" / "golden"))
+def row_for(golden, tmp_path, lowerings):
+    return classify_case(CASE, SnapshotStore(golden), SnapshotStore(tmp_path / "out" / "golden"), lowerings)
 
 
-def test_an_unchanged_case_is_identical_and_its_files_are_written_beside_golden(golden, tmp_path):
-    row = row_for(golden, tmp_path)
+def test_an_unchanged_case_is_identical_and_its_files_are_written_beside_golden(golden, tmp_path, lowerings):
+    row = row_for(golden, tmp_path, lowerings)
     assert (row.status, row.cuda, row.fields) == (CaseOutcome.PASSED, FileChange.UNCHANGED, [])
     assert (tmp_path / "out" / "golden" / f"{SMALL_CASE}.cu").read_text() == (golden / f"{SMALL_CASE}.cu").read_text()
 
 
-def test_a_renamed_local_is_identifiers_renamed_only(golden, tmp_path):
+def test_a_renamed_local_is_identifiers_renamed_only(golden, tmp_path, lowerings):
     cuda = golden / f"{SMALL_CASE}.cu"
     cuda.write_text(re.sub(r"\bC_l\b", "accumulator", cuda.read_text()))
-    row = row_for(golden, tmp_path)
+    row = row_for(golden, tmp_path, lowerings)
     assert (row.status, row.renamed) == (FileChange.RENAMED, 1)
 
 
-def test_a_changed_statement_is_a_cuda_change_and_a_changed_fact_names_its_field(golden, tmp_path):
+def test_a_changed_statement_is_a_cuda_change_and_a_changed_fact_names_its_field(golden, tmp_path, lowerings):
     cuda = golden / f"{SMALL_CASE}.cu"
     cuda.write_text(cuda.read_text().replace("__syncthreads();", "__syncwarp();", 1))
-    assert row_for(golden, tmp_path).status == FileChange.SOURCE
+    assert row_for(golden, tmp_path, lowerings).status == FileChange.SOURCE
     facts = golden / f"{SMALL_CASE}.yaml"
     facts.write_text(facts.read_text().replace("dynamic_shared_memory_bytes: 8192", "dynamic_shared_memory_bytes: 1"))
-    row = row_for(golden, tmp_path)
+    row = row_for(golden, tmp_path, lowerings)
     assert (row.status, row.cuda, row.fields) == (
         FileChange.FACTS,
         FileChange.SOURCE,
@@ -64,7 +63,9 @@ def test_a_changed_statement_is_a_cuda_change_and_a_changed_fact_names_its_field
     )
 
 
-def test_a_comment_only_edit_is_classified_alike_by_the_static_check_and_the_preview(golden_session, tmp_path):
+def test_a_comment_only_edit_is_classified_alike_by_the_static_check_and_the_preview(
+    golden_session, tmp_path, lowerings
+):
     """Both read harness.static.diff: the static session's JUnit record and the preview's row name one class."""
     golden_session("--regen", "-k", SMALL_CASE).assert_outcomes(passed=1)
     source = golden_session.golden / f"{SMALL_CASE}.cu"
@@ -73,27 +74,29 @@ def test_a_comment_only_edit_is_classified_alike_by_the_static_check_and_the_pre
     golden_session("-k", SMALL_CASE, f"--junitxml={junit}").assert_outcomes(failed=1)
     (check,) = read_junit(junit).failed
     (static,) = (m.kind for m in check.mismatches)
-    row = row_for(golden_session.golden, tmp_path)
+    row = row_for(golden_session.golden, tmp_path, lowerings)
     assert static is FileChange.COMMENTS
     assert (row.status, row.cuda, row.renamed) == (static, static, 0)
 
 
-def test_a_case_without_snapshot_is_new_and_one_that_fails_names_its_error(golden, tmp_path, monkeypatch):
+def test_a_case_without_snapshot_is_new_and_one_that_fails_names_its_error(golden, tmp_path, monkeypatch, lowerings):
     (golden / f"{SMALL_CASE}.cu").unlink()
-    assert row_for(golden, tmp_path).status == CaseOutcome.NEW
+    assert row_for(golden, tmp_path, lowerings).status == CaseOutcome.NEW
 
     def failing(case, fresh=False):
         raise LoweringError(case.id, "TileLang could not lower this variant (boom)")
 
-    monkeypatch.setattr(preview_module, "case_files", failing)
-    row = row_for(golden, tmp_path)
+    monkeypatch.setattr(lowerings, "files", failing)
+    row = row_for(golden, tmp_path, lowerings)
     assert row.status == CaseOutcome.FAILED and "boom" in row.error
 
 
-def test_the_report_counts_per_family_and_target_and_lists_fields_and_checks(golden, tmp_path):
+def test_the_report_counts_per_family_and_target_and_lists_fields_and_checks(golden, tmp_path, lowerings):
     facts = golden / f"{SMALL_CASE}.yaml"
     facts.write_text(facts.read_text().replace("dynamic_shared_memory_bytes: 8192", "dynamic_shared_memory_bytes: 1"))
-    preview = Preview("9.9.9", "0.1.15", [row_for(golden, tmp_path)], ["g: 2. something: recorded holds, now fails"])
+    preview = Preview(
+        "9.9.9", "0.1.15", [row_for(golden, tmp_path, lowerings)], ["g: 2. something: recorded holds, now fails"]
+    )
     text = render_markdown(preview)
     assert text.startswith("<!-- Written by `nox -s upgrade-preview -- 9.9.9`")
     columns = [preview_module._column(status) for status in preview_module.STATUSES]
@@ -109,16 +112,18 @@ def test_the_report_counts_per_family_and_target_and_lists_fields_and_checks(gol
     assert (data["cases"][0]["status"], data["cases"][0]["cuda"]) == ("facts changed", "identical")
 
 
-def test_a_real_cuda_change_that_no_fact_explains_is_counted_per_family_and_target_and_listed(golden, tmp_path):
+def test_a_real_cuda_change_that_no_fact_explains_is_counted_per_family_and_target_and_listed(
+    golden, tmp_path, lowerings
+):
     cuda = golden / f"{SMALL_CASE}.cu"
     pinned = cuda.read_text()
     cuda.write_text(pinned.replace("__syncthreads();", "__syncwarp();", 1))
-    unexplained = row_for(golden, tmp_path)
+    unexplained = row_for(golden, tmp_path, lowerings)
     facts = golden / f"{SMALL_CASE}.yaml"
     facts.write_text(facts.read_text().replace("dynamic_shared_memory_bytes: 8192", "dynamic_shared_memory_bytes: 1"))
-    explained = row_for(golden, tmp_path)
+    explained = row_for(golden, tmp_path, lowerings)
     cuda.write_text(re.sub(r"\bC_l\b", "accumulator", pinned))
-    renamed = row_for(golden, tmp_path)
+    renamed = row_for(golden, tmp_path, lowerings)
     assert renamed.cuda == FileChange.RENAMED  # renaming only is no real change, with or without a fact change
     preview = Preview("9.9.9", "0.1.15", [unexplained, explained, renamed], [])
     expected = {"cuda_changed": 2, "unexplained": 1, "share": 0.5, "cases": [SMALL_CASE]}
@@ -129,7 +134,7 @@ def test_a_real_cuda_change_that_no_fact_explains_is_counted_per_family_and_targ
     assert json.loads(json.dumps(preview.as_dict()))["unexplained_cuda_changes"]["all"] == expected
 
 
-def test_a_family_check_whose_outcome_changed_is_listed(monkeypatch):
+def test_a_family_check_whose_outcome_changed_is_listed(monkeypatch, lowerings):
     import dataclasses
 
     import harness.family
@@ -138,10 +143,10 @@ def test_a_family_check_whose_outcome_changed_is_listed(monkeypatch):
 
     family = dataclasses.replace(family_module.FAMILY, variants=[CASE.variant], targets=["sm_90"])
     monkeypatch.setattr(harness.family, "registry", lambda: harness.family.Registry((family,), ()))
-    assert preview_module.changed_checks() == [], "the pinned TileLang gives what the family records"
+    assert preview_module.changed_checks(lowerings) == [], "the pinned TileLang gives what the family records"
     forged = [Claim(family_module.CRITERIA[2], False, "N=0: [0, 0, 1]")]
     monkeypatch.setattr(family_module, "num_stages_criteria", lambda facts: forged)
-    (line,) = preview_module.changed_checks()
+    (line,) = preview_module.changed_checks(lowerings)
     expected = "3. N = 0: no pipeline annotation: recorded holds, now fails (N=0: [0, 0, 1])"
     assert line == f"gemm_num_stages/64x64x32/sm_90: {expected}"
 
@@ -218,19 +223,19 @@ def test_the_facts_coverage_is_reported_for_every_target_previewed():
     assert data["unexplained_by_target"]["sm_90"]["share"] is None
 
 
-def test_a_hip_target_is_compared_through_its_hip_snapshot(tmp_path):
+def test_a_hip_target_is_compared_through_its_hip_snapshot(tmp_path, lowerings):
     case = Case(CASE.family, CASE.variant, "gfx942")
     assert case.source_file.endswith("/gfx942.hip")
-    produced = case_files(case)
+    produced = lowerings.files(case)
     golden = SnapshotStore(tmp_path / "golden")
     for path, text in produced.items():
         golden.write(path, text)
-    row = classify_case(case, golden, SnapshotStore(tmp_path / "out" / "golden"))
+    row = classify_case(case, golden, SnapshotStore(tmp_path / "out" / "golden"), lowerings)
     assert (row.target, row.status, row.cuda) == ("gfx942", CaseOutcome.PASSED, FileChange.UNCHANGED)
     source = produced[case.source_file]
     assert "__syncthreads();" in source
     golden.write(case.source_file, source.replace("__syncthreads();", "__builtin_amdgcn_s_barrier();", 1))
-    row = classify_case(case, golden, SnapshotStore(tmp_path / "out" / "golden"))
+    row = classify_case(case, golden, SnapshotStore(tmp_path / "out" / "golden"), lowerings)
     assert (row.status, row.cuda, row.fields) == (FileChange.SOURCE, FileChange.SOURCE, [])
     preview = Preview("9.9.9", "0.1.15", [row], [])
     assert preview.unexplained_by_target()["gfx942"]["share"] == 1.0

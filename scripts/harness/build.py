@@ -73,20 +73,11 @@ class _Kernel:
     eager: Any = None  # an eager kernel's JIT function, to read its T.const names after tracing
 
 
-# (id of the Family, id of the Variant) -> (both, kept so their ids stay theirs, what they built).
-_BUILT: dict[tuple[int, int], tuple[Family, Variant, BuiltKernel]] = {}
-
-
 def build_kernel(family: Family, variant: Variant) -> BuiltKernel:
-    """Build the PrimFunc of `variant` once per process (the lowering cache's key, every target's lowering and
-    the variant comparison read it); raise BuildError naming the family file and variant."""
-    slot = (id(family), id(variant))
-    if slot not in _BUILT:
-        _BUILT[slot] = (family, variant, _build(family, variant))
-    return _BUILT[slot][2]
-
-
-def _build(family: Family, variant: Variant) -> BuiltKernel:
+    """Trace `variant`'s kernel into its PrimFunc, with its pass configs, outputs and tolerances; raise BuildError
+    naming the family file and variant. Each call traces again (a jit kernel may hand back the PrimFunc it made for
+    the same arguments before); a run that reads a variant's kernel several times builds it once, through its
+    session (`harness.static.session`)."""
     from tvm import tirx
 
     where = f"{family.file}: variant {variant.name!r}"

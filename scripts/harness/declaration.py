@@ -11,11 +11,11 @@ Every argument is one of: made by inputs(); returned by the kernel (`Returned`);
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from harness.build import Argument
-from harness.family import ZEROS, Accumulated, Family, OutputKind, Returned, Written
+from harness.build import Argument, BuiltKernel
+from harness.family import ZEROS, Accumulated, Family, OutputKind, Returned, Variant, Written
 
 
 class FamilyCallError(ValueError):
@@ -187,17 +187,19 @@ def check_declaration(
 MAX_LINES = 20
 
 
-def family_problems(family: Family) -> list[str]:
-    """Every variant of the family built, and its declaration checked against that variant's signature
-    (`check_declaration`): what is wrong, one line (or one refusal) per mistake, the variants that share a
-    mistake named together, at most MAX_LINES lines."""
+def family_problems(family: Family, build: Callable[[Family, Variant], BuiltKernel] | None = None) -> list[str]:
+    """Every variant of the family built (by `build`, a run's `LoweringSession.build`; afresh without one), and its
+    declaration checked against that variant's signature (`check_declaration`): what is wrong, one line (or one
+    refusal) per mistake, the variants that share a mistake named together, at most MAX_LINES lines."""
     from harness.build import BuildError, build_kernel, signature
+
+    build = build_kernel if build is None else build
 
     found: dict[str, list[str]] = {}  # the mistake, its variant's name left out -> the variants that make it
     for variant in family.variants:
         named = f"variant {variant.name!r}"
         try:
-            built = build_kernel(family, variant)
+            built = build(family, variant)
             check_declaration(family, family.params(variant), signature(built), built.outputs)
         except BuildError as error:
             message = str(error)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import os
 import sys
@@ -13,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from harness.build import BuildError, build_kernel
+from harness.build import BuiltKernel
 from harness.static.cases import Case
 from harness.targets import TARGETS
 
@@ -70,19 +69,9 @@ def tilelang_unavailable() -> str | None:
     return None
 
 
-def lower(case: Case, *, fresh: bool = False) -> Lowering:
-    """Lower a case; repeated calls in one process reuse the result unless `fresh`."""
-    if fresh:
-        return _lower_uncached(case)
-    return _lower_cached(case)
-
-
-@functools.cache
-def _lower_cached(case: Case) -> Lowering:
-    return _lower_uncached(case)
-
-
-def _lower_uncached(case: Case) -> Lowering:
+def lower(case: Case, built: BuiltKernel) -> Lowering:
+    """Lower the case's built kernel (`harness.build.build_kernel`) for its target, afresh; LoweringError when
+    TileLang cannot. A run lowers each case once through its session (`harness.static.session`)."""
     import tilelang
     import tvm
     from tvm.target import Target
@@ -95,10 +84,6 @@ def _lower_uncached(case: Case) -> Lowering:
             if info.name in CAPTURED_PASSES:
                 captured[info.name] = mod
 
-    try:
-        built = build_kernel(case.family, case.variant)
-    except BuildError as error:
-        raise LoweringError(case.id, str(error)) from error
     try:
         target = Target(TARGETS[case.target].description)
         # Our own PassContext keeps the instruments (compile_only's opens its own and drops

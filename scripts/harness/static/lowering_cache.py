@@ -16,18 +16,17 @@ or the key misses an input: `StaleCacheEntry`). `nox -s regen-golden` and pushes
 from __future__ import annotations
 
 import ast
-import functools
 import hashlib
 import json
 import os
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 from typing import Any
 
-from harness.build import build_kernel
+from harness.build import BuiltKernel
 from harness.files import atomic_write
 from harness.static.cases import Case
 from harness.targets import TARGETS
@@ -37,7 +36,7 @@ ENTRY_FORMAT = 1
 # Environment variables TileLang and TVM read (their prefixes): a different value may change a lowering.
 ENVIRONMENT_PREFIXES = ("TL_", "TVM_", "TILELANG_")
 # The module whose transitive harness imports produce the snapshot files (their source is in the key).
-PRODUCER = "harness.static.produce"
+PRODUCER = "harness.static.session"
 HARNESS_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -49,29 +48,19 @@ class StaleCacheEntry(RuntimeError):
     """A fresh lowering differs from the entry stored under the same key: the key misses an input."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class LoweringCache:
     """A folder of entries `<key[:2]>/<key>.json`; `read` False for a refresh (lower everything, store it)."""
 
     root: Path
     read: bool = True
-    # case id -> "cache" or "lowered": where this session took each case's files from.
-    sources: dict[str, str] = field(default_factory=dict)
-    # case id -> its files, once this session has them (checks and summaries read a case again).
-    _seen: dict[str, dict[str, str]] = field(default_factory=dict, repr=False)
 
-    def files(self, case: Case, lower: Callable[[], dict[str, str]]) -> dict[str, str]:
-        """The case's snapshot files: from the entry under its key, or from `lower()` (then stored)."""
-        if case.id not in self._seen:
-            self._seen[case.id] = self._files(case, lower)
-        return self._seen[case.id]
-
-    def _files(self, case: Case, lower: Callable[[], dict[str, str]]) -> dict[str, str]:
-        key = case_key(case)
+    def files(self, case: Case, key: str, lower: Callable[[], dict[str, str]]) -> tuple[dict[str, str], str]:
+        """The case's snapshot files under `key` (`case_key`), and where they came from: `cache` (the entry stored
+        under the key) or `lowered` (`lower()`, then stored)."""
         stored = self._load(key, case)
         if self.read and stored is not None:
-            self.sources[case.id] = "cache"
-            return stored
+            return stored, "cache"
         files = lower()
         if stored is not None and stored != files:
             changed = sorted(path for path in files if files[path] != stored.get(path))
@@ -80,12 +69,11 @@ class LoweringCache:
                 f"an input of the lowering (harness/static/lowering_cache.py); delete {self.root} and report it"
             )
         self._store(key, case, files)
-        self.sources[case.id] = "lowered"
-        return files
+        return files, "lowered"
 
-    def holds(self, case: Case) -> bool:
-        """Whether a valid entry for the case's key is stored (a corrupt one warns, and counts as none)."""
-        return self._load(case_key(case), case) is not None
+    def holds(self, case: Case, key: str) -> bool:
+        """Whether a valid entry under the case's key is stored (a corrupt one warns, and counts as none)."""
+        return self._load(key, case) is not None
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
@@ -131,38 +119,33 @@ def _digest(files: dict[str, str]) -> str:
 # -- the key -------------------------------------------------------------------------------------
 
 
-def case_key(case: Case) -> str:
-    """The hash of every input of the case's lowering and of the code that turns it into files."""
+def case_key(case: Case, traced: Mapping[str, Any], code: Mapping[str, str]) -> str:
+    """The hash of every input of the case's lowering: the case itself, its kernel as traced (`traced_kernel`), the
+    environment, and the code that lowers it and turns the lowering into files (`installed_code`)."""
     inputs = {
         "entry_format": ENTRY_FORMAT,
         "case": case.id,
         "params": case.params,
         "does_not_lower": case.does_not_lower,
         "target": TARGETS[case.target].description,
-        **_traced(case),
-        "tilelang": tilelang_build(),
+        **traced,
+        **code,
         "environment": lowering_environment(),
-        "harness": harness_fingerprint(),
     }
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
 
 
-# (family/variant, id of the Variant) -> (the Variant, kept so its id stays its own, its kernel as the key reads it).
-_TRACED: dict[tuple[str, int], tuple[Any, dict[str, Any]]] = {}
+def traced_kernel(built: BuiltKernel) -> dict[str, Any]:
+    """The variant's PrimFunc as text (with its metadata) and its pass configs, as the key reads them. Taken before
+    any of the variant's lowerings: a jit kernel hands out one PrimFunc per argument set, and TileLang's passes
+    rewrite parts of it in place (a launch thread's name), so printed after a lowering it would read differently."""
+    return {"prim_func": built.prim_func.script(show_meta=True), "pass_configs": built.pass_configs}
 
 
-def _traced(case: Case) -> dict[str, Any]:
-    """The variant's PrimFunc as text (with its metadata) and its pass configs, once per variant and before
-    any of its lowerings: a jit kernel hands out one PrimFunc per argument set, and TileLang's passes rewrite
-    parts of it in place (a launch thread's name), so printed after a lowering it would read differently."""
-    slot = (case.key, id(case.variant))
-    if slot not in _TRACED:
-        built = build_kernel(case.family, case.variant)
-        _TRACED[slot] = (
-            case.variant,
-            {"prim_func": built.prim_func.script(show_meta=True), "pass_configs": built.pass_configs},
-        )
-    return _TRACED[slot][1]
+def installed_code() -> dict[str, str]:
+    """The TileLang build and the harness code a lowering's files depend on, for the key: the same for every case
+    of a run, so a run reads it once (it hashes installed files)."""
+    return {"tilelang": tilelang_build(), "harness": harness_fingerprint()}
 
 
 def lowering_environment() -> dict[str, str]:
@@ -170,7 +153,6 @@ def lowering_environment() -> dict[str, str]:
     return {name: value for name, value in sorted(os.environ.items()) if name.startswith(ENVIRONMENT_PREFIXES)}
 
 
-@functools.cache
 def tilelang_build() -> str:
     """TileLang's version and the hash of its wheel's RECORD (every installed file with its own hash)."""
     try:
@@ -181,7 +163,6 @@ def tilelang_build() -> str:
     return f"{installed.version} {hashlib.sha256(record.encode()).hexdigest()}"
 
 
-@functools.cache
 def harness_fingerprint() -> str:
     """A hash of the source of every module that turns a lowering into snapshot files (normalization, facts,
     rendering, format versions): `producing_modules`."""
@@ -192,7 +173,8 @@ def harness_fingerprint() -> str:
 
 
 def producing_modules() -> set[str]:
-    """`harness.static.produce` and every harness module it imports, transitively."""
+    """`harness.static.session` (what a run lowers and produces through) and every harness module it imports,
+    transitively."""
     return set(_producing_paths())
 
 
@@ -225,17 +207,3 @@ def _harness_imports(source: bytes) -> list[str]:
         elif isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
     return [name for name in names if name.split(".")[0] == "harness"]
-
-
-# -- the cache a session uses -------------------------------------------------------------------
-
-_ACTIVE: list[LoweringCache] = []
-
-
-def activate(cache: LoweringCache | None) -> None:
-    """Make `cache` the one `harness.static.produce` consults in this process (None: lower every case)."""
-    _ACTIVE[:] = [cache] if cache is not None else []
-
-
-def active() -> LoweringCache | None:
-    return _ACTIVE[0] if _ACTIVE else None

@@ -11,12 +11,12 @@ import os
 import shutil
 import sys
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
-from harness.static import lowering_cache
 from harness.static.cases import all_cases, parse_shard, select_shard
 from harness.static.changes import CASE, CASE_ID, LOWERING_SOURCE, MISMATCH, REMEDY, Mismatch, lowering_line
 from harness.static.golden import RegenRefused, check_may_write
@@ -34,21 +34,14 @@ from harness.static.verdict import (
     terminal_lines,
 )
 
+if TYPE_CHECKING:
+    from harness.static.session import LoweringSession
+
 OUTCOMES = ("created", "updated", "deleted", "unchanged")
 # The marker of a check that needs every case (the orphan check): sharded runs leave it out.
 UNSHARDED = "unsharded"
-# xdist worker -> items it collected after -k/-m/--shard (controller side only).
-_COLLECTED_BY_WORKER: dict[str, int] = {}
 # Cases missing the lowering cache that one process lowers faster than workers would start (`-n auto`).
 FEW_MISSES = 8
-# What the items recorded: regen outcomes per kind, and findings, for the terminal summary.
-_OUTCOME_COUNTS: Counter[str] = Counter()
-_FINDINGS: list[str] = []
-# Cases whose files were lowered in this run, and taken from the lowering cache.
-_LOWERING_SOURCES: Counter[str] = Counter()
-# The failing checks as the verdict reads them, and the cases that passed (controller side).
-_FAILURES: list[Failure] = []
-_UNCHANGED: list[CaseKey] = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -80,8 +73,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for state in (_COLLECTED_BY_WORKER, _OUTCOME_COUNTS, _FINDINGS, _LOWERING_SOURCES, _FAILURES, _UNCHANGED):
-        state.clear()  # one process may run several sessions (the tests run them in-process)
     config.addinivalue_line("markers", f"{UNSHARDED}: a check over every case, left out of sharded runs (--shard)")
     if os.environ.get("TL_LOWER_TRACE"):
         # In html mode TileLang compiles a kept codegen.cpp instead of what it generated, so a
@@ -95,13 +86,13 @@ def pytest_configure(config: pytest.Config) -> None:
             check_may_write(config.getoption("--force-regen-under-ci"))
         except RegenRefused as error:
             raise pytest.UsageError(str(error)) from None
-    lowering_cache.activate(_lowering_cache(config))
     shard = config.getoption("--shard")
     if shard is not None:
         try:
             parse_shard(shard)
         except ValueError as error:
             raise pytest.UsageError(str(error)) from None
+    config.pluginmanager.register(golden_run(config), GoldenRun.PLUGIN)
 
 
 def _lowering_cache(config: pytest.Config) -> LoweringCache | None:
@@ -117,7 +108,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """`-n auto` with a lowering cache to read: no workers when what misses the cache is one group of cases or
     a few, since every worker pays TileLang's import and the tracing of every kernel again (about 3 s) and a
     group runs on one worker anyway; otherwise xdist's own count (None)."""
-    cache = _lowering_cache(config)
+    run = golden_run(config)  # the controller's: when no workers start, it runs every item with these traces
+    cache = run.cache
     if cache is None or not cache.read:
         return None
     from harness.build import BuildError
@@ -126,7 +118,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     misses = 0
     for case in all_cases():
         try:
-            held = cache.holds(case)
+            held = cache.holds(case, run.lowerings.key(case))
         except BuildError:  # its key needs the kernel; test_family_declaration says why it does not build
             held = False
         if not held:
@@ -202,19 +194,6 @@ def empty_selection(config: pytest.Config) -> str:
     )
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_node_collection_finished(node: object, ids: list[str]) -> None:
-    _COLLECTED_BY_WORKER[str(getattr(node, "gateway", node))] = len(ids)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Under xdist, the same refusal and exit status as without it: ERROR on stderr, usage error."""
-    if _COLLECTED_BY_WORKER and not any(_COLLECTED_BY_WORKER.values()):
-        sys.stderr.write(f"ERROR: {empty_selection(session.config)}\n")
-        session.exitstatus = pytest.ExitCode.USAGE_ERROR
-
-
 # Items report through user_properties because those travel from xdist workers to the controller.
 
 
@@ -243,82 +222,131 @@ def fail_with_mismatches(
 
 def record_lowering_source(request: pytest.FixtureRequest, case_id: str) -> None:
     """Attach where the case's files came from (LOWERING_SOURCE: `lowered` or `cache`) to the item's report."""
-    cache = lowering_cache.active()
-    source = "lowered" if cache is None else cache.sources.get(case_id)
+    source = golden_run(request.config).lowerings.sources.get(case_id)
     if source is not None:  # None: the case failed before its files existed
         request.node.user_properties.append((LOWERING_SOURCE, source))
 
 
-@pytest.hookimpl(trylast=True)  # after the JUnit writer has taken the full text
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    properties = dict(report.user_properties)
-    if report.failed:
-        _record_failure(report, properties)
-    if report.when != "call":
-        return
-    if report.passed and CASE in properties:
-        _UNCHANGED.append(tuple(json.loads(properties[CASE])))
-    for name, value in report.user_properties:
-        if name == "golden_outcome":
-            _OUTCOME_COUNTS[value.split(" ", 1)[0]] += 1
-        elif name == "golden_finding":
-            _FINDINGS.append(value)
-        elif name == LOWERING_SOURCE:
-            _LOWERING_SOURCES[value] += 1
+# -- the run's state ---------------------------------------------------------------------------------------
 
 
-def _record_failure(report: pytest.TestReport, properties: dict[str, str]) -> None:
-    """Keep the failure for the verdict. A failure without records (an error) that repeats one shown
-    already, its case's names aside, is shown by a line naming the first; a long one in its first and last lines."""
-    case = tuple(json.loads(properties[CASE])) if CASE in properties else None
-    mismatches = tuple(Mismatch.from_json(value) for name, value in report.user_properties if name == MISMATCH)
-    failure = Failure(properties.get(CASE_ID, report.nodeid), case, mismatches, properties.get(REMEDY, ""))
-    if not mismatches:
-        failure = Failure(failure.check, case, text=report.longreprtext)
-        first = next((f for f in _FAILURES if not f.mismatches and error_key(f) == error_key(failure)), None)
-        shown = "\n".join(capped_text(failure.text)) if first is None else f"the same error as {first.check} (above)"
-        if shown != failure.text:
-            report.longrepr = shown
-    _FAILURES.append(failure)
+@dataclass(eq=False)
+class GoldenRun:
+    """One static session in one process, kept in pytest's config stash (`golden_run`): this process's lowerings,
+    and what the items reported (read on the controller, where xdist brings the workers' reports), for the
+    summary the session closes with. It is a plugin too: the hooks that only get a report reach it so."""
+
+    PLUGIN = "golden-run"
+
+    cache: LoweringCache | None  # the disk cache the options ask for; None: lower every case
+    collected_by_worker: dict[str, int] = field(default_factory=dict)  # xdist worker -> items it collected
+    outcomes: Counter[str] = field(default_factory=Counter)  # regen outcome -> how many files
+    findings: list[str] = field(default_factory=list)
+    lowering_sources: Counter[str] = field(default_factory=Counter)  # `lowered` or `cache` -> how many cases
+    failures: list[Failure] = field(default_factory=list)  # the failing checks as the verdict reads them
+    unchanged: list[CaseKey] = field(default_factory=list)  # the cases that passed
+    _lowerings: LoweringSession | None = field(default=None, repr=False)
+
+    @property
+    def lowerings(self) -> LoweringSession:
+        """What this process built, traced and lowered, made on first use (an xdist controller that starts
+        workers lowers nothing, and need not import TileLang)."""
+        if self._lowerings is None:
+            from harness.static.session import LoweringSession  # it imports TileLang: lowering is what it is for
+
+            self._lowerings = LoweringSession(self.cache)
+        return self._lowerings
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
+        self.collected_by_worker[str(getattr(node, "gateway", node))] = len(ids)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Under xdist, the same refusal and exit status as without it: ERROR on stderr, usage error."""
+        if self.collected_by_worker and not any(self.collected_by_worker.values()):
+            sys.stderr.write(f"ERROR: {empty_selection(session.config)}\n")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+    @pytest.hookimpl(trylast=True)  # after the JUnit writer has taken the full text
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        properties = dict(report.user_properties)
+        if report.failed:
+            self._record_failure(report, properties)
+        if report.when != "call":
+            return
+        if report.passed and CASE in properties:
+            self.unchanged.append(tuple(json.loads(properties[CASE])))
+        for name, value in report.user_properties:
+            if name == "golden_outcome":
+                self.outcomes[value.split(" ", 1)[0]] += 1
+            elif name == "golden_finding":
+                self.findings.append(value)
+            elif name == LOWERING_SOURCE:
+                self.lowering_sources[value] += 1
+
+    def _record_failure(self, report: pytest.TestReport, properties: dict[str, str]) -> None:
+        """Keep the failure for the verdict. A failure without records (an error) that repeats one shown
+        already, its case's names aside, is shown by a line naming the first; a long one in its first and last
+        lines."""
+        case = tuple(json.loads(properties[CASE])) if CASE in properties else None
+        mismatches = tuple(Mismatch.from_json(value) for name, value in report.user_properties if name == MISMATCH)
+        failure = Failure(properties.get(CASE_ID, report.nodeid), case, mismatches, properties.get(REMEDY, ""))
+        if not mismatches:
+            failure = Failure(failure.check, case, text=report.longreprtext)
+            first = next((f for f in self.failures if not f.mismatches and error_key(f) == error_key(failure)), None)
+            shown = f"the same error as {first.check} (above)" if first else "\n".join(capped_text(failure.text))
+            if shown != failure.text:
+                report.longrepr = shown
+        self.failures.append(failure)
+
+    def _verdict(self, config: pytest.Config) -> Verdict:
+        pending = f"{config.getoption('--pending-dir')}/"
+        return build_verdict(self.failures, self.unchanged, pending, [c.id for c in all_cases()])
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+        if self.failures:
+            verdict = self._verdict(config)
+            terminalreporter.write_sep("=", f"what changed: {verdict.heading}")
+            for line in terminal_lines(verdict):
+                terminalreporter.write_line(line)
+        if self.findings:
+            terminalreporter.write_sep("=", "findings")
+            for line in self.findings:
+                terminalreporter.write_line(line)
+        if config.getoption("--regen"):
+            counts = ", ".join(f"{self.outcomes[o]} {o}" for o in OUTCOMES)
+            terminalreporter.write_sep("=", f"golden files: {counts}")
+        if self.lowering_sources:
+            terminalreporter.write_line(lowering_line(self.lowering_sources, config.getoption("--lowering-cache")))
+        pending = Path(config.getoption("--pending-dir"))
+        identity = identity_lines(SnapshotStore(pending)) if pending.is_dir() else []
+        if identity:
+            terminalreporter.write_sep("=", "targets with byte-identical kernel source")
+            for line in identity:
+                terminalreporter.write_line(line)
+
+    @pytest.hookimpl(specname="pytest_terminal_summary", wrapper=True, tryfirst=True)
+    def pytest_terminal_summary_closing(self, terminalreporter: pytest.TerminalReporter, config: pytest.Config):
+        """After pytest's own list of failed items: the last lines say what changed and how to accept it."""
+        yield
+        if self.failures:
+            verdict = self._verdict(config)
+            terminalreporter.write_sep("=", f"what changed ({verdict.heading}), and how to accept it")
+            for line in footer_lines(verdict):
+                terminalreporter.write_line(line)
+        terminalreporter.write_line(f"produced files are in {config.getoption('--pending-dir')}/")
 
 
-def _verdict(config: pytest.Config) -> Verdict:
-    return build_verdict(_FAILURES, _UNCHANGED, f"{config.getoption('--pending-dir')}/", [c.id for c in all_cases()])
+GOLDEN_RUN = pytest.StashKey[GoldenRun]()
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    if _FAILURES:
-        verdict = _verdict(config)
-        terminalreporter.write_sep("=", f"what changed: {verdict.heading}")
-        for line in terminal_lines(verdict):
-            terminalreporter.write_line(line)
-    if _FINDINGS:
-        terminalreporter.write_sep("=", "findings")
-        for line in _FINDINGS:
-            terminalreporter.write_line(line)
-    if config.getoption("--regen"):
-        counts = ", ".join(f"{_OUTCOME_COUNTS[o]} {o}" for o in OUTCOMES)
-        terminalreporter.write_sep("=", f"golden files: {counts}")
-    if _LOWERING_SOURCES:
-        terminalreporter.write_line(lowering_line(_LOWERING_SOURCES, config.getoption("--lowering-cache")))
-    pending = Path(config.getoption("--pending-dir"))
-    identity = identity_lines(SnapshotStore(pending)) if pending.is_dir() else []
-    if identity:
-        terminalreporter.write_sep("=", "targets with byte-identical kernel source")
-        for line in identity:
-            terminalreporter.write_line(line)
-
-
-@pytest.hookimpl(specname="pytest_terminal_summary", wrapper=True, tryfirst=True)
-def pytest_terminal_summary_closing(terminalreporter: pytest.TerminalReporter, config: pytest.Config):
-    """After pytest's own list of failed items: the last lines say what changed and how to accept it."""
-    yield
-    if _FAILURES:
-        verdict = _verdict(config)
-        terminalreporter.write_sep("=", f"what changed ({verdict.heading}), and how to accept it")
-        for line in footer_lines(verdict):
-            terminalreporter.write_line(line)
-    terminalreporter.write_line(f"produced files are in {config.getoption('--pending-dir')}/")
+def golden_run(config: pytest.Config) -> GoldenRun:
+    """This process's run, made on first use: by `-n auto`'s count of workers, which traces every kernel before
+    pytest_configure (the controller keeps those traces when it runs the items itself), or by pytest_configure."""
+    if GOLDEN_RUN not in config.stash:
+        config.stash[GOLDEN_RUN] = GoldenRun(_lowering_cache(config))
+    return config.stash[GOLDEN_RUN]
 
 
 @pytest.fixture(scope="session")
@@ -334,3 +362,9 @@ def pending_store(pytestconfig: pytest.Config) -> SnapshotStore:
 @pytest.fixture(scope="session")
 def regen(pytestconfig: pytest.Config) -> bool:
     return bool(pytestconfig.getoption("--regen"))
+
+
+@pytest.fixture(scope="session")
+def lowerings(pytestconfig: pytest.Config) -> LoweringSession:
+    """What this process built, traced and lowered in this run, and the lowering cache it uses."""
+    return golden_run(pytestconfig).lowerings

@@ -1,16 +1,18 @@
-"""What the harness produces for a case: normalized CUDA and facts, and the snapshot files for them."""
+"""What the harness produces for a case: normalized CUDA and facts, and the snapshot files for them.
+
+Each function turns what it is given (a lowering, or a case's files) into its product; what a run lowers and
+keeps is its session's (`harness.static.session`)."""
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from harness.family import CaseFacts
-from harness.static import lowering_cache
 from harness.static.cases import Case
 from harness.static.facts import extract_facts
-from harness.static.lowering import LoweringError, lower
+from harness.static.lowering import Lowering, LoweringError
 from harness.static.normalize import normalize_cuda, normalize_error
 from harness.static.snapshot import cuda_header, load_yaml, render_error, render_facts, strip_cuda_header
 
@@ -33,17 +35,15 @@ class Produced:
     facts: dict[str, Any]
 
 
-def produce(case: Case, *, fresh: bool = False) -> Produced:
-    """The normalized source and facts of a case that lowers, read back from its snapshot files (once per
-    process, or lowered again when `fresh`), so a case taken from the lowering cache reads as a lowered one."""
-    files = case_files(case, fresh=fresh)
+def read_produced(case: Case, files: dict[str, str]) -> Produced:
+    """The normalized source and facts of a case that lowers, read back from its snapshot files, so a case taken
+    from the lowering cache reads as a lowered one."""
     source, facts = case.snapshot_files
     return Produced(strip_cuda_header(files[source]), load_yaml(files[facts]))
 
 
-def case_facts(case: Case) -> CaseFacts:
-    """What a family check sees of a case, from its (cached) lowering."""
-    produced = produce(case)
+def case_facts(case: Case, produced: Produced) -> CaseFacts:
+    """What a family check sees of a case."""
     return CaseFacts(case.variant, case.target, case.params, produced.facts, produced.cuda)
 
 
@@ -71,48 +71,27 @@ def unacknowledged_warnings(case: Case, facts: dict[str, Any]) -> str | None:
     )
 
 
-def error_text(case: Case, *, fresh: bool = False) -> str:
-    """The `.error` snapshot of a case declared not to lower; NowLowers when it lowers."""
+def snapshot_files(case: Case, lower: Callable[[], Lowering]) -> dict[str, str]:
+    """`{"<id>.cu": ..., "<id>.yaml": ...}` for one case from its lowering (`lower()`), as snapshotted under golden/
+    (`.hip` for a HIP target); `{"<id>.error": ...}` for one declared not to lower, NowLowers when it lowers."""
+    if case.does_not_lower is not None:
+        (path,) = case.snapshot_files
+        return {path: error_text(case, lower)}
+    lowering = lower()
+    source, facts = case.snapshot_files
+    return {
+        source: cuda_header(case.id, case.target) + normalize_cuda(lowering.cuda),
+        facts: render_facts(extract_facts(lowering)),
+    }
+
+
+def error_text(case: Case, lower: Callable[[], Lowering]) -> str:
+    """The `.error` snapshot of a case declared not to lower; NowLowers when `lower()` succeeds."""
     try:
-        lower(case, fresh=fresh)
+        lower()
     except LoweringError as error:
         cause = error.__cause__ or error  # TileLang's own error, not the harness's advice around it
         return render_error(
             case.id, case.target, case.does_not_lower, normalize_error(f"{type(cause).__name__}: {cause}")
         )
     raise NowLowers(case)
-
-
-def case_files(case: Case, *, fresh: bool = False) -> dict[str, str]:
-    """`{"<id>.cu": ..., "<id>.yaml": ...}` for one case, as snapshotted under golden/ (`.hip` for a HIP
-    target); `{"<id>.error": ...}` for one declared not to lower. Once per process, from the active lowering
-    cache when there is one (`harness.static.lowering_cache`); `fresh` lowers again and bypasses both."""
-    if fresh:
-        return _lowered_files(case, fresh=True)
-    cache = lowering_cache.active()
-    if cache is None:
-        return _once(case)
-    return cache.files(case, lambda: _once(case))
-
-
-def _once(case: Case) -> dict[str, str]:
-    # A case declared not to lower is cheap to redo (its lowering is memoized); the memo below is keyed on
-    # the case's id, which the declaration does not change.
-    return _lowered_files(case) if case.does_not_lower is not None else _case_files(case)
-
-
-@functools.cache
-def _case_files(case: Case) -> dict[str, str]:
-    return _lowered_files(case)
-
-
-def _lowered_files(case: Case, *, fresh: bool = False) -> dict[str, str]:
-    if case.does_not_lower is not None:
-        (path,) = case.snapshot_files
-        return {path: error_text(case, fresh=fresh)}
-    lowering = lower(case, fresh=fresh)
-    source, facts = case.snapshot_files
-    return {
-        source: cuda_header(case.id, case.target) + normalize_cuda(lowering.cuda),
-        facts: render_facts(extract_facts(lowering)),
-    }

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 import harness.family
-from harness.build import BuildError, build_kernel
+from harness.build import BuildError
 from harness.declaration import family_problems
 from harness.family import Family
 from harness.static.cases import Case, all_cases, check_groups, family_cases, not_lowering_cases
@@ -29,7 +29,8 @@ from harness.static.plugin import (
     record_lowering_source,
     record_outcomes,
 )
-from harness.static.produce import NowLowers, case_facts, case_files, produce, unacknowledged_warnings
+from harness.static.produce import NowLowers, unacknowledged_warnings
+from harness.static.session import LoweringSession
 from harness.static.snapshot import (
     FORMAT_VERSION,
     MANIFEST,
@@ -88,11 +89,11 @@ def _not_run(what: str, error: LoweringError) -> None:
     pytest.skip(f"{what} not run: case {error.case_id} did not lower (its test_case item says why)")
 
 
-def _require_built(cases, what: str) -> None:
+def _require_built(lowerings: LoweringSession, cases, what: str) -> None:
     """Skip a check over cases whose variant does not build: test_family_declaration says why, once per family."""
     for case in cases:
         try:
-            build_kernel(case.family, case.variant)
+            lowerings.build(case.family, case.variant)
         except BuildError:
             pytest.skip(
                 f"{what} not run: variant {case.variant.name!r} does not build "
@@ -105,17 +106,17 @@ def _grouped(values, group_of) -> list:
 
 
 @pytest.mark.parametrize("case", _grouped(all_cases(), lambda c: c.group))
-def test_case(request, case: Case, golden_store, pending_store, regen) -> None:
-    _require_built([case], case.id)
+def test_case(request, case: Case, lowerings: LoweringSession, golden_store, pending_store, regen) -> None:
+    _require_built(lowerings, [case], case.id)
     try:
         _compare_or_write(
-            request, lambda fresh: case_files(case, fresh=fresh), case.id, golden_store, pending_store, regen
+            request, lambda fresh: lowerings.files(case, fresh=fresh), case.id, golden_store, pending_store, regen
         )
     finally:
         record_lowering_source(request, case.id)
     # After the snapshot is compared (or written, so the warning is in review): a warning that means a wrong
     # result fails the case, in a regen too, until the kernel is fixed or the variant says why it is right.
-    refusal = None if case.does_not_lower is not None else unacknowledged_warnings(case, produce(case).facts)
+    refusal = None if case.does_not_lower is not None else unacknowledged_warnings(case, lowerings.produce(case).facts)
     if refusal:
         pytest.fail(refusal, pytrace=False)
 
@@ -132,16 +133,16 @@ def _summary_group(family: Family) -> str:
 
 
 @pytest.mark.parametrize("family", _grouped(harness.family.registry().families, _summary_group), ids=lambda f: f.name)
-def test_family_declaration(family: Family) -> None:
+def test_family_declaration(family: Family, lowerings: LoweringSession) -> None:
     """Every variant builds, and the family's inputs(), reference and precision twin fit its kernel's signature in
     number, shape and dtype (on the meta device: no data, no GPU); one message per family, naming the variants."""
-    problems = family_problems(family)
+    problems = family_problems(family, lowerings.build)
     if problems:
         pytest.fail("\n".join(problems), pytrace=False)
 
 
 @pytest.mark.parametrize("group", _grouped(check_groups(), lambda group: group))
-def test_family_checks(request, group: str) -> None:
+def test_family_checks(request, group: str, lowerings: LoweringSession) -> None:
     """The family's own checks on fresh facts (the seeds' claims); only recorded deviations may fail."""
     family, cases = check_groups()[group]
     record_findings(
@@ -152,10 +153,10 @@ def test_family_checks(request, group: str) -> None:
             if c.group == group
         ],
     )
-    _require_built(cases, f"{group}: family checks")
+    _require_built(lowerings, cases, f"{group}: family checks")
     empty = None
     try:
-        verdict = judge_claims(family, group, [case_facts(c) for c in cases])
+        verdict = judge_claims(family, group, [lowerings.facts(c) for c in cases])
     except LoweringError as error:
         _not_run(f"{group}: family checks", error)
     except NoClaims as error:
@@ -174,11 +175,13 @@ def test_family_checks(request, group: str) -> None:
     _grouped([f for f in harness.family.registry().families if has_pairs(f)], _summary_group),
     ids=lambda f: f.name,
 )
-def test_variant_effects(request, family: Family, golden_store, pending_store, regen) -> None:
+def test_variant_effects(
+    request, family: Family, lowerings: LoweringSession, golden_store, pending_store, regen
+) -> None:
     """Which annotations change the CUDA on each target; committed as golden/<family>/SUMMARY.md."""
-    _require_built(family_cases(family), f"{family.name}: variant comparison")
+    _require_built(lowerings, family_cases(family), f"{family.name}: variant comparison")
     try:
-        effects = variant_effects(family, produce)
+        effects = variant_effects(family, lowerings.produce, lowerings.build)
     except LoweringError as error:
         _not_run(f"{family.name}: variant comparison", error)
     record_findings(

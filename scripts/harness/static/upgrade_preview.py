@@ -27,7 +27,8 @@ from harness.static.changes import CaseOutcome, FileChange, Mismatch
 from harness.static.claims import NoClaims, judge_claims
 from harness.static.diff import compare_case
 from harness.static.lowering import LoweringError
-from harness.static.produce import NowLowers, case_facts, case_files
+from harness.static.produce import NowLowers
+from harness.static.session import LoweringSession
 from harness.static.snapshot import SnapshotStore
 from harness.static.verdict import Failure, build_verdict, entries_markdown
 from harness.targets import TARGETS
@@ -187,12 +188,12 @@ def _label(status: CaseOutcome | FileChange | None, target: str) -> str:
     return status.label(TARGETS[target].source_suffix if target in TARGETS else "")
 
 
-def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore) -> CaseRow:
+def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore, lowerings: LoweringSession) -> CaseRow:
     """The case lowered with this TileLang, its files written to `pending` and compared with `golden` by the
     static check's own comparison (harness.static.diff.compare_case), so that both name a change alike."""
     row = functools.partial(CaseRow, case.id, case.family.name, case.target)
     try:
-        files = case_files(case)
+        files = lowerings.files(case)
     except LoweringError as error:
         return row(CaseOutcome.FAILED, error=str(error).splitlines()[0])
     except NowLowers as error:
@@ -217,12 +218,12 @@ def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore) -> 
     return row(outcome, comparison.change, cuda, fields, renamed, corrupt, key, comparison.mismatches)
 
 
-def changed_checks() -> list[str]:
+def changed_checks(lowerings: LoweringSession) -> list[str]:
     """Every family claim whose outcome on the new facts differs from what its family records."""
     changed = []
     for group, (family, cases) in check_groups().items():
         try:
-            verdict = judge_claims(family, group, [case_facts(c) for c in cases])
+            verdict = judge_claims(family, group, [lowerings.facts(c) for c in cases])
         except LoweringError:
             changed.append(f"{group}: not run, a case did not lower")
             continue
@@ -240,11 +241,12 @@ def run_preview(
     cases: Sequence[Case], version: str, pinned: str, golden: Path, output: Path, log: Callable[[str], None] = print
 ) -> Preview:
     pending = SnapshotStore(output / "golden")
+    lowerings = LoweringSession()  # no disk cache: every case lowered by the TileLang previewed
     rows = []
     for case in cases:
-        rows.append(classify_case(case, SnapshotStore(golden), pending))
+        rows.append(classify_case(case, SnapshotStore(golden), pending, lowerings))
         log(f"{rows[-1].case}: {_label(rows[-1].status, rows[-1].target)}")
-    preview = Preview(version, pinned, rows, changed_checks())
+    preview = Preview(version, pinned, rows, changed_checks(lowerings))
     output.mkdir(parents=True, exist_ok=True)
     (output / "report.json").write_text(json.dumps(preview.as_dict(), indent=2) + "\n", encoding="utf-8")
     (output / "report.md").write_text(render_markdown(preview), encoding="utf-8")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.analysis import dataflow, source_lines_changed
-from harness.build import build_kernel
+from harness.build import BuiltKernel
 from harness.family import Family, Variant
 from harness.static.cases import Case
 from harness.static.diff import changed_fields
@@ -73,10 +73,12 @@ def declared_change(family: Family, base: Variant, variant: Variant) -> str:
 def variant_effects(
     family: Family,
     produced: Callable[[Case], Any],
+    build: Callable[[Family, Variant], BuiltKernel],
     targets: tuple[str, ...] | None = None,
 ) -> list[VariantEffect]:
     """Every declared pair, compared on each target (default: the family's); `produced(case)` has the case's
-    normalized `cuda` and `facts` (harness.static.produce.produce, passed in: this module lowers nothing itself).
+    normalized `cuda` and `facts`, `build` the variant's kernel, whose dataflow is compared (a run's
+    `LoweringSession.produce` and `.build`, passed in: this module lowers nothing itself).
     A target where either side is declared not to lower is not compared; the effect says why."""
     targets = family.target_names if targets is None else targets
     effects = []
@@ -97,8 +99,7 @@ def variant_effects(
                 variant=variant.name,
                 compared_with=base.name,
                 changes=declared_change(family, base, variant),
-                same_dataflow=dataflow(build_kernel(family, variant).prim_func)
-                == dataflow(build_kernel(family, base).prim_func),
+                same_dataflow=dataflow(build(family, variant).prim_func) == dataflow(build(family, base).prim_func),
                 cuda_lines_changed={t: changed_cuda_lines(theirs[t].cuda, mine[t].cuda) for t in compared},
                 facts_changed={t: changed_fields(theirs[t].facts, mine[t].facts) for t in compared},
                 not_lowering=not_lowering,

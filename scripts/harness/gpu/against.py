@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.util
 import io
 import subprocess
 import sys
@@ -112,16 +113,20 @@ def load_base(tree: PurePath) -> Registry:
     ours = {name: module for name, module in sys.modules.items() if _in_package(name)}
     for name in ours:
         del sys.modules[name]
-    sys.path.insert(0, str(tree))
-    importlib.invalidate_caches()
+    folder = Path(tree) / FAMILIES
     try:
+        # The base's package by its file, its modules found in its own folder: nothing on sys.path changes.
+        spec = importlib.util.spec_from_file_location(
+            FAMILIES, folder / "__init__.py", submodule_search_locations=[str(folder)]
+        )
+        package = importlib.util.module_from_spec(spec)
+        sys.modules[FAMILIES] = package
+        spec.loader.exec_module(package)
         loaded = load_families(FAMILIES)
     finally:
-        sys.path.remove(str(tree))
         for name in [name for name in sys.modules if _in_package(name)]:
             del sys.modules[name]
         sys.modules.update(ours)
-        importlib.invalidate_caches()
     families = []
     for family in loaded.families:
         renamed = dataclasses.replace(family)  # the base's own object stays as its module holds it

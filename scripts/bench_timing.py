@@ -155,8 +155,7 @@ def ab_rows(
         return run
 
     def ratios(launch: Callable[[], None], seed: int, count: int = rounds) -> list[float]:
-        measured = measure_pairs([Pair("ab", launch, "base", base)], count, bench, seed)["ab"]
-        return [v / r for v, r in zip(measured.variant.rounds_ms, measured.reference.rounds_ms, strict=True)]
+        return list(measure_pairs([Pair("ab", launch, "base", base)], count, bench, seed)["ab"].time_ratios)
 
     kernel_ms = statistics.median(timer([base] * 21))
     extra_launch = statistics.median(ratios(delayed(0), 0, 3 * rounds)) - 1

@@ -32,7 +32,6 @@ FAMILIES = "kernels"  # the package whose families are snapshotted, in both tree
 
 # Why a variant is not A/B-timed although it runs here.
 NEW = "new in the working tree: no snapshot at the base"
-UNCHANGED = "snapshot unchanged: the same kernel on both sides"
 
 
 class BaseUnavailable(RuntimeError):
@@ -50,11 +49,6 @@ class Base:
     @property
     def short(self) -> str:
         return self.sha[:12]
-
-    @property
-    def package(self) -> str:
-        """The base's families as `case_ref` names a family's package (its file's folder, dotted)."""
-        return ".".join((self.tree / FAMILIES).parts)
 
 
 @dataclass(frozen=True)

@@ -414,16 +414,11 @@ def ab_stage(
         timed = time_stage(kernels, {k: passing[k] for k in keys}, dataclasses.replace(request, seed=seed), limits,
                            lost, against=pairs)  # fmt: skip
         not_compared.update({k: f"timing against the base failed: {f.message}" for k, f in lost.items()})
-        return {k: time_ratios(t) for k, t in timed.items()}
+        return {k: t.time_ratios for k, t in timed.items()}
 
     first = rounds(list(pairs), request.seed)
     return compare_ab(label, first, lambda keys: rounds(keys, request.seed + 1), not_compared=not_compared,
                       unchanged=plan.unchanged, gone=plan.gone)  # fmt: skip
-
-
-def time_ratios(paired: PairedTiming) -> tuple[float, ...]:
-    """Each round's variant ms over the ms of what it was timed next to."""
-    return tuple(v / r for v, r in zip(paired.variant.rounds_ms, paired.reference.rounds_ms, strict=True))
 
 
 def snapshot_stage(

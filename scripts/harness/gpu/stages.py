@@ -196,14 +196,14 @@ class KernelSession:
             return Timed(failed=current, failure=raised("timing", self.compiled[current].case, error))
         return Timed(measured)
 
-    def pair_with_base(self, key: str, base_key: str, seed: int) -> float | Failure:
+    def pair_with_base(self, key: str, base_key: str, seed: int) -> Failure | None:
         """Make the variant's A/B pair on `seed`'s inputs: its kernel and the base's, each on its own inputs."""
         compiled = self.compiled[key]
         try:
             self.base_pairs[key] = ab_pair(compiled, self.compiled[base_key], seed, self.device)
         except Exception as error:
             return raised("timing against the base", compiled.case, error)
-        return 0.0
+        return None
 
     def unusable(self) -> str | None:
         """The CUDA error that makes this process's context unusable (an illegal address, a trap), or None."""

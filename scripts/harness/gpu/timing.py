@@ -83,6 +83,11 @@ class PairedTiming:
         return tuple(r / v for r, v in zip(self.reference.rounds_ms, self.variant.rounds_ms, strict=True))
 
     @property
+    def time_ratios(self) -> tuple[float, ...]:
+        """Each round's variant ms over the reference's (the A/B gate's figure, whose reference is the base)."""
+        return tuple(v / r for v, r in zip(self.variant.rounds_ms, self.reference.rounds_ms, strict=True))
+
+    @property
     def ratio(self) -> float:
         """Median over rounds of reference ms / variant ms: higher is faster."""
         return statistics.median(self.ratios)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import dataclasses
 import json
 import shutil
@@ -244,3 +246,19 @@ def test_a_warm_cache_runs_in_one_process_and_a_cold_one_on_workers(monkeypatch)
     assert workers_for(monkeypatch, many) is None, "xdist's own count"
     for option in ("--regen", "--refresh-cache", "--no-cache"):
         assert workers_for(monkeypatch, {}, **{option: True}) is None, option
+
+
+def test_the_key_does_not_depend_on_where_tilelang_is_installed(monkeypatch):
+    """TileLang points TL_TEMPLATE_PATH and the like into its own installation on import: two venvs at two paths
+    (a moved checkout, a CI cache restored elsewhere) must read each other's entries; another value must not."""
+    home = lowering_cache.tilelang_home()
+    assert home, "tilelang is installed here"
+    for name in [name for name in os.environ if name.startswith(lowering_cache.ENVIRONMENT_PREFIXES)]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("TL_TEMPLATE_PATH", f"{home}/3rdparty/../src")
+    here = lowering_cache.lowering_environment()
+    monkeypatch.setattr(lowering_cache, "tilelang_home", lambda: "/elsewhere/site-packages/tilelang")
+    monkeypatch.setenv("TL_TEMPLATE_PATH", "/elsewhere/site-packages/tilelang/3rdparty/../src")
+    assert lowering_cache.lowering_environment() == here
+    monkeypatch.setenv("TL_TEMPLATE_PATH", "/my/own/templates")
+    assert lowering_cache.lowering_environment() != here

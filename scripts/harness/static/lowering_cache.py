@@ -23,6 +23,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distribution
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -149,8 +150,22 @@ def installed_code() -> dict[str, str]:
 
 
 def lowering_environment() -> dict[str, str]:
-    """The variables TileLang and TVM may read, with their values."""
-    return {name: value for name, value in sorted(os.environ.items()) if name.startswith(ENVIRONMENT_PREFIXES)}
+    """The variables TileLang and TVM may read, with their values. TileLang sets some itself on import, to paths
+    inside its own installation: those paths read `<tilelang>/...`, so that the key does not depend on where the
+    venv lives (a checkout moved, a CI cache restored under another path); the build itself is in the key
+    (`tilelang_build`)."""
+    home = tilelang_home()
+    return {
+        name: value.replace(home, "<tilelang>") if home else value
+        for name, value in sorted(os.environ.items())
+        if name.startswith(ENVIRONMENT_PREFIXES)
+    }
+
+
+def tilelang_home() -> str | None:
+    """The folder of the installed tilelang package, found without importing it."""
+    spec = find_spec("tilelang")
+    return spec.submodule_search_locations[0] if spec and spec.submodule_search_locations else None
 
 
 def tilelang_build() -> str:

@@ -1,8 +1,10 @@
 """Sessions: static (compare snapshots), regen-golden (rewrite them), tests (the harness's own tests),
-lint, gpu, upgrade-preview, and lock (regenerate the hashed locks).
+lint, workflows (the GitHub workflows run by act), gpu, upgrade-preview, and lock (regenerate the hashed locks).
 
 Sessions only install locked dependencies (every file by its hash) and call pytest or a script; the
-logic lives in scripts/harness. docs/ci.md says which lock serves which session and why torch's CPU
+logic lives in scripts/harness. Python tools run as `python -m TOOL`, never through their console scripts,
+whose first line names the venv's absolute path: a venv restored from a cache at another path still works.
+docs/ci.md says which lock serves which session and why torch's CPU
 build is installed on its own.
 """
 
@@ -25,6 +27,7 @@ GOLDEN = ["-p", "harness.static.plugin", "--pyargs", "harness.static.session_ite
 CPU_LOCK = "requirements.txt"
 GPU_LOCK = "requirements-gpu.txt"
 LINT_LOCK = "requirements-lint.txt"
+WORKFLOWS_LOCK = "requirements-workflows.txt"
 # torch's CPU build is served by PyTorch's own index only. The sessions take torch, and nothing
 # else, from there; every other package comes from PyPI. pip has no per-package index, hence two steps.
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -41,6 +44,7 @@ LOCKS: dict[str, str] = {
     GPU_LOCK: "requirements-gpu.in",
     LINT_LOCK: "requirements-lint.in",
     "requirements-nox.txt": "requirements-nox.in",
+    WORKFLOWS_LOCK: "requirements-workflows.in",
 }
 PIP_COMPILE = [
     "pip-compile",
@@ -103,14 +107,14 @@ def install_project(session: nox.Session) -> None:
 def static(session: nox.Session) -> None:
     """Lower every variant for every target and compare with golden/ (never writes there)."""
     install(session)
-    session.run("pytest", *GOLDEN, "-n", "auto", "--dist", "loadgroup", *session.posargs)
+    session.run("python", "-m", "pytest", *GOLDEN, "-n", "auto", "--dist", "loadgroup", *session.posargs)
 
 
 @nox.session(name="regen-golden")
 def regen_golden(session: nox.Session) -> None:
     """Rewrite the selected snapshots (all by default; `-- -k EXPR` for some)."""
     install(session)
-    session.run("pytest", *GOLDEN, "--regen", "-n", "auto", "--dist", "loadgroup", *session.posargs)
+    session.run("python", "-m", "pytest", *GOLDEN, "--regen", "-n", "auto", "--dist", "loadgroup", *session.posargs)
 
 
 @nox.session(name="upgrade-preview")
@@ -140,7 +144,7 @@ def tests(session: nox.Session) -> None:
     """The harness's own tests: all of them, or the paths given (`nox -s tests -- tests/test_facts.py`)."""
     install(session)  # the CPU lock has matplotlib and NVML too: the GPU report's plot is tested here
     # No path here: pytest runs its configured testpaths (tests/) unless the options name paths.
-    session.run("pytest", "-n", "auto", *session.posargs)
+    session.run("python", "-m", "pytest", "-n", "auto", *session.posargs)
 
 
 @nox.session
@@ -176,12 +180,22 @@ def lint(session: nox.Session) -> None:
     workflows = sorted(str(path) for path in Path(".github/workflows").glob("*.y*ml"))
     if not workflows:
         session.error("no workflow under .github/workflows/: nothing to lint")
-    session.run("check-jsonschema", "--builtin-schema", "vendor.github-workflows", *workflows)
-    session.run("check-jsonschema", "--builtin-schema", "vendor.dependabot", DEPENDABOT)
+    session.run("python", "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", *workflows)
+    session.run("python", "-m", "check_jsonschema", "--builtin-schema", "vendor.dependabot", DEPENDABOT)
     # Medium severity and above fail; --strict-collection makes an unparsable workflow fail too. Dependabot's
     # file too: its audits ask for a cooldown and forbid code execution during updates.
     session.run("zizmor", "--offline", "--strict-collection", "--min-severity", "medium", *workflows, DEPENDABOT)
     session.run("hadolint", GPU_CHECK_DOCKERFILE)
+
+
+@nox.session
+def workflows(session: nox.Session) -> None:
+    """The workflows under .github/ executed by act, offline, on a reduced copy of this repository, scenario by
+    scenario (ci/README.md); `-- -k NAME` runs some. The copy's jobs reuse the static, tests and lint venvs."""
+    session.install("--require-hashes", "-r", WORKFLOWS_LOCK)
+    # The venvs the copy's jobs restore from the stand-in cache, made or brought up to date here.
+    session.run("python", "-m", "nox", "--install-only", "-s", "static", "tests", "lint")
+    session.run("python", "-m", "pytest", "ci", "-p", "no:cacheprovider", *session.posargs)
 
 
 def lock_env(environ: Mapping[str, str], find_links: str | None = None) -> dict[str, str | None]:

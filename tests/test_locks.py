@@ -187,7 +187,8 @@ def test_every_in_file_has_its_lock_and_nox_s_lock_makes_each(noxfile):
         assert (REPO / lock).is_file(), f"{lock} (from {source}) is not committed"
 
 
-LOCK_NAMES = ["requirements.txt", "requirements-gpu.txt", "requirements-lint.txt", "requirements-nox.txt"]
+LOCK_NAMES = ["requirements.txt", "requirements-gpu.txt", "requirements-lint.txt", "requirements-nox.txt",
+              "requirements-workflows.txt"]  # fmt: skip
 # Dependabot's pip-compile run rebuilds its flags from a lock's content, not from its header
 # (dependabot-core, python/lib/dependabot/python/file_updater/pip_compile_file_updater.rb,
 # `pip_compile_options_from_compiled_file`): these are all it can pass. Any other flag in a header
@@ -379,12 +380,12 @@ def test_cpu_install_takes_torch_alone_from_the_cpu_index_then_the_lock_by_hash(
     assert "--index-url" not in lock_step and "--extra-index-url" not in lock_step
 
 
-@pytest.mark.parametrize("name", ["static", "regen_golden", "tests", "gpu", "lint"])
+@pytest.mark.parametrize("name", ["static", "regen_golden", "tests", "gpu", "lint", "workflows"])
 def test_every_session_installs_only_hashed_locks(noxfile, tmp_path, name):
     session = RecordingSession([], tmp_path)
     getattr(noxfile, name)(session)
     assert session.installs, f"{name} installs nothing"
-    installs = session.installs if name == "lint" else locked_installs(session.installs)
+    installs = session.installs if name in ("lint", "workflows") else locked_installs(session.installs)
     for args in installs:
         assert "--require-hashes" in args and "-r" in args, f"{name}: {args}"
     committed = {path.name for path in lock_files_in(installs) if path.parent == Path(".")}
@@ -446,10 +447,11 @@ def test_the_tests_session_runs_the_paths_given_and_only_those(noxfile, tmp_path
     one_file = RecordingSession(["tests/test_facts.py", "-k", "layouts"], tmp_path)
     noxfile.tests(one_file)
     (run,) = one_file.runs
-    assert run[0] == "pytest" and "tests" not in run and run[-3:] == ("tests/test_facts.py", "-k", "layouts")
+    assert run[:3] == ("python", "-m", "pytest") and "tests" not in run
+    assert run[-3:] == ("tests/test_facts.py", "-k", "layouts")
     everything = RecordingSession([], tmp_path)
     noxfile.tests(everything)
-    assert not [a for a in everything.runs[0][1:] if not a.startswith("-") and a != "auto"]
+    assert not [a for a in everything.runs[0][3:] if not a.startswith("-") and a != "auto"]
     # with no path, pytest runs its configured testpaths: the whole suite
     assert tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["testpaths"] == [
         "tests"

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -328,9 +329,14 @@ def test_serve_runs_the_request_and_stops_what_it_started_before_reporting(tmp_p
     # PID 1 stays two seconds after serve: a process serve left running would write `late` meanwhile.
     subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", f"'{SERVE}'; sleep 2"],
                    env=env, check=True, timeout=60)  # fmt: skip
-    assert (report / "status").read_text() == "3\n"
+    # One archive of regular files, written after every process of the check was stopped; nothing else there.
+    assert sorted(path.name for path in report.iterdir()) == ["alive", "report.tar"]
+    with tarfile.open(report / "report.tar") as archive:
+        assert all(member.isreg() for member in archive.getmembers())
+        files = {member.name: archive.extractfile(member).read().decode() for member in archive.getmembers()}
+    assert files["status"] == "3\n"
     assert (home / "nox-args").read_text().split("\n")[:-1] == [
-        "--envdir", f"{home}/nox", "-s", "gpu", "--", "--output", f"{report}/out", "--against", "a" * 40
+        "--envdir", f"{home}/nox", "-s", "gpu", "--", "--output", f"{home}/check/out", "--against", "a" * 40
     ]  # fmt: skip
-    assert (report / "out" / "report.json").is_file() and not (report / "out" / "late").exists()
+    assert "out/report.json" in files and "out/late" not in files
     assert (home / "src" / "requirements-nox.txt").is_file(), "the check works on its own copy"

@@ -289,6 +289,37 @@ def test_the_image_matches_the_pod_that_runs_it():
     assert python and f"python3.{python[1]}-venv" in runs and " git " in runs
 
 
+# Debian's and Ubuntu's packages that install /usr/bin/python3; python3.X and python3.X-venv install only python3.X.
+PYTHON3_PACKAGES = {"python3", "python3-minimal"}
+
+
+def apt_packages(text: str) -> list[str]:
+    """The packages a Dockerfile's RUN instructions name to `apt-get install` (its options left out)."""
+    packages = []
+    for instruction, arguments in instructions(text):
+        if instruction != "RUN":
+            continue
+        for command in re.split(r"&&|\|\||;", arguments):
+            words = command.split()
+            if words[:2] in (["apt-get", "install"], ["apt", "install"]):
+                packages += [word for word in words[2:] if not word.startswith("-")]
+    return packages
+
+
+def test_the_image_installs_the_python3_that_serve_calls():
+    """serve builds the venv with `python3`, which only the python3 or python3-minimal package installs (the test
+    of serve brings its own python3, so it cannot tell)."""
+    assert re.search(r"(^|\s)python3 ", (ARC / "image" / "serve").read_text(), re.M)
+    packages = apt_packages(DOCKERFILE.read_text())
+    assert PYTHON3_PACKAGES & set(packages), f"none of {packages} installs /usr/bin/python3"
+
+
+def test_the_package_list_is_read_from_the_install_command_alone():
+    text = "RUN apt-get update \\\n    && apt-get install -y --no-install-recommends python3.12 python3.12-venv git\n"
+    assert apt_packages(text) == ["python3.12", "python3.12-venv", "git"]
+    assert not PYTHON3_PACKAGES & set(apt_packages(text)), "python3.12 and its venv module bring no python3"
+
+
 # --- the hand-over: deploy/arc/image/serve ---------------------------------------------------------
 
 SERVE = ARC / "image" / "serve"

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import jsonschema
 import kubernetes_validate
@@ -29,6 +30,10 @@ CHART_VERSION = "0.14.2"
 # The oldest Kubernetes the README asks for, and the newest kubernetes-validate knows.
 KUBERNETES_VERSIONS = ["1.33", kubernetes_validate.utils.latest_version()]
 BASE = ARC / "values" / "base.yaml"
+# Whom the scale sets serve, one file per case, installed between base.yaml and the model's file (README.md).
+ORGANISATION = ARC / "values" / "organisation.yaml"
+REPOSITORY = ARC / "values" / "repository.yaml"
+CONNECTIONS = [ORGANISATION, REPOSITORY]
 MODELS = sorted(ARC.glob("values/gpu-*.yaml"))
 GPU_RESOURCES = {"nvidia.com/gpu", "amd.com/gpu"}
 # What the runner and the check share, and which side may write each.
@@ -42,8 +47,12 @@ def merged(base: Any, override: Any) -> Any:
     return copy.deepcopy(override)
 
 
-def values(model: Path) -> dict[str, Any]:
-    return merged(yaml.safe_load(BASE.read_text()), yaml.safe_load(model.read_text()))
+def values(model: Path, connection: Path = ORGANISATION) -> dict[str, Any]:
+    """The values of one install: `-f base.yaml -f <connection> -f <model>`."""
+    data = yaml.safe_load(BASE.read_text())
+    for path in (connection, model):
+        data = merged(data, yaml.safe_load(path.read_text()))
+    return data
 
 
 def rendered_pod(values: dict[str, Any]) -> dict[str, Any]:
@@ -62,6 +71,34 @@ def validate_values(data: dict[str, Any]) -> None:
     )
     schema = json.loads((SCHEMA / "values.schema.json").read_text())
     jsonschema.Draft7Validator(schema, registry=registry).validate(data)
+    if problems := controller_problems(data):
+        raise ValueError("; ".join(problems))
+
+
+def config_scope(url: str) -> str:
+    """What actions-runner-controller takes githubConfigUrl for (ParseGitHubConfigFromURL, github/actions/actions.go
+    at gha-runner-scale-set-0.14.2): one path segment an organisation, two an enterprise (`enterprises/NAME`) or a
+    repository, anything else a URL it refuses."""
+    parts = urlsplit(url.strip("/")).path.strip("/").split("/")
+    if len(parts) == 1 and parts[0]:
+        return "organisation"
+    if len(parts) == 2:
+        return "enterprise" if parts[0].lower() == "enterprises" else "repository"
+    return "invalid"
+
+
+def controller_problems(data: dict[str, Any]) -> list[str]:
+    """What the chart and the CRD take but the controller refuses, making no scale set."""
+    url = data["githubConfigUrl"]
+    scope = config_scope(url)
+    if scope == "invalid":
+        return [f"githubConfigUrl {url}: neither an organisation, an enterprise nor a repository"]
+    if data.get("runnerGroup") and scope == "repository":
+        return [
+            f"runnerGroup {data['runnerGroup']!r} with the repository URL {url}: the controller looks a runner group "
+            "up only for an organisation or an enterprise (values/organisation.yaml); a repository has none"
+        ]
+    return []
 
 
 def containers(pod_or_values: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -81,9 +118,72 @@ def test_one_scale_set_per_model_with_its_own_name():
         assert values(model)["runnerScaleSetName"] == model.stem, f"{model.name}: the release and runs-on use it"
 
 
+@pytest.mark.parametrize("connection", CONNECTIONS, ids=lambda path: path.stem)
 @pytest.mark.parametrize("model", MODELS, ids=lambda path: path.stem)
-def test_values_validate_against_the_charts_schemas(model):
-    validate_values(values(model))
+def test_values_validate_against_the_charts_schemas(model, connection):
+    validate_values(values(model, connection))
+
+
+def test_whom_the_runners_serve_is_set_by_one_file_of_each_install():
+    """base.yaml and the models name no URL or group, so an install takes both from organisation.yaml or
+    repository.yaml, and a model's scale set is the same pod in either case."""
+    assert sorted(ARC.glob("values/*.yaml")) == sorted([BASE, *CONNECTIONS, *MODELS])
+    for path in (BASE, *MODELS):
+        assert not {"githubConfigUrl", "runnerGroup"} & set(yaml.safe_load(path.read_text())), path.name
+    organisation, repository = (yaml.safe_load(path.read_text()) for path in CONNECTIONS)
+    assert organisation == {"githubConfigUrl": organisation["githubConfigUrl"], "runnerGroup": "gpu"}
+    assert config_scope(organisation["githubConfigUrl"]) == "organisation"
+    assert repository == {"githubConfigUrl": repository["githubConfigUrl"]}
+    assert config_scope(repository["githubConfigUrl"]) == "repository"
+
+
+@pytest.mark.parametrize(
+    ("url", "scope"),
+    [
+        ("https://github.com/ORG", "organisation"),
+        ("https://github.com/ORG/", "organisation"),
+        ("https://github.com/enterprises/NAME", "enterprise"),
+        ("https://github.com/OWNER/REPO", "repository"),
+        ("https://github.example.com/OWNER/REPO/", "repository"),
+        ("https://github.com/OWNER/REPO/tree/main", "invalid"),
+        ("https://github.com", "invalid"),
+    ],
+)
+def test_the_config_url_is_read_as_the_controller_reads_it(url, scope):
+    assert config_scope(url) == scope
+
+
+def test_a_runner_group_with_a_repository_url_is_refused():
+    """A repository has no runner groups: the controller fails the group's lookup and makes no scale set."""
+    data = values(ARC / "values" / "gpu-h200.yaml", REPOSITORY)
+    data["runnerGroup"] = "gpu"
+    with pytest.raises(ValueError, match="runnerGroup 'gpu' with the repository URL"):
+        validate_values(data)
+    data["githubConfigUrl"] = "https://github.com/enterprises/NAME"
+    validate_values(data)
+
+
+def helm_installs(text: str) -> list[tuple[str, list[str]]]:
+    """(release, values files) of each `helm install` or `helm upgrade` written in a Markdown text."""
+    commands = re.findall(r"`(helm (?:install|upgrade) [^`]*)`", text)
+    return [(command.split()[2], re.findall(r"(?:-f|--values) (\S+)", command)) for command in commands]
+
+
+def check_helm_installs(text: str) -> list[Path]:
+    """Each command installs base.yaml, then organisation.yaml or repository.yaml, then a model, as the model's
+    release; the connection files it names."""
+    installs = helm_installs(text)
+    assert installs, "no helm command"
+    for release, files in installs:
+        assert len(files) == 3, f"{release}: {files}"
+        base, connection, model = (REPO / path for path in files)
+        assert base == BASE and connection in CONNECTIONS and model in MODELS, files
+        assert release == model.stem, f"{release}: the release is the scale set's name"
+    return [REPO / files[1] for _, files in installs]
+
+
+def test_the_install_instructions_name_the_values_files_of_each_case():
+    assert sorted(set(check_helm_installs((ARC / "README.md").read_text()))) == sorted(CONNECTIONS)
 
 
 @pytest.mark.parametrize(

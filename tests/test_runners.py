@@ -186,6 +186,24 @@ def test_the_install_instructions_name_the_values_files_of_each_case():
     assert sorted(set(check_helm_installs((ARC / "README.md").read_text()))) == sorted(CONNECTIONS)
 
 
+def doc_section(path: Path, heading: str) -> str:
+    """A Markdown section's text, up to the next heading, its lines joined by single spaces."""
+    text = path.read_text().split(f"\n{heading}\n", 1)[1]
+    return " ".join(re.split(r"^#", text, maxsplit=1, flags=re.M)[0].split())
+
+
+def test_the_settings_open_the_group_to_a_public_repository_and_the_runner_is_kept_new():
+    """docs/ci.md: an organisation's group serves a public repository only with "Allow public repositories" ticked
+    (off by default), and GitHub gives no job to a runner 30 days behind a release, which ARC's runners (updates
+    disabled) never catch up with by themselves."""
+    ci = REPO / "docs" / "ci.md"
+    settings = doc_section(ci, "### GitHub settings")
+    assert '"Allow public repositories"' in settings.replace("**", "") and "off by default" in settings
+    prerequisites = doc_section(ci, "### Prerequisites of the GPU nodes and the image")
+    assert "updates disabled" in prerequisites and "30 days" in prerequisites
+    assert "ghcr.io/actions/actions-runner" in prerequisites and "bumped" in prerequisites
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

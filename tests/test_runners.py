@@ -184,6 +184,7 @@ def check_helm_installs(text: str) -> list[Path]:
 
 def test_the_install_instructions_name_the_values_files_of_each_case():
     assert sorted(set(check_helm_installs((ARC / "README.md").read_text()))) == sorted(CONNECTIONS)
+    check_helm_installs((REPO / "docs" / "ci.md").read_text())  # the upgrade after a runner bump
 
 
 def doc_section(path: Path, heading: str) -> str:
@@ -436,6 +437,69 @@ def test_the_package_list_is_read_from_the_install_command_alone():
     text = "RUN apt-get update \\\n    && apt-get install -y --no-install-recommends python3.12 python3.12-venv git\n"
     assert apt_packages(text) == ["python3.12", "python3.12-venv", "git"]
     assert not PYTHON3_PACKAGES & set(apt_packages(text)), "python3.12 and its venv module bring no python3"
+
+
+# --- the runner's image: named in a Dockerfile for Dependabot, copied into the values --------------
+
+RUNNER_DOCKERFILE = ARC / "runner" / "Dockerfile"
+RUNNER_IMAGE = re.compile(r"ghcr\.io/actions/actions-runner:\d+\.\d+\.\d+@sha256:[0-9a-f]{64}")
+
+
+def runner_images(values_dir: Path) -> dict[str, str]:
+    """The `runner` container's image in each values file that lists the containers."""
+    found = {}
+    for path in sorted(values_dir.glob("*.yaml")):
+        for container in yaml.safe_load(path.read_text()).get("template", {}).get("spec", {}).get("containers", []):
+            if container["name"] == "runner":
+                found[path.name] = container["image"]
+    return found
+
+
+def follow_up_command() -> str:
+    """The command deploy/arc/runner/Dockerfile gives for copying its image into the values."""
+    command = re.search(r"^#\s+(sed -i .*)$", RUNNER_DOCKERFILE.read_text(), re.M)
+    assert command, "deploy/arc/runner/Dockerfile: the follow-up command"
+    return command[1]
+
+
+def test_the_values_run_the_runner_image_dependabot_updates():
+    """Dependabot bumps deploy/arc/runner/Dockerfile's tag and digest; the values follow in the same pull request."""
+    found = instructions(RUNNER_DOCKERFILE.read_text())
+    assert len(found) == 1 and found[0][0] == "FROM" and RUNNER_IMAGE.fullmatch(found[0][1]), found
+    image = found[0][1]
+    assert follow_up_command() in (REPO / "docs" / "ci.md").read_text(), "docs/ci.md gives the same command"
+    assert runner_images(ARC / "values") == {"base.yaml": image, "gpu-mi300x.yaml": image}, (
+        f"the runner's image is {image} in deploy/arc/runner/Dockerfile; from the repository's root, run "
+        f"{follow_up_command()}"
+    )
+
+
+@pytest.mark.skipif(shutil.which("sed") is None, reason="the follow-up command is sed's")
+def test_the_follow_up_command_copies_a_bumped_runner_image_into_the_values(tmp_path):
+    for path in [RUNNER_DOCKERFILE, *sorted(ARC.glob("values/*.yaml"))]:
+        (tmp_path / path.relative_to(REPO)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, tmp_path / path.relative_to(REPO))
+    bumped = "ghcr.io/actions/actions-runner:2.999.1@sha256:" + "ab" * 32
+    dockerfile = tmp_path / RUNNER_DOCKERFILE.relative_to(REPO)
+    dockerfile.write_text(re.sub(r"^FROM .*$", f"FROM {bumped}", dockerfile.read_text(), flags=re.M))
+    subprocess.run(["sh", "-c", follow_up_command()], cwd=tmp_path, check=True, timeout=30)
+    values_dir = tmp_path / "deploy" / "arc" / "values"
+    assert runner_images(values_dir) == {"base.yaml": bumped, "gpu-mi300x.yaml": bumped}
+    for path in values_dir.glob("*.yaml"):
+        before, after = (ARC / "values" / path.name).read_text().splitlines(), path.read_text().splitlines()
+        changed = [line.strip() for line, old in zip(after, before, strict=True) if line != old]
+        assert changed == ([f"image: {bumped}"] if path.name in ("base.yaml", "gpu-mi300x.yaml") else []), path.name
+
+
+def test_dependabot_reads_every_dockerfile_under_deploy():
+    config = yaml.safe_load((REPO / ".github" / "dependabot.yml").read_text())
+    watched = {
+        directory.strip("/")
+        for update in config["updates"]
+        if update["package-ecosystem"] == "docker"
+        for directory in update.get("directories", [update.get("directory")])
+    }
+    assert watched == {str(path.parent.relative_to(REPO)) for path in REPO.glob("deploy/**/Dockerfile")}
 
 
 # --- the hand-over: deploy/arc/image/serve ---------------------------------------------------------

@@ -167,13 +167,15 @@ def gpu(session: nox.Session) -> None:
 
 
 DEPENDABOT = ".github/dependabot.yml"
-GPU_CHECK_DOCKERFILE = "deploy/arc/image/Dockerfile"
+# The GPU check's image, and the runner's, which only names the upstream image for Dependabot (tests/test_runners.py
+# holds it to one pinned FROM).
+DOCKERFILES = ["deploy/arc/image/Dockerfile", "deploy/arc/runner/Dockerfile"]
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff on the Python; the workflows and Dependabot's file against their schemas and zizmor's audits; the GPU
-    check's Dockerfile with hadolint (all offline)."""
+    """ruff on the Python; the workflows and Dependabot's file against their schemas and zizmor's audits; the
+    Dockerfiles under deploy/ with hadolint (all offline)."""
     session.install("--require-hashes", "-r", LINT_LOCK)
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
@@ -185,7 +187,7 @@ def lint(session: nox.Session) -> None:
     # Medium severity and above fail; --strict-collection makes an unparsable workflow fail too. Dependabot's
     # file too: its audits ask for a cooldown and forbid code execution during updates.
     session.run("zizmor", "--offline", "--strict-collection", "--min-severity", "medium", *workflows, DEPENDABOT)
-    session.run("hadolint", GPU_CHECK_DOCKERFILE)
+    session.run("hadolint", *DOCKERFILES)
 
 
 @nox.session

@@ -13,6 +13,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import jsonschema
 import kubernetes_validate
@@ -30,6 +31,10 @@ CHART_VERSION = "0.14.2"
 # The oldest Kubernetes the README asks for, and the newest kubernetes-validate knows.
 KUBERNETES_VERSIONS = ["1.33", kubernetes_validate.utils.latest_version()]
 BASE = ARC / "values" / "base.yaml"
+# Whom the scale sets serve, one file per case, installed between base.yaml and the model's file (README.md).
+ORGANISATION = ARC / "values" / "organisation.yaml"
+REPOSITORY = ARC / "values" / "repository.yaml"
+CONNECTIONS = [ORGANISATION, REPOSITORY]
 MODELS = sorted(ARC.glob("values/gpu-*.yaml"))
 GPU_RESOURCES = {"nvidia.com/gpu", "amd.com/gpu"}
 # What the runner and the check share, and which side may write each.
@@ -43,8 +48,12 @@ def merged(base: Any, override: Any) -> Any:
     return copy.deepcopy(override)
 
 
-def values(model: Path) -> dict[str, Any]:
-    return merged(yaml.safe_load(BASE.read_text()), yaml.safe_load(model.read_text()))
+def values(model: Path, connection: Path = ORGANISATION) -> dict[str, Any]:
+    """The values of one install: `-f base.yaml -f <connection> -f <model>`."""
+    data = yaml.safe_load(BASE.read_text())
+    for path in (connection, model):
+        data = merged(data, yaml.safe_load(path.read_text()))
+    return data
 
 
 def rendered_pod(values: dict[str, Any]) -> dict[str, Any]:
@@ -63,6 +72,34 @@ def validate_values(data: dict[str, Any]) -> None:
     )
     schema = json.loads((SCHEMA / "values.schema.json").read_text())
     jsonschema.Draft7Validator(schema, registry=registry).validate(data)
+    if problems := controller_problems(data):
+        raise ValueError("; ".join(problems))
+
+
+def config_scope(url: str) -> str:
+    """What actions-runner-controller takes githubConfigUrl for (ParseGitHubConfigFromURL, github/actions/actions.go
+    at gha-runner-scale-set-0.14.2): one path segment an organisation, two an enterprise (`enterprises/NAME`) or a
+    repository, anything else a URL it refuses."""
+    parts = urlsplit(url.strip("/")).path.strip("/").split("/")
+    if len(parts) == 1 and parts[0]:
+        return "organisation"
+    if len(parts) == 2:
+        return "enterprise" if parts[0].lower() == "enterprises" else "repository"
+    return "invalid"
+
+
+def controller_problems(data: dict[str, Any]) -> list[str]:
+    """What the chart and the CRD take but the controller refuses, making no scale set."""
+    url = data["githubConfigUrl"]
+    scope = config_scope(url)
+    if scope == "invalid":
+        return [f"githubConfigUrl {url}: neither an organisation, an enterprise nor a repository"]
+    if data.get("runnerGroup") and scope == "repository":
+        return [
+            f"runnerGroup {data['runnerGroup']!r} with the repository URL {url}: the controller looks a runner group "
+            "up only for an organisation or an enterprise (values/organisation.yaml); a repository has none"
+        ]
+    return []
 
 
 def containers(pod_or_values: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -82,9 +119,91 @@ def test_one_scale_set_per_model_with_its_own_name():
         assert values(model)["runnerScaleSetName"] == model.stem, f"{model.name}: the release and runs-on use it"
 
 
+@pytest.mark.parametrize("connection", CONNECTIONS, ids=lambda path: path.stem)
 @pytest.mark.parametrize("model", MODELS, ids=lambda path: path.stem)
-def test_values_validate_against_the_charts_schemas(model):
-    validate_values(values(model))
+def test_values_validate_against_the_charts_schemas(model, connection):
+    validate_values(values(model, connection))
+
+
+def test_whom_the_runners_serve_is_set_by_one_file_of_each_install():
+    """base.yaml and the models name no URL or group, so an install takes both from organisation.yaml or
+    repository.yaml, and a model's scale set is the same pod in either case."""
+    assert sorted(ARC.glob("values/*.yaml")) == sorted([BASE, *CONNECTIONS, *MODELS])
+    for path in (BASE, *MODELS):
+        assert not {"githubConfigUrl", "runnerGroup"} & set(yaml.safe_load(path.read_text())), path.name
+    organisation, repository = (yaml.safe_load(path.read_text()) for path in CONNECTIONS)
+    assert organisation == {"githubConfigUrl": organisation["githubConfigUrl"], "runnerGroup": "gpu"}
+    assert config_scope(organisation["githubConfigUrl"]) == "organisation"
+    assert repository == {"githubConfigUrl": repository["githubConfigUrl"]}
+    assert config_scope(repository["githubConfigUrl"]) == "repository"
+
+
+@pytest.mark.parametrize(
+    ("url", "scope"),
+    [
+        ("https://github.com/ORG", "organisation"),
+        ("https://github.com/ORG/", "organisation"),
+        ("https://github.com/enterprises/NAME", "enterprise"),
+        ("https://github.com/OWNER/REPO", "repository"),
+        ("https://github.example.com/OWNER/REPO/", "repository"),
+        ("https://github.com/OWNER/REPO/tree/main", "invalid"),
+        ("https://github.com", "invalid"),
+    ],
+)
+def test_the_config_url_is_read_as_the_controller_reads_it(url, scope):
+    assert config_scope(url) == scope
+
+
+def test_a_runner_group_with_a_repository_url_is_refused():
+    """A repository has no runner groups: the controller fails the group's lookup and makes no scale set."""
+    data = values(ARC / "values" / "gpu-h200.yaml", REPOSITORY)
+    data["runnerGroup"] = "gpu"
+    with pytest.raises(ValueError, match="runnerGroup 'gpu' with the repository URL"):
+        validate_values(data)
+    data["githubConfigUrl"] = "https://github.com/enterprises/NAME"
+    validate_values(data)
+
+
+def helm_installs(text: str) -> list[tuple[str, list[str]]]:
+    """(release, values files) of each `helm install` or `helm upgrade` written in a Markdown text."""
+    commands = re.findall(r"`(helm (?:install|upgrade) [^`]*)`", text)
+    return [(command.split()[2], re.findall(r"(?:-f|--values) (\S+)", command)) for command in commands]
+
+
+def check_helm_installs(text: str) -> list[Path]:
+    """Each command installs base.yaml, then organisation.yaml or repository.yaml, then a model, as the model's
+    release; the connection files it names."""
+    installs = helm_installs(text)
+    assert installs, "no helm command"
+    for release, files in installs:
+        assert len(files) == 3, f"{release}: {files}"
+        base, connection, model = (REPO / path for path in files)
+        assert base == BASE and connection in CONNECTIONS and model in MODELS, files
+        assert release == model.stem, f"{release}: the release is the scale set's name"
+    return [REPO / files[1] for _, files in installs]
+
+
+def test_the_install_instructions_name_the_values_files_of_each_case():
+    assert sorted(set(check_helm_installs((ARC / "README.md").read_text()))) == sorted(CONNECTIONS)
+    check_helm_installs((REPO / "docs" / "ci.md").read_text())  # the upgrade after a runner bump
+
+
+def doc_section(path: Path, heading: str) -> str:
+    """A Markdown section's text, up to the next heading, its lines joined by single spaces."""
+    text = path.read_text().split(f"\n{heading}\n", 1)[1]
+    return " ".join(re.split(r"^#", text, maxsplit=1, flags=re.M)[0].split())
+
+
+def test_the_settings_open_the_group_to_a_public_repository_and_the_runner_is_kept_new():
+    """docs/ci.md: an organisation's group serves a public repository only with "Allow public repositories" ticked
+    (off by default), and GitHub gives no job to a runner 30 days behind a release, which ARC's runners (updates
+    disabled) never catch up with by themselves."""
+    ci = REPO / "docs" / "ci.md"
+    settings = doc_section(ci, "### GitHub settings")
+    assert '"Allow public repositories"' in settings.replace("**", "") and "off by default" in settings
+    prerequisites = doc_section(ci, "### Prerequisites of the GPU nodes and the image")
+    assert "updates disabled" in prerequisites and "30 days" in prerequisites
+    assert "ghcr.io/actions/actions-runner" in prerequisites and "bumped" in prerequisites
 
 
 @pytest.mark.parametrize(
@@ -288,6 +407,100 @@ def test_the_image_matches_the_pod_that_runs_it():
     # The venv module comes apart from Python on Debian and Ubuntu: the same minor version for both.
     python = re.search(r"\bpython3\.(\d+)\b", runs)
     assert python and f"python3.{python[1]}-venv" in runs and " git " in runs
+
+
+# Debian's and Ubuntu's packages that install /usr/bin/python3; python3.X and python3.X-venv install only python3.X.
+PYTHON3_PACKAGES = {"python3", "python3-minimal"}
+
+
+def apt_packages(text: str) -> list[str]:
+    """The packages a Dockerfile's RUN instructions name to `apt-get install` (its options left out)."""
+    packages = []
+    for instruction, arguments in instructions(text):
+        if instruction != "RUN":
+            continue
+        for command in re.split(r"&&|\|\||;", arguments):
+            words = command.split()
+            if words[:2] in (["apt-get", "install"], ["apt", "install"]):
+                packages += [word for word in words[2:] if not word.startswith("-")]
+    return packages
+
+
+def test_the_image_installs_the_python3_that_serve_calls():
+    """serve builds the venv with `python3`, which only the python3 or python3-minimal package installs (the test
+    of serve brings its own python3, so it cannot tell)."""
+    assert re.search(r"(^|\s)python3 ", (ARC / "image" / "serve").read_text(), re.M)
+    packages = apt_packages(DOCKERFILE.read_text())
+    assert PYTHON3_PACKAGES & set(packages), f"none of {packages} installs /usr/bin/python3"
+
+
+def test_the_package_list_is_read_from_the_install_command_alone():
+    text = "RUN apt-get update \\\n    && apt-get install -y --no-install-recommends python3.12 python3.12-venv git\n"
+    assert apt_packages(text) == ["python3.12", "python3.12-venv", "git"]
+    assert not PYTHON3_PACKAGES & set(apt_packages(text)), "python3.12 and its venv module bring no python3"
+
+
+# --- the runner's image: named in a Dockerfile for Dependabot, copied into the values --------------
+
+RUNNER_DOCKERFILE = ARC / "runner" / "Dockerfile"
+RUNNER_IMAGE = re.compile(r"ghcr\.io/actions/actions-runner:\d+\.\d+\.\d+@sha256:[0-9a-f]{64}")
+
+
+def runner_images(values_dir: Path) -> dict[str, str]:
+    """The `runner` container's image in each values file that lists the containers."""
+    found = {}
+    for path in sorted(values_dir.glob("*.yaml")):
+        for container in yaml.safe_load(path.read_text()).get("template", {}).get("spec", {}).get("containers", []):
+            if container["name"] == "runner":
+                found[path.name] = container["image"]
+    return found
+
+
+def follow_up_command() -> str:
+    """The command deploy/arc/runner/Dockerfile gives for copying its image into the values."""
+    command = re.search(r"^#\s+(sed -i .*)$", RUNNER_DOCKERFILE.read_text(), re.M)
+    assert command, "deploy/arc/runner/Dockerfile: the follow-up command"
+    return command[1]
+
+
+def test_the_values_run_the_runner_image_dependabot_updates():
+    """Dependabot bumps deploy/arc/runner/Dockerfile's tag and digest; the values follow in the same pull request."""
+    found = instructions(RUNNER_DOCKERFILE.read_text())
+    assert len(found) == 1 and found[0][0] == "FROM" and RUNNER_IMAGE.fullmatch(found[0][1]), found
+    image = found[0][1]
+    assert follow_up_command() in (REPO / "docs" / "ci.md").read_text(), "docs/ci.md gives the same command"
+    assert runner_images(ARC / "values") == {"base.yaml": image, "gpu-mi300x.yaml": image}, (
+        f"the runner's image is {image} in deploy/arc/runner/Dockerfile; from the repository's root, run "
+        f"{follow_up_command()}"
+    )
+
+
+@pytest.mark.skipif(shutil.which("sed") is None, reason="the follow-up command is sed's")
+def test_the_follow_up_command_copies_a_bumped_runner_image_into_the_values(tmp_path):
+    for path in [RUNNER_DOCKERFILE, *sorted(ARC.glob("values/*.yaml"))]:
+        (tmp_path / path.relative_to(REPO)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, tmp_path / path.relative_to(REPO))
+    bumped = "ghcr.io/actions/actions-runner:2.999.1@sha256:" + "ab" * 32
+    dockerfile = tmp_path / RUNNER_DOCKERFILE.relative_to(REPO)
+    dockerfile.write_text(re.sub(r"^FROM .*$", f"FROM {bumped}", dockerfile.read_text(), flags=re.M))
+    subprocess.run(["sh", "-c", follow_up_command()], cwd=tmp_path, check=True, timeout=30)
+    values_dir = tmp_path / "deploy" / "arc" / "values"
+    assert runner_images(values_dir) == {"base.yaml": bumped, "gpu-mi300x.yaml": bumped}
+    for path in values_dir.glob("*.yaml"):
+        before, after = (ARC / "values" / path.name).read_text().splitlines(), path.read_text().splitlines()
+        changed = [line.strip() for line, old in zip(after, before, strict=True) if line != old]
+        assert changed == ([f"image: {bumped}"] if path.name in ("base.yaml", "gpu-mi300x.yaml") else []), path.name
+
+
+def test_dependabot_reads_every_dockerfile_under_deploy():
+    config = yaml.safe_load((REPO / ".github" / "dependabot.yml").read_text())
+    watched = {
+        directory.strip("/")
+        for update in config["updates"]
+        if update["package-ecosystem"] == "docker"
+        for directory in update.get("directories", [update.get("directory")])
+    }
+    assert watched == {str(path.parent.relative_to(REPO)) for path in REPO.glob("deploy/**/Dockerfile")}
 
 
 # --- the hand-over: deploy/arc/image/serve ---------------------------------------------------------

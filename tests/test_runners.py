@@ -274,7 +274,6 @@ def test_the_pod_keeps_the_pull_requests_code_away_from_the_runner(model):
     assert {variable["name"]: variable["value"] for variable in check["env"]} == {
         "GITHUB_ACTIONS": "true",
         "CI": "true",
-        "GITHUB_STEP_SUMMARY": "/report/step-summary.md",
     }
     assert all(set(variable) == {"name", "value"} for variable in check["env"])
     assert "env" not in runner, "the runner's environment is ARC's (its registration), nothing added"

@@ -301,14 +301,15 @@ def test_the_pull_requests_code_gets_no_token_and_leaves_nothing_a_later_step_re
     assert 'cp -R --no-dereference "$GITHUB_WORKSPACE" "$request/src"' in lines
     assert lines.index('touch "$request/ready"') < lines.index('until [ -e "$report/report.tar" ]; do')
     # The report folder is read twice, never through a link: alive's age, and report.tar copied by dd with nofollow.
-    reads = [line for line in lines if '$report/' in line and not line.startswith(("#", "echo", "request="))]
+    reads = [line for line in lines if "$report/" in line and not line.startswith(("#", "echo", "request="))]
     assert reads == ['until [ -e "$report/report.tar" ]; do', 'if [ -e "$report/alive" ]; then',
                      'age=$(( $(date +%s) - $(stat -c %Y "$report/alive") ))',
                      'timeout 60 dd if="$report/report.tar" of="$archive" iflag=nofollow,nonblock bs=1M count=257 '
                      'status=none'], reads  # fmt: skip
     # Regular files of known names only, checked before anything is unpacked; then nothing writes $GITHUB_ENV/PATH.
-    assert lines.index("""if printf '%s\\n' "$listing" | grep -v '^-' || printf '%s\\n' "$names" | grep -Ev "$allowed"; then""") < next(
-        i for i, line in enumerate(lines) if line.startswith('tar -xf "$archive"'))
+    assert lines.index(
+        """if printf '%s\\n' "$listing" | grep -v '^-' || printf '%s\\n' "$names" | grep -Ev "$allowed"; then"""
+    ) < next(i for i, line in enumerate(lines) if line.startswith('tar -xf "$archive"'))
     assert "GITHUB_ENV" not in text and "GITHUB_PATH" not in text
     assert 'head -c 1000000 "$RUNNER_TEMP/gpu-check/step-summary.md" >> "$GITHUB_STEP_SUMMARY"' in lines
     upload = _gpu_steps()["Upload the report and the plot"]
@@ -1022,7 +1023,10 @@ def what_runs(cache_hit: str = "false") -> dict[str, set[str]]:
                 continue
             context = _context(event_name)
             pull_request = "7" if event_name == "dispatch on gpu-dispatch" else ""  # what the commit job outputs
-            context["steps"] = {"venv": {"outputs": {"cache-hit": cache_hit}}, "commit": {"outputs": {"pr": pull_request}}}
+            context["steps"] = {
+                "venv": {"outputs": {"cache-hit": cache_hit}},
+                "commit": {"outputs": {"pr": pull_request}},
+            }
             ran: set[str] = set()
             for job_name, job in workflow["jobs"].items():  # a job's needs come before it in these files
                 needs = [job["needs"]] if isinstance(job.get("needs"), str) else job.get("needs", [])

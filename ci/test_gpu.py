@@ -1,0 +1,93 @@
+"""gpu.yml for a pull request commit dispatched on gpu-dispatch, run by act on the reduced copy (ci/README.md).
+
+The gpu-check container is the real `deploy/arc/image/serve` in a PID namespace of its own (its `kill -1` reaches
+only what it started), with a python3 whose nox is a fake GPU check (ci/gpu_check/python3). Its request and
+report folders are given to both sides by GPU_CHECK_REQUEST and GPU_CHECK_REPORT, as the pod mounts them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from act import CI, REPO, REPOSITORY, Run, World
+
+SERVE = REPO / "deploy" / "arc" / "image" / "serve"
+JOBS = {"commit to check": "success", "gpu numerics and timing (gpu-h200)": "success"}
+# The runner's bound on a container that never starts, shortened from gpu.yml's 600 s for the test.
+START_LIMIT = 10
+
+
+def handover(world: World, name: str) -> tuple[Path, Path]:
+    request, report = world.root / name / "request", world.root / name / "report"
+    request.mkdir(parents=True)
+    report.mkdir(parents=True)
+    return request, report
+
+
+@pytest.fixture
+def gpu_check(world: World) -> Iterator[tuple[Path, Path]]:
+    """The gpu-check container: serve waiting for the runner's request, stopped with the test."""
+    request, report = handover(world, "gpu-check")
+    home = world.root / "gpu-check" / "home"
+    home.mkdir()
+    env = {"PATH": f"{CI / 'gpu_check'}:/usr/bin:/bin", "HOME": str(home), "FAKE_GPU_STATUS": "1",
+           "FAKE_GPU_VERDICT": "1 of 2 variants failed", "GPU_CHECK_REQUEST": str(request),
+           "GPU_CHECK_REPORT": str(report)}  # fmt: skip
+    user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+    serve = subprocess.Popen(["unshare", *user, "--pid", "--fork", "--mount-proc", str(SERVE)], env=env)
+    yield request, report
+    serve.kill()
+    serve.wait()
+
+
+def dispatch(world: World, number: int, head: str, request: Path, report: Path, **env: str) -> tuple[int, Run]:
+    world.checkout("gpu-dispatch")
+    event = {"inputs": {"pr": str(number), "sha": head}, "ref": "refs/heads/gpu-dispatch",
+             "repository": {"full_name": REPOSITORY}}  # fmt: skip
+    return world.run("gpu.yml", "workflow_dispatch", event,
+                     env={"GPU_CHECK_REQUEST": str(request), "GPU_CHECK_REPORT": str(report), **env})  # fmt: skip
+
+
+def comment_run(world: World, run_id: int, conclusion: str) -> Run:
+    world.on_main()
+    event = {"workflow_run": {"id": run_id, "name": "gpu", "event": "workflow_dispatch", "conclusion": conclusion,
+                              "head_sha": world.sha("main"), "head_branch": "gpu-dispatch",
+                              "html_url": f"https://example.invalid/{run_id}",
+                              "head_repository": {"full_name": REPOSITORY}},
+             "repository": {"full_name": REPOSITORY}}  # fmt: skip
+    _, run = world.run("comment.yml", "workflow_run", event)
+    return run
+
+
+def test_a_dispatched_pull_request_commit_gets_its_gpu_verdict_as_a_status_and_a_comment(world, gpu_check):
+    head = world.pull_request(30)
+    world.on_main()
+    world.branch("gpu-dispatch")
+    run_id, run = dispatch(world, 30, head, *gpu_check)
+    assert run.jobs() == {**JOBS, "gpu numerics and timing (gpu-h200)": "failure"}, run.output("gpu numerics")
+    report = world.artifact(run_id, "gpu-report-gpu-h200")
+    assert sorted(path.name for path in report.iterdir()) == ["report.json", "summary.md"], "the link stays behind"
+    assert "GPU check (job summary)" in run.summary("gpu numerics and timing (gpu-h200)")
+    assert f"--against\n{world.sha('main')}\n" == (gpu_check[0] / "options").read_text(), "A/B against main"
+
+    comment = comment_run(world, run_id, "failure")
+    assert comment.jobs() == {"verdict on the pull request": "success"}, comment.output("verdict on the pull request")
+    (status,) = world.github()["statuses"]
+    assert (status["sha"], status["state"], status["context"]) == (head, "failure", "gpu")
+    (posted,) = [c for c in world.github()["comments"] if c["issue"] == 30]
+    assert posted["body"].startswith(f"<!-- gpu-check-verdict -->\nGPU check of {head}")
+    assert "> ## GPU check on the stand-in: 1 of 2 variants failed" in posted["body"]
+    assert "@\u200bacme/gpu-team" in posted["body"] and "@acme" not in posted["body"]
+
+
+def test_a_gpu_check_that_never_reports_fails_the_job_within_its_bound(world):
+    head = world.pull_request(31)
+    world.on_main()
+    world.branch("gpu-dispatch")
+    run_id, run = dispatch(world, 31, head, *handover(world, "no-gpu-check"), GPU_CHECK_START_LIMIT=str(START_LIMIT))
+    assert run.jobs() == {**JOBS, "gpu numerics and timing (gpu-h200)": "failure"}
+    (error,) = run.commands("gpu numerics and timing (gpu-h200)", "error")
+    assert f"did not start within {START_LIMIT} s" in error["arg"], error

@@ -1,0 +1,116 @@
+"""The static workflow and the pull request comment, run by act on the reduced copy (ci/README.md).
+
+In the order GitHub meets them: a push to main (whose caches the pull requests restore), a pull request that
+changes nothing, then one that changes one token of a kernel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from act import FAMILY, REPOSITORY, Run, World
+
+GOLDEN_JOBS = ["golden snapshots (shard 1)", "golden snapshots (shard 2)"]
+STATIC_JOBS = [*GOLDEN_JOBS, "orphan snapshots", "harness tests", "lint (ruff, workflow schema, zizmor, hadolint)"]
+MARKER = "<!-- golden-snapshot-verdict -->"
+# One token of a variant: the tile64x512 variant's thread count, which changes its CUDA on every target.
+KERNEL_CHANGE = {f"kernels/{FAMILY}.py": ('"block_N": 512, "threads": 256', '"block_N": 512, "threads": 128')}
+
+
+def push_event(world: World) -> dict[str, Any]:
+    return {"ref": "refs/heads/main", "after": world.sha("main"), "repository": {"full_name": REPOSITORY}}
+
+
+def pull_request_event(world: World, number: int, head: str) -> dict[str, Any]:
+    pull = world.github()["pulls"][str(number)]
+    return {"action": "synchronize", "number": number, "pull_request": {**pull, "base": {"ref": "main"}},
+            "repository": {"full_name": REPOSITORY}}  # fmt: skip
+
+
+def comment_run(world: World, run_id: int, head: str, conclusion: str) -> Run:
+    """comment.yml on the static run's completion (workflow_run), as GitHub starts it from main."""
+    world.on_main()
+    event = {"workflow_run": {"id": run_id, "name": "static", "event": "pull_request", "conclusion": conclusion,
+                              "head_sha": head, "head_branch": "feature", "html_url": f"https://example.invalid/{run_id}",
+                              "head_repository": {"full_name": "someone/kernels"}},
+             "repository": {"full_name": REPOSITORY}}  # fmt: skip
+    _, run = world.run("comment.yml", "workflow_run", event)
+    return run
+
+
+def comments(world: World, number: int) -> list[dict[str, Any]]:
+    return [c for c in world.github()["comments"] if c["issue"] == number]
+
+
+@pytest.fixture(scope="module")
+def main_pushed(world: World) -> World:
+    """The push to main, run once: the pull requests below read the caches it saves."""
+    world.on_main()
+    run_id, run = world.run("static.yml", "push", push_event(world), job="golden")
+    assert run.jobs() == dict.fromkeys(GOLDEN_JOBS, "success"), run.jobs()
+    world.main_push = run_id
+    return world
+
+
+def test_a_push_to_main_saves_the_lowering_cache_of_its_commit(main_pushed):
+    saved = {call["key"] for call in main_pushed.calls(main_pushed.main_push, "cache-save")}
+    assert saved == {f"lowering-Linux-shard-1-{main_pushed.sha('main')}"}, "shard 2 lowers nothing: no cache"
+
+
+def test_an_unchanged_pull_request_from_a_fork_is_green_and_commented_once(main_pushed):
+    world = main_pushed
+    head = world.pull_request(7)
+    run_id, run = world.run("static.yml", "pull_request", pull_request_event(world, 7, head))
+    assert run.jobs() == dict.fromkeys(STATIC_JOBS, "success"), run.jobs()
+    assert world.calls(run_id, "cache-save") == [], "a pull request never saves a cache"
+    summary = run.summary("golden snapshots (shard 1)")
+    assert "all 15 checks passed" in summary and "14 from the lowering cache" in summary, summary
+    assert "checks passed" in run.summary("orphan snapshots")
+    for shard in (1, 2):
+        verdict = world.artifact(run_id, f"verdict-shard-{shard}")
+        assert (verdict / "pull-request").read_text() == "7\n" and (verdict / "verdict.md").is_file()
+    assert not world.artifact(run_id, "golden-pending-shard-1").exists(), "nothing failed: nothing to review"
+
+    comment = comment_run(world, run_id, head, "success")
+    assert comment.jobs() == {"verdict on the pull request": "success"}, comment.output("verdict on the pull request")
+    (posted,) = comments(world, 7)
+    assert posted["body"].startswith(f"{MARKER}\nGolden snapshots of {head}")
+    assert "> ## Golden snapshots, shard 1/2: all 15 checks passed" in posted["body"]
+
+
+def test_a_one_token_kernel_change_fails_with_the_change_and_the_command_that_accepts_it(main_pushed):
+    world = main_pushed
+    head = world.pull_request(8, KERNEL_CHANGE)
+    run_id, run = world.run("static.yml", "pull_request", pull_request_event(world, 8, head), job="golden")
+    assert run.jobs() == {GOLDEN_JOBS[0]: "failure", GOLDEN_JOBS[1]: "success"}, run.jobs()
+    summary = run.summary(GOLDEN_JOBS[0])
+    assert f"{FAMILY}/tile64x512" in summary and f'nox -s regen-golden -- -k "{FAMILY}' in summary, summary
+    annotated = {error["kvPairs"].get("file") for error in run.commands(GOLDEN_JOBS[0], "error")}
+    assert f"golden/{FAMILY}/tile64x512/sm_80.cu" in annotated, annotated
+    pending = world.artifact(run_id, "golden-pending-shard-1")
+    assert (pending / "golden-pending" / FAMILY / "tile64x512" / "sm_80.cu").is_file()
+    assert (pending / "static-junit.xml").is_file()
+
+    comment_run(world, run_id, head, "failure")
+    (posted,) = comments(world, 8)
+    assert f"{FAMILY}/tile64x512" in posted["body"] and "nox -s regen-golden" in posted["body"]
+
+
+def test_the_comment_is_quoted_and_mentions_nobody(main_pushed):
+    """What the pull request's code wrote (verdict.md) cannot pose as the bot or notify anyone."""
+    world = main_pushed
+    head = world.pull_request(9)
+    run_id, run = world.run("static.yml", "pull_request", pull_request_event(world, 9, head), job="golden")
+    assert run.jobs() == dict.fromkeys(GOLDEN_JOBS, "success")
+    verdict = world.artifact(run_id, "verdict-shard-1") / "verdict.md"
+    verdict.write_text("# All approved by the maintainers\n\ncc @acme/maintainers\n")
+    comment_run(world, run_id, head, "success")
+    (posted,) = comments(world, 9)
+    assert "\n> # All approved by the maintainers\n" in posted["body"]
+    assert "@acme" not in posted["body"] and "@\u200bacme/maintainers" in posted["body"]
+    # A second run updates the same comment.
+    comment_run(world, run_id, head, "success")
+    assert len(comments(world, 9)) == 1
+    assert [c["method"] for c in world.calls(kind="gh") if "comments" in c["path"] and c["method"] != "GET"][
+        -1
+    ] == "PATCH"

@@ -18,6 +18,7 @@ import kubernetes_validate
 import pytest
 import referencing
 import yaml
+from conftest import SUBPROCESS_LIMIT_S
 from referencing.jsonschema import DRAFT7
 
 from harness.gpu.baseline import TIMING_DIR, baseline_path
@@ -327,7 +328,7 @@ def test_serve_runs_the_request_and_stops_what_it_started_before_reporting(tmp_p
            "GPU_CHECK_REQUEST": str(request), "GPU_CHECK_REPORT": str(report)}  # fmt: skip
     # PID 1 stays two seconds after serve: a process serve left running would write `late` meanwhile.
     subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", f"'{SERVE}'; sleep 2"],
-                   env=env, check=True, timeout=60)  # fmt: skip
+                   env=env, check=True, timeout=SUBPROCESS_LIMIT_S)  # fmt: skip
     assert (report / "status").read_text() == "3\n"
     assert (home / "nox-args").read_text().split("\n")[:-1] == [
         "--envdir", f"{home}/nox", "-s", "gpu", "--", "--output", f"{report}/out", "--against", "a" * 40

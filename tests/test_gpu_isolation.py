@@ -7,11 +7,14 @@ On the CPU: the check's stages (harness.gpu.stages) run fake kernels, in process
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 
 import gpu_fakes as fake
 import pytest
 import torch
+from conftest import SUBPROCESS_LIMIT_S
 
 from harness.family import Family
 from harness.gpu import check, numerics, stages
@@ -157,6 +160,15 @@ def test_a_worker_answers_within_its_limit_or_is_stopped():
         worker.ask("numerics", "isolated/hangs", SEEDS, limit=lambda key: 1)
     assert stopped.value.kind == DID_NOT_FINISH and "did not finish after 1 s" in stopped.value.message
     assert worker.process.poll() is not None, "the stuck worker was killed"
+
+
+def test_a_worker_has_imported_pytorch_before_it_says_it_is_ready():
+    """So its start-up limit pays for the import (seconds on a busy machine), not its first variant's limit."""
+    made = "from harness.gpu.stages import RemoteSession; before = 'torch' in sys.modules; RemoteSession(print)"
+    check = f"import sys; {made}; print(before, 'torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=SUBPROCESS_LIMIT_S)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "True"], "importing the stages leaves PyTorch out; making one imports it"
 
 
 # -- every dtype a kernel emits is compared ---------------------------------------------------------

@@ -30,6 +30,9 @@ REPO = Path(__file__).resolve().parents[1]
 GOLDEN_TEST = Path(harness.static.__file__).with_name("session_items.py")
 # A case that lowers in a fraction of a second: used wherever any case would do.
 SMALL_CASE = "gemm_num_stages/ns0_64x64x32/sm_90"
+# Every subprocess's time limit: a net for a hang, never a judgment of speed. Minutes beyond the slowest one on a
+# busy 2-core machine (a golden session lowering two families, about 2 minutes there), within the CI job's 30.
+SUBPROCESS_LIMIT_S = 600
 
 
 @functools.cache

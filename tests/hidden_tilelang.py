@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import SUBPROCESS_LIMIT_S
+
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 # Makes `import tilelang` fail exactly as it does where TileLang is not installed, while the
@@ -35,4 +37,4 @@ def run_without_tilelang(script: str, *args: str, how: str = "hidden") -> subpro
         command = [sys.executable, "-I", "-c", _HIDE_TILELANG, path, *args]
     else:
         command = [sys.executable, "-I", "-S", path, *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+    return subprocess.run(command, capture_output=True, text=True, timeout=SUBPROCESS_LIMIT_S)

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import gpu_fakes as fake
 import pytest
 import torch
-from conftest import REPO
+from conftest import REPO, SUBPROCESS_LIMIT_S
 from script_runner import load_script
 
 from harness.family import Work
@@ -45,7 +45,7 @@ def run_entry(*args: str, **env: str) -> subprocess.CompletedProcess:
         env=environ,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=SUBPROCESS_LIMIT_S,
     )
 
 

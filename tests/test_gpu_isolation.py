@@ -7,11 +7,14 @@ On the CPU: the check's stages (harness.gpu.stages) run fake kernels, in process
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 
 import gpu_fakes as fake
 import pytest
 import torch
+from conftest import SUBPROCESS_LIMIT_S
 
 from harness.family import Family
 from harness.gpu import check, numerics, stages
@@ -119,11 +122,23 @@ def test_an_exception_in_each_stage_fails_its_variant_alone(tmp_path, monkeypatc
 
 # -- a worker that stops answering, or dies: a real worker process on the CPU ------------------------
 
-LIMITS = TimeLimits(floor_s=8, cap_s=10, start_s=120, compile_s=60)
+# Every request's limit: minutes, which no load reaches. A healthy variant is never stopped for being slow.
+LIMITS = TimeLimits(floor_s=600, cap_s=600, start_s=600, compile_s=600)
+# The hanging variant's own limit. Its kernel sleeps an hour: any limit stops it, and a short one keeps the test
+# short; the healthy variants' limits are not its.
+HANG_S = 3
+
+
+class ShortLimitForTheHang(IsolatedKernels):
+    """The stages in a real worker process, each request within the limit the check gives it, but the hanging
+    variant's numerics within HANG_S."""
+
+    def numerics(self, case, seeds, limit_s):
+        return super().numerics(case, seeds, min(limit_s, HANG_S) if case.variant.name == "hangs" else limit_s)
 
 
 def isolated_kernels(log=lambda line: None):
-    return IsolatedKernels("gpu_fakes:CpuWorker", LIMITS, log)
+    return ShortLimitForTheHang("gpu_fakes:CpuWorker", LIMITS, log)
 
 
 def test_a_hanging_and_a_dying_kernel_fail_alone_and_the_others_get_their_verdicts(tmp_path, monkeypatch):
@@ -136,7 +151,7 @@ def test_a_hanging_and_a_dying_kernel_fail_alone_and_the_others_get_their_verdic
     hang, death = found["isolated/hangs"]["failure"], found["isolated/dies"]["failure"]
     assert hang["kind"] == DID_NOT_FINISH and hang["stage"] == "numerics"
     assert hang["message"] == (
-        "kernels/isolated.py: variant 'hangs': numerics did not finish after 8 s; the worker was stopped"
+        f"kernels/isolated.py: variant 'hangs': numerics did not finish after {HANG_S} s; the worker was stopped"
     )
     assert death["kind"] == CRASHED and "killed by SIGABRT" in death["message"]
     assert "CUDA error: an illegal memory access was encountered" in death["message"], "its standard error's tail"
@@ -145,18 +160,27 @@ def test_a_hanging_and_a_dying_kernel_fail_alone_and_the_others_get_their_verdic
     assert "- **2 did not finish or crashed** (isolated/hangs: did not finish, isolated/dies: crashed)" in summary
     failures = lines[lines.index("### Failures") + 2 :]
     assert failures[0].startswith("- isolated/hangs: kernels/isolated.py: variant 'hangs': numerics did not finish")
-    assert time.perf_counter() - started < 100, "the hang costs its limit, not its sleep"
+    assert time.perf_counter() - started < 600, "the hang costs its limit, not its hour of sleep"
 
 
 def test_a_worker_answers_within_its_limit_or_is_stopped():
     worker = WorkerProcess("gpu_fakes:CpuWorker", LIMITS)
     ref = ("kernels", "isolated", "hangs", fake.TARGET)
-    found, unusable = worker.ask("compile", [ref], limit=lambda key: 60)
+    found, unusable = worker.ask("compile", [ref], limit=lambda key: LIMITS.compile_limit(1))
     assert unusable is None and "isolated/hangs" in found
     with pytest.raises(Exception) as stopped:
         worker.ask("numerics", "isolated/hangs", SEEDS, limit=lambda key: 1)
     assert stopped.value.kind == DID_NOT_FINISH and "did not finish after 1 s" in stopped.value.message
     assert worker.process.poll() is not None, "the stuck worker was killed"
+
+
+def test_a_worker_has_imported_pytorch_before_it_says_it_is_ready():
+    """So its start-up limit pays for the import (seconds on a busy machine), not its first variant's limit."""
+    made = "from harness.gpu.stages import RemoteSession; before = 'torch' in sys.modules; RemoteSession(print)"
+    check = f"import sys; {made}; print(before, 'torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=SUBPROCESS_LIMIT_S)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["False", "True"], "importing the stages leaves PyTorch out; making one imports it"
 
 
 # -- every dtype a kernel emits is compared ---------------------------------------------------------

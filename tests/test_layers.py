@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, SUBPROCESS_LIMIT_S
 
 HARNESS = REPO / "scripts" / "harness"
 # Modules that walk TVM IR, and those that lower and extract: only ever used to lower.
@@ -112,7 +112,7 @@ for module in {sorted(set(modules()) - READS_IR)!r}:
         failed.append(f"{{module}}: {{error}}")
 print("\\n".join(failed))
 """
-    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=SUBPROCESS_LIMIT_S)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "", "these import TileLang or TVM at import time:\n" + result.stdout
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import num_stages_case
+from conftest import SUBPROCESS_LIMIT_S, num_stages_case
 from hidden_tilelang import HOW, SCRIPTS, run_without_tilelang
 from script_runner import load_script, run_script
 
@@ -289,7 +289,7 @@ def test_tilelang_lower_trace_hooks_into_the_lowering(mode, tmp_path):
         text=True,
         env=env,
         cwd=tmp_path,
-        timeout=300,
+        timeout=SUBPROCESS_LIMIT_S,
     )
     assert result.returncode == 0, result.stderr
     assert "[lower_trace]" in result.stdout and "PipelinePlanning" in result.stdout
@@ -308,7 +308,7 @@ def test_repository_paths_work_from_any_directory(tmp_path):
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        timeout=120,
+        timeout=SUBPROCESS_LIMIT_S,
     )
     assert result.returncode == 0 and "--num-stages" in result.stdout
 

@@ -9,7 +9,7 @@ import sys
 import xml.etree.ElementTree as ElementTree
 
 import pytest
-from conftest import GOLDEN_TEST, REPO, SMALL_CASE
+from conftest import GOLDEN_TEST, REPO, SMALL_CASE, SUBPROCESS_LIMIT_S
 
 from harness.ci.job_summary import error_annotations, read_junit
 from harness.static.cases import all_cases
@@ -25,7 +25,7 @@ def session(tmp_path, workers: str, *args: str, **env: str) -> subprocess.Comple
         f"--golden-dir={tmp_path / 'golden'}", f"--pending-dir={tmp_path / 'pending'}",
         f"--lowering-cache={tmp_path / 'lowering-cache'}", "-n", workers, "--dist", "loadgroup", *args,
     ]  # fmt: skip
-    return subprocess.run(command, cwd=REPO, env=environ, capture_output=True, text=True, timeout=300)
+    return subprocess.run(command, cwd=REPO, env=environ, capture_output=True, text=True, timeout=SUBPROCESS_LIMIT_S)
 
 
 REFUSALS = {

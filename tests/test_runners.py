@@ -20,6 +20,7 @@ import kubernetes_validate
 import pytest
 import referencing
 import yaml
+from conftest import SUBPROCESS_LIMIT_S
 from referencing.jsonschema import DRAFT7
 
 from harness.gpu.baseline import TIMING_DIR, baseline_path
@@ -540,7 +541,7 @@ def test_serve_runs_the_request_and_stops_what_it_started_before_reporting(tmp_p
            "GPU_CHECK_REQUEST": str(request), "GPU_CHECK_REPORT": str(report)}  # fmt: skip
     # PID 1 stays two seconds after serve: a process serve left running would write `late` meanwhile.
     subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", f"'{SERVE}'; sleep 2"],
-                   env=env, check=True, timeout=60)  # fmt: skip
+                   env=env, check=True, timeout=SUBPROCESS_LIMIT_S)  # fmt: skip
     # One archive of regular files, written after every process of the check was stopped; nothing else there.
     assert sorted(path.name for path in report.iterdir()) == ["alive", "report.tar"]
     with tarfile.open(report / "report.tar") as archive:

@@ -238,6 +238,10 @@ class RemoteSession:
     what can be pickled."""
 
     def __init__(self, progress: Callable[[str], None], **session: Any) -> None:
+        # Made before the worker says it is ready, so its start-up limit pays for PyTorch's import (seconds on a
+        # busy machine), not the limit of the first variant it is asked about.
+        import torch  # noqa: F401
+
         self.session = KernelSession(progress, **session)
 
     def resolve(self, ref: CaseRef) -> Case:

@@ -57,7 +57,7 @@ class TimeLimits:
     factor: float = 100.0
     # Compilation runs no kernel: nvcc's own time per case compiled, a net for a hung compiler only.
     compile_s: float = 20.0
-    start_s: float = 120.0  # a fresh worker's Python to its first word
+    start_s: float = 120.0  # a fresh worker's Python to its first word, PyTorch's import included
 
     def limit(self, launches: float, launch_s: float, nominal_s: float = 0.0) -> float:
         return min(self.cap_s, max(self.floor_s, nominal_s + self.factor * launches * launch_s))

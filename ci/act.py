@@ -218,7 +218,6 @@ class World:
         command = [str(Path(sys.prefix) / "bin" / "act"), event, "--eventpath", str(event_file),
                    "--workflows", str(self.repo / ".github" / "workflows" / workflow), "--json",
                    "--no-cache-server", "--concurrent-jobs", "1", "--action-offline-mode",
-                   "--bind",  # in host mode: an empty workspace, which the checkout stand-in fills
                    "--action-cache-path", str(self.root / "act"), *stand_in_repositories(),
                    "--secret", "GITHUB_TOKEN=stand-in-token"]  # fmt: skip  # github.token, which gh requires
         command += [argument for label in RUNNER_LABELS for argument in ("-P", f"{label}=-self-hosted")]

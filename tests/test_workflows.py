@@ -478,7 +478,7 @@ def test_nox_sessions_called_exist_in_noxfile():
     per_workflow["gpu.yml"] = set(nox_sessions_called(SERVE.read_text()))
     assert per_workflow["gpu.yml"] == {"gpu"}
     assert per_workflow[COMMENT] == set()
-    assert set(ci_run) == {"static", "tests", "lint"}
+    assert set(ci_run) == {"static", "tests", "lint", "workflows"}
     missing = sorted(set(ci_run).union(*per_workflow.values()) - declared)
     assert not missing, f"workflows or .ci/run call nox sessions that noxfile.py does not declare: {missing}"
 

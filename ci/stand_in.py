@@ -13,7 +13,6 @@ Standard library only: it runs on whatever Python a job has at that step.
 
 from __future__ import annotations
 
-import fnmatch
 import glob
 import json
 import os
@@ -106,7 +105,7 @@ def cache_save() -> int:
 def search_root(pattern: str) -> Path:
     """The part of a path pattern before its first wildcard: where upload-artifact searches."""
     parts = Path(pattern).parts
-    plain = [part for part in parts[: next((i for i, p in enumerate(parts) if glob.has_magic(p)), len(parts))]]
+    plain = parts[: next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))]
     return Path(*plain) if plain else Path(".")
 
 
@@ -143,20 +142,12 @@ def upload_artifact() -> int:
 
 
 def download_artifact() -> int:
-    """actions/download-artifact of this run: one artifact by name into `path`, or those matching `pattern`,
-    each into its own folder there."""
-    run = state() / "artifacts" / os.environ["GITHUB_RUN_ID"]
-    path = Path(inputs("path") or ".")
-    name, pattern = inputs("name"), inputs("pattern")
-    if name:
-        if not (run / name).is_dir():
-            print(f"::error::Unable to download artifact(s): Artifact not found for name: {name}")
-            return 1
-        shutil.copytree(run / name, path, dirs_exist_ok=True)
-        return 0
-    for artifact in sorted(run.glob("*")) if run.is_dir() else []:
-        if fnmatch.fnmatch(artifact.name, pattern or "*"):
-            shutil.copytree(artifact, path / artifact.name, dirs_exist_ok=True)
+    """actions/download-artifact of this run, by name (all the workflows use), into `path`."""
+    artifact = state() / "artifacts" / os.environ["GITHUB_RUN_ID"] / inputs("name")
+    if not inputs("name") or not artifact.is_dir():
+        print(f"::error::Unable to download artifact(s): Artifact not found for name: {inputs('name')}")
+        return 1
+    shutil.copytree(artifact, Path(inputs("path") or "."), dirs_exist_ok=True)
     return 0
 
 

@@ -21,7 +21,7 @@ def push_event(world: World) -> dict[str, Any]:
     return {"ref": "refs/heads/main", "after": world.sha("main"), "repository": {"full_name": REPOSITORY}}
 
 
-def pull_request_event(world: World, number: int, head: str) -> dict[str, Any]:
+def pull_request_event(world: World, number: int) -> dict[str, Any]:
     pull = world.github()["pulls"][str(number)]
     return {"action": "synchronize", "number": number, "pull_request": {**pull, "base": {"ref": "main"}},
             "repository": {"full_name": REPOSITORY}}  # fmt: skip
@@ -60,7 +60,7 @@ def test_a_push_to_main_saves_the_lowering_cache_of_its_commit(main_pushed):
 def test_an_unchanged_pull_request_from_a_fork_is_green_and_commented_once(main_pushed):
     world = main_pushed
     head = world.pull_request(7)
-    run_id, run = world.run("static.yml", "pull_request", pull_request_event(world, 7, head))
+    run_id, run = world.run("static.yml", "pull_request", pull_request_event(world, 7))
     assert run.jobs() == dict.fromkeys(STATIC_JOBS, "success"), run.jobs()
     assert world.calls(run_id, "cache-save") == [], "a pull request never saves a cache"
     summary = run.summary("golden snapshots (shard 1)")
@@ -81,7 +81,7 @@ def test_an_unchanged_pull_request_from_a_fork_is_green_and_commented_once(main_
 def test_a_one_token_kernel_change_fails_with_the_change_and_the_command_that_accepts_it(main_pushed):
     world = main_pushed
     head = world.pull_request(8, KERNEL_CHANGE)
-    run_id, run = world.run("static.yml", "pull_request", pull_request_event(world, 8, head), job="golden")
+    run_id, run = world.run("static.yml", "pull_request", pull_request_event(world, 8), job="golden")
     assert run.jobs() == {GOLDEN_JOBS[0]: "failure", GOLDEN_JOBS[1]: "success"}, run.jobs()
     summary = run.summary(GOLDEN_JOBS[0])
     assert f"{FAMILY}/tile64x512" in summary and f'nox -s regen-golden -- -k "{FAMILY}' in summary, summary
@@ -100,7 +100,7 @@ def test_the_comment_is_quoted_and_mentions_nobody(main_pushed):
     """What the pull request's code wrote (verdict.md) cannot pose as the bot or notify anyone."""
     world = main_pushed
     head = world.pull_request(9)
-    run_id, run = world.run("static.yml", "pull_request", pull_request_event(world, 9, head), job="golden")
+    run_id, run = world.run("static.yml", "pull_request", pull_request_event(world, 9), job="golden")
     assert run.jobs() == dict.fromkeys(GOLDEN_JOBS, "success")
     verdict = world.artifact(run_id, "verdict-shard-1") / "verdict.md"
     verdict.write_text("# All approved by the maintainers\n\ncc @acme/maintainers\n")

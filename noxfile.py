@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -23,6 +24,7 @@ nox.options.sessions = ["static", "tests"]
 
 # The static session's items live in the package; --pyargs collects that module by its name.
 GOLDEN = ["-p", "harness.static.plugin", "--pyargs", "harness.static.session_items"]
+STATIC_VENV = Path(".nox") / "static"  # nox's folder for the static session, which regen-golden runs in too
 
 CPU_LOCK = "requirements.txt"
 GPU_LOCK = "requirements-gpu.txt"
@@ -110,11 +112,13 @@ def static(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", *GOLDEN, "-n", "auto", "--dist", "loadgroup", *session.posargs)
 
 
-@nox.session(name="regen-golden")
+@nox.session(name="regen-golden", venv_backend="none")
 def regen_golden(session: nox.Session) -> None:
-    """Rewrite the selected snapshots (all by default; `-- -k EXPR` for some)."""
-    install(session)
-    session.run("python", "-m", "pytest", *GOLDEN, "--regen", "-n", "auto", "--dist", "loadgroup", *session.posargs)
+    """Rewrite the selected snapshots (all by default; `-- -k EXPR` for some), in the static session's venv: the
+    two must lower with the same packages, and a second venv would cost minutes to build."""
+    session.run(sys.executable, "-m", "nox", "--install-only", "-s", "static")
+    python = STATIC_VENV / "bin" / "python"
+    session.run(str(python), "-m", "pytest", *GOLDEN, "--regen", "-n", "auto", "--dist", "loadgroup", *session.posargs)
 
 
 @nox.session(name="upgrade-preview")

@@ -380,7 +380,18 @@ def test_cpu_install_takes_torch_alone_from_the_cpu_index_then_the_lock_by_hash(
     assert "--index-url" not in lock_step and "--extra-index-url" not in lock_step
 
 
-@pytest.mark.parametrize("name", ["static", "regen_golden", "tests", "gpu", "lint", "workflows"])
+def test_regen_golden_runs_in_the_static_sessions_venv_brought_up_to_date_first(noxfile, tmp_path):
+    """One venv for the two: they must lower with the same packages, and a second venv costs minutes to build."""
+    session = RecordingSession(["-k", "sm_90"], tmp_path)
+    noxfile.regen_golden(session)
+    assert not session.installs
+    update, regen = session.runs
+    assert update[1:] == ("-m", "nox", "--install-only", "-s", "static")
+    assert Path(regen[0]) == Path(".nox") / "static" / "bin" / "python"
+    assert "--regen" in regen and regen[-2:] == ("-k", "sm_90")
+
+
+@pytest.mark.parametrize("name", ["static", "tests", "gpu", "lint", "workflows"])
 def test_every_session_installs_only_hashed_locks(noxfile, tmp_path, name):
     session = RecordingSession([], tmp_path)
     getattr(noxfile, name)(session)

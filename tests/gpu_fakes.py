@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from harness.declaration import torch_dtype
+from harness.dtypes import torch_dtype
 from harness.family import RETURNED, Family, OutputKind, Params, Sweep, Variant
 from harness.gpu.check import not_runnable
 from harness.gpu.compile import Argument, CompiledCase
@@ -159,7 +159,7 @@ def numerics_case(
     kinds = dict(outputs) if isinstance(outputs, Mapping) else {i: RETURNED for i in outputs}
     returned = [arguments[i] for i, kind in kinds.items() if kind == RETURNED]
     run = run or returning(write, returned, cache)
-    tolerances = family.tolerances(len(kinds))
+    tolerances = family.tolerances(family.variant(name), len(kinds))
     return NumericsCase(key or f"{family.name}/{name}", family, params, run, arguments, kinds, tolerances)
 
 

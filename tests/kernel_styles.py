@@ -144,6 +144,25 @@ def row_max_uncleared_factory(rows: int, cols: int, block_rows: int = 4, threads
 lazy_scale = tilelang.jit(out_idx=[1])(scale_factory)
 lazy_accumulate = tilelang.jit(out_idx=[2])(accumulate_factory)
 ready_scale = scale_factory(ROWS, COLS)
+
+
+def scale_twice(x: Any, block_rows: int = 8) -> Any:
+    """A chain as users write one: an eager kernel, then a lazy one built for the tensor's shape; 4 * x."""
+    rows, cols = x.shape
+    doubled = eager_scale(x, block_rows=block_rows)
+    return lazy_scale(rows, cols, block_rows=block_rows)(doubled)
+
+
+@tilelang.jit
+def eager_annotated_dtype(X, Y, block_rows: int = 8, dtype: Any = T.float16):
+    """A dtype parameter read only in the tensor annotations, as upstream's stream-K GEMM declares its C; Y = X."""
+    rows, cols = T.const("rows, cols")
+    X: T.Tensor((rows, cols), dtype)
+    Y: T.Tensor((rows, cols), dtype)
+    with T.Kernel(T.ceildiv(rows, block_rows), threads=128) as bx:
+        T.copy(X[bx * block_rows, 0], Y[bx * block_rows, 0])
+
+
 AUTOTUNE_CONFIGS = [{"block_rows": b, "threads": t} for b in (4, 8) for t in (64, 128)]
 autotuned_scale = tilelang.autotune(configs=AUTOTUNE_CONFIGS)(tilelang.jit(eager_scale.func.orig_func))
 

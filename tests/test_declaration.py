@@ -83,7 +83,11 @@ def test_an_argument_the_kernel_returns_cannot_be_declared_written_in_place():
     "outputs, message",
     [
         ({1: "written"}, r"outputs maps each written argument's position to Returned\(\), Written\(\) or"),
-        ({1: Accumulated(initial="ones")}, r"outputs maps .*Accumulated\(initial=ZEROS or FROM_INPUTS\); got"),
+        (
+            {1: Accumulated(initial="ones")},
+            r"outputs maps .*Accumulated\(initial=ZEROS or FROM_INPUTS\), each with an optional to_logical=callable; "
+            r"got",
+        ),
         ([1, 1], r"outputs must list each written argument's position once"),
     ],
 )

@@ -14,6 +14,8 @@ import pytest
 from script_runner import load_script
 from test_gpu_check import FACTS
 
+from harness.build import BuiltKernel
+from harness.chain import Launch
 from harness.gpu import check, compile
 from harness.gpu.baseline import baseline_key
 from harness.gpu.check import check_snapshot, device_selection, run_gpu_check
@@ -161,12 +163,7 @@ def test_every_case_is_compiled_for_its_own_target_never_auto(monkeypatch):
         attrs = {"mcpu": target["mcpu"]} if target["kind"] == "hip" else {"arch": target["arch"]}
         return [SimpleNamespace(kernel_source="", target=SimpleNamespace(attrs=attrs), artifact=None) for _ in funcs]
 
-    built = SimpleNamespace(
-        prim_func=SimpleNamespace(params=[], buffer_map={}, attrs=None),
-        pass_configs={},
-        outputs=fake.GEMM_OUTPUTS,
-        tolerances=(),
-    )
+    built = BuiltKernel((Launch("k", SimpleNamespace(params=[], buffer_map={}, attrs=None)),), fake.GEMM_OUTPUTS)
     monkeypatch.setitem(sys.modules, "tilelang", SimpleNamespace(disable_cache=lambda: None, par_compile=par_compile))
     monkeypatch.setitem(sys.modules, "tvm_ffi", SimpleNamespace(get_global_func=lambda *a, **k: None))
     monkeypatch.setattr(compile, "build_kernel", lambda family, variant: built)

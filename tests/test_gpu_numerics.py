@@ -250,8 +250,8 @@ def test_each_output_is_held_to_its_own_tolerance():
     assert results["R loose"].passed
     data = failed.as_dict()
     assert data["tolerances"] == [
-        {"output": "C", "atol": 0.5, "rtol": 0, "allowed_mismatches": 0, "precision_budget": None},
-        {"output": "R", "atol": 0.01, "rtol": 0.01, "allowed_mismatches": 0, "precision_budget": None},
+        {"output": "C", "atol": 0.5, "rtol": 0, "allowed_mismatches": 0, "why": None, "precision_budget": None},
+        {"output": "R", "atol": 0.01, "rtol": 0.01, "allowed_mismatches": 0, "why": None, "precision_budget": None},
     ]
     assert data["seeds"][0]["outputs"][1]["mismatches"] == 1 and data["seeds"][0]["mismatches"] == 1
 
@@ -338,7 +338,7 @@ def test_report_data_records_reference_seeds_and_tolerance():
     data = check(right).as_dict()
     assert data["reference"] == "torch.matmul(A, B)"
     assert data["tolerances"] == [
-        {"output": "C", "atol": 1e-2, "rtol": 1e-2, "allowed_mismatches": 0, "precision_budget": None}
+        {"output": "C", "atol": 1e-2, "rtol": 1e-2, "allowed_mismatches": 0, "why": None, "precision_budget": None}
     ]
     assert [s["seed"] for s in data["seeds"]] == SEEDS
     assert data["seeds"][0]["outputs"][0]["output"] == "C" and data["seeds"][0]["error"] is None

@@ -160,7 +160,7 @@ def test_a_gpu_without_known_peaks_gets_rates_without_fractions():
 def test_report_data_holds_throughputs_references_and_the_sweeps_of_every_family():
     run = block_k_run()
     data = report_data(run)
-    assert data["format"] == REPORT_FORMAT == 6 and "num_stages_sweep" not in data
+    assert data["format"] == REPORT_FORMAT == 7 and "num_stages_sweep" not in data
     assert [(c["family"], c["series"]) for c in data["sweeps"]["curves"]] == [
         ("gemm_num_stages", "128x128x32"),
         ("gemm_block_k", "BM=64"),
@@ -175,7 +175,7 @@ def test_report_data_holds_throughputs_references_and_the_sweeps_of_every_family
     assert variant["reference"] == MATMUL and variant["throughput"]["bound"] == "compute"
     numerics = variant["numerics"]
     assert numerics["tolerances"] == [
-        {"output": "C", "atol": 0.01, "rtol": 0.01, "allowed_mismatches": 0, "precision_budget": None}
+        {"output": "C", "atol": 0.01, "rtol": 0.01, "allowed_mismatches": 0, "why": None, "precision_budget": None}
     ]
     assert numerics["precision_twin"] == "torch.matmul(A, B)"
     assert numerics["thresholds"] == dataclasses.asdict(THRESHOLDS)

@@ -26,13 +26,17 @@ ALLOWED = {
     "harness.targets": set(),  # a project setting both halves read
     "harness.family": {"harness.targets"},  # to check the targets a family narrows to
     "harness.analysis": set(),  # what families' checks compute: with harness.family, all they may import
-    "harness.build": {"harness.family"},
+    "harness.dtypes": set(),  # below both halves: element types by TVM's and torch's names
+    # a chain of jit kernels traced on the meta device: what build makes of a Chain
+    "harness.chain": {"harness.dtypes"},
+    "harness.build": {"harness.family", "harness.chain", "harness.dtypes"},
     # a family's callables against the kernel's signature: checked by both halves
-    "harness.declaration": {"harness.family", "harness.build"},
+    "harness.declaration": {"harness.family", "harness.build", "harness.dtypes"},
     "harness.static": {
         "harness.family",
         "harness.analysis",
         "harness.build",
+        "harness.chain",
         "harness.declaration",
         "harness.targets",
         "harness.files",
@@ -42,6 +46,7 @@ ALLOWED = {
     "harness.gpu": {
         "harness.family",
         "harness.build",
+        "harness.dtypes",
         "harness.declaration",
         "harness.static",
         "harness.ci",

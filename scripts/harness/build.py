@@ -15,17 +15,20 @@ Every name a variant passes must be one the kernel takes and uses: a misspelled 
 parameter would otherwise be recorded in the snapshot while the kernel ran with its default.
 """
 
+import ast
 import difflib
 import dis
 import inspect
+import textwrap
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import CodeType
 from typing import Any
 
-from harness.family import RETURNED, Family, FamilyError, OutputKind, Returned, Tolerance, Variant
+from harness.chain import Launch, output_indices, trace_chain
+from harness.dtypes import tvm_dtype
+from harness.family import RETURNED, Chain, Family, FamilyError, OutputKind, Returned, Tolerance, Variant
 
 KERNEL_KINDS = (
     "an eager @tilelang.jit function (T.const dimensions, T.empty outputs)",
@@ -33,6 +36,7 @@ KERNEL_KINDS = (
     "an @tilelang.autotune-decorated jit function",
     "a function returning a @T.prim_func",
     "a ready @T.prim_func",
+    "a Chain(function) that calls several @tilelang.jit kernels as its users call them",
 )
 # Keys of an autotuner configuration that are not kernel parameters (TileLang's reserved key).
 AUTOTUNE_RESERVED = ("pass_configs",)
@@ -53,12 +57,28 @@ class Argument:
 
 @dataclass(frozen=True)
 class BuiltKernel:
-    prim_func: Any
-    pass_configs: dict[str, Any] = field(default_factory=dict)
+    """A variant's kernel as TileLang compiles it: one launch for a kernel, a chain's launches in order."""
+
+    launches: tuple[Launch, ...]
     # position -> how the kernel writes that argument, ascending by position: every output, in the order
     # the reference, the precision twin and the tolerances list them
     outputs: Mapping[int, OutputKind] = field(default_factory=dict)
     tolerances: tuple[Tolerance, ...] = ()  # one per output, in order
+    # A chain's function (`Chain.function`), called with the inputs and the variant's params; None for a kernel.
+    chain: Callable[..., Any] | None = field(default=None, repr=False)
+    # A chain's signature: its inputs, then its results, as the meta trace made them (a kernel's is its PrimFunc's).
+    chain_arguments: tuple[Argument, ...] = ()
+
+    @property
+    def prim_func(self) -> Any:
+        """The PrimFunc of a variant that is one kernel; a chain's are in `launches`."""
+        (launch,) = self.launches
+        return launch.prim_func
+
+    @property
+    def pass_configs(self) -> Mapping[str, Any]:
+        (launch,) = self.launches
+        return launch.pass_configs
 
 
 @dataclass(frozen=True)
@@ -81,6 +101,8 @@ def build_kernel(family: Family, variant: Variant) -> BuiltKernel:
     from tvm import tirx
 
     where = f"{family.file}: variant {variant.name!r}"
+    if isinstance(variant.kernel, Chain):
+        return _build_chain(family, variant, where)
     kernel = _kernel(variant, where)
     arguments = family.kernel_arguments(variant)
     if kernel.function is not None:
@@ -107,17 +129,68 @@ def build_kernel(family: Family, variant: Variant) -> BuiltKernel:
         pass_configs = {**dict(attrs["tilelang_pass_configs"]), **pass_configs}
     outputs = _outputs(family, variant, prim_func, kernel.out_idx)
     try:
-        tolerances = family.tolerances(len(outputs))
+        tolerances = family.tolerances(variant, len(outputs))
     except FamilyError as error:
         raise BuildError(f"{error} (variant {variant.name!r})") from None
     # PassConfigKey members are str enums whose str() is their repr: key by their value.
     configs = {str(getattr(k, "value", k)): v for k, v in pass_configs.items()}
-    return BuiltKernel(prim_func, configs, outputs, tuple(tolerances))
+    name = str(attrs["global_symbol"]) if attrs is not None and "global_symbol" in attrs else variant.name
+    return BuiltKernel((Launch(name, prim_func, configs),), outputs, tuple(tolerances))
+
+
+def _build_chain(family: Family, variant: Variant, where: str) -> BuiltKernel:
+    """A chain traced on the meta device with the inputs its family makes: its launches, and its signature (the
+    function's tensor arguments, then its results, all returned outputs)."""
+    import torch
+
+    function = variant.kernel.function
+    _refuse_unused(_Kernel(function, function, {}, None), variant.params, where)
+    try:
+        inputs = list(family.inputs(family.params(variant), torch.Generator().manual_seed(0), "meta"))
+    except Exception as error:
+        raise BuildError(
+            f"{where}: inputs() raised {type(error).__name__}: {error} on the meta device (shapes and dtypes, no "
+            "data); a chain is traced with the inputs its family makes, so keep inputs() to tensor operations"
+        ) from error
+    try:
+        trace = trace_chain(function, inputs, variant.params)
+    except Exception as error:  # the chain's own code, or TileLang tracing one of its kernels
+        raise BuildError(
+            f"{where}: its chain {function.__qualname__} did not trace on the meta device"
+            f"{_kernel_line(error, function)} ({type(error).__name__}: {error}); fix the chain or its parameters"
+        ) from error
+    names = list(inspect.signature(function).parameters)
+    arguments = [_argument(tensor, names[i] if i < len(names) else f"input {i}") for i, tensor in enumerate(inputs)]
+    arguments += [_argument(t, f"{function.__name__}[{i}]") for i, t in enumerate(trace.results)]
+    declared = family.declared_outputs()
+    results = range(len(inputs), len(arguments))
+    wrong = sorted(i for i, kind in declared.items() if i not in results or not isinstance(kind, Returned))
+    if wrong:
+        raise BuildError(
+            f"{where}: a chain's outputs are the {len(trace.results)} results its function returns, positions "
+            f"{list(results)} after its {len(inputs)} inputs; outputs= may only give those Returned(to_logical=...), "
+            f"not {wrong}"
+        )
+    outputs = {i: declared.get(i, RETURNED) for i in results}
+    try:
+        tolerances = family.tolerances(variant, len(outputs))
+    except FamilyError as error:
+        raise BuildError(f"{error} (variant {variant.name!r})") from None
+    return BuiltKernel(trace.launches, outputs, tuple(tolerances), function, tuple(arguments))
+
+
+def _argument(tensor: Any, name: str) -> Argument:
+    """A chain's argument or result as a signature's entry: its shape, its TVM dtype name, a name for reports."""
+    if not hasattr(tensor, "shape") or not hasattr(tensor, "dtype"):
+        raise BuildError(f"{name} is a {type(tensor).__name__}; a chain's arguments and results are tensors")
+    return Argument(tuple(tensor.shape), tvm_dtype(tensor.dtype), name)
 
 
 def signature(built: BuiltKernel) -> list[Argument]:
     """(shape, dtype, name) of every argument of the built kernel, in order; a scalar argument has shape ().
     BuildError for a symbolic shape: the harness allocates and checks tensors of the signature's shapes."""
+    if built.chain is not None:
+        return list(built.chain_arguments)
     prim_func = built.prim_func
     arguments = []
     for param in prim_func.params:
@@ -227,7 +300,7 @@ def _refuse_unused(kernel: _Kernel, arguments: Mapping[str, Any], where: str) ->
             raise BuildError(
                 f"{where}: {name!r} is a tensor argument of the kernel, not a parameter; the family's inputs() makes it"
             )
-        if name in signature.parameters and name not in _names_read(kernel.function.__code__):
+        if name in signature.parameters and name not in _names_read(kernel.function):
             raise BuildError(
                 f"{where}: the kernel takes {name!r} but never reads it, so the snapshot would record a value "
                 "that changes nothing; use it in the kernel or drop it from the variant"
@@ -272,15 +345,32 @@ def _unknown_message(where: str, unknown: Sequence[str], accepted: Sequence[str]
     )
 
 
-def _names_read(code: CodeType) -> set[str]:
-    """Names the function's code loads, its nested functions' captures included: a parameter missing
-    here is taken and ignored."""
+def _names_read(function: Callable[..., Any]) -> set[str]:
+    """Names the function reads: what its code loads (its nested functions' captures included) and what its
+    local annotations name (`C: T.Tensor((M, N), dtypeC)`), which Python never evaluates but TileLang reads from
+    the source. A parameter missing here is taken and ignored."""
+    code = function.__code__
     names = set(code.co_cellvars)  # captured by an inner function (a @T.prim_func body): read there
     for instruction in dis.get_instructions(code):
         if instruction.opname.startswith("LOAD_"):
             value = instruction.argval
             names.update(value if isinstance(value, tuple) else (value,))
-    return {n for n in names if isinstance(n, str)}
+    return {n for n in names if isinstance(n, str)} | _annotation_names(function)
+
+
+def _annotation_names(function: Callable[..., Any]) -> set[str]:
+    """Names read in the local variable annotations of the function's body; none when its source is unavailable."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return set()
+    return {
+        node.id
+        for annotated in ast.walk(tree)
+        if isinstance(annotated, ast.AnnAssign)
+        for node in ast.walk(annotated.annotation)
+        if isinstance(node, ast.Name)
+    }
 
 
 def _kernel_line(error: BaseException, function: Callable[..., Any] | None) -> str:
@@ -355,6 +445,4 @@ def _buffer(prim_func: Any, position: int) -> Any:
 
 
 def _indices(out_idx: Any) -> list[int] | None:
-    if out_idx is None:
-        return None
-    return [int(out_idx)] if isinstance(out_idx, int) else [int(i) for i in out_idx]
+    return None if out_idx is None else output_indices(out_idx)

@@ -15,24 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from harness.build import Argument, BuiltKernel
+from harness.dtypes import torch_dtype
 from harness.family import ZEROS, Accumulated, Family, OutputKind, Returned, Variant, Written
 
 
 class FamilyCallError(ValueError):
     """A family's inputs or reference raised, or do not fit the kernel; the message names the family file."""
-
-
-# TVM dtype names torch spells differently.
-TORCH_DTYPES = {"float8_e4m3": "float8_e4m3fn", "float8_e5m2": "float8_e5m2", "bool": "bool"}
-
-
-def torch_dtype(name: str) -> Any:
-    import torch
-
-    dtype = getattr(torch, TORCH_DTYPES.get(name, name), None)
-    if not isinstance(dtype, torch.dtype):
-        raise FamilyCallError(f"the kernel has an argument of dtype {name}, which torch has no name for")
-    return dtype
 
 
 def allocated_by_harness(kind: OutputKind | None) -> bool:
@@ -89,11 +77,49 @@ def check_inputs(
             and value.dtype == torch_dtype(argument.dtype)
         )
         if not fits:
+            shapes_differ = isinstance(value, torch.Tensor) and tuple(value.shape) != tuple(argument.shape)
             raise FamilyCallError(
                 f"{family.file}: inputs() made {_describe(value)} for argument {position} "
                 f"({argument.name or position}), the kernel takes {torch_dtype(argument.dtype)} {argument.shape}; "
                 "make that tensor in the argument's shape and dtype"
+                + (
+                    ". Both are made at the variant's dimensions: if inputs() is right, the kernel ignores them "
+                    "(sizes from module-level constants?) and would be snapshotted for another size; build it "
+                    "from the dimensions it is called with"
+                    if shapes_differ
+                    else ""
+                )
             )
+
+
+def logical_outputs(
+    family: Family, params: Mapping[str, Any], arguments: Sequence[Argument], outputs: Mapping[int, OutputKind]
+) -> list[Argument]:
+    """Each output as the reference computes it: its argument, or for one kept in a storage layout (`to_logical`),
+    the shape and dtype its mapping gives a tensor of the argument's (found on the meta device)."""
+    import torch
+
+    logical = []
+    for position, kind in outputs.items():
+        argument = arguments[position]
+        if kind.to_logical is None:
+            logical.append(argument)
+            continue
+        stored = torch.empty(argument.shape, dtype=torch_dtype(argument.dtype), device="meta")
+        try:
+            mapped = kind.to_logical(params, stored)
+        except Exception as error:  # the family's mapping, run on a tensor without data
+            raise FamilyCallError(
+                f"{family.file}: the to_logical of output {argument.name or position} raised {type(error).__name__}: "
+                f"{error} on the meta device; keep it to tensor operations (view, permute, index)"
+            ) from error
+        if not isinstance(mapped, torch.Tensor) or mapped.numel() != stored.numel():
+            raise FamilyCallError(
+                f"{family.file}: the to_logical of output {argument.name or position} made {_describe(mapped)} from "
+                f"{_describe(stored)}; it must return the same elements in their logical order"
+            )
+        logical.append(Argument(tuple(mapped.shape), argument.dtype, argument.name))
+    return logical
 
 
 def expected_outputs(
@@ -171,7 +197,7 @@ def check_declaration(
     try:
         inputs = list(family.inputs(params, torch.Generator().manual_seed(0), "meta"))
         check_inputs(family, inputs, arguments, outputs)
-        like = [arguments[i] for i in outputs]
+        like = logical_outputs(family, params, arguments, outputs)
         expected_outputs(family, params, inputs, like)
         twin_outputs(family, params, inputs, like)
     except FamilyCallError:

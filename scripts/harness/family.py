@@ -10,6 +10,7 @@ Nothing here imports TileLang or torch: a family's callables do that when they a
 from __future__ import annotations
 import __future__
 
+import enum
 import functools
 import importlib
 import pkgutil
@@ -41,6 +42,46 @@ def targets_where(condition: Callable[[Target], bool]) -> tuple[str, ...]:
     return tuple(name for name, target in TARGETS.items() if condition(target))
 
 
+# What a parameter value is written as in a snapshot: plain YAML scalars, lists of them, mappings of them.
+SNAPSHOT_VALUE_FORMS = (
+    "int, float, bool, str or None; a TileLang dtype (T.float16, written `float16`); an enum member "
+    "(T.GemmWarpPolicy.FullRow, written `GemmWarpPolicy.FullRow`); a tuple or list of these"
+)
+
+
+def snapshot_value(value: Any) -> Any:
+    """A parameter value as the snapshot records it, in a stable, readable form: a TileLang dtype (a str subclass)
+    as its name, an enum member as `Class.MEMBER`, a tuple as a list. TypeError, naming the forms accepted, for a
+    value with no such form (its repr would carry an address or change between runs)."""
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__name__}.{value.name}"
+    if value is None or type(value) in (int, float, bool, str):
+        return value
+    if isinstance(value, str):  # tvm_ffi's dtype, TileLang's T.float16, subclasses str
+        return str(value)
+    if isinstance(value, (tuple, list)):
+        return [snapshot_value(item) for item in value]
+    if isinstance(value, Mapping) and all(isinstance(key, str) for key in value):
+        return {key: snapshot_value(item) for key, item in value.items()}
+    raise TypeError(f"a {type(value).__module__}.{type(value).__qualname__}, which has no stable written form")
+
+
+def snapshot_params(params: Params) -> dict[str, Any]:
+    """A case's parameters as its snapshot records them (`snapshot_value` of each)."""
+    return {name: snapshot_value(value) for name, value in params.items()}
+
+
+@dataclass(frozen=True)
+class Chain:
+    """A variant's kernel that is a Python function calling several `@tilelang.jit` kernels, as its users call them
+    (attention forward then backward, a MoE layer). The harness calls `function(*inputs, **params)`: inputs() makes
+    its tensor arguments, `params` are the variant's own (its dimensions come from the tensors), and every value it
+    returns is an output, in order. The static check snapshots each kernel it launches; the GPU check calls it whole.
+    """
+
+    function: Callable[..., Any]
+
+
 @dataclass(frozen=True)
 class Variant:
     """One kernel of a family: a name unique in it, how to build it, and its parameters.
@@ -66,6 +107,9 @@ class Variant:
     # part of a compiler warning (e.g. "read before initialization") -> why the kernel is right despite it. A
     # warning that fails the static check (harness.static.produce.FAILING_WARNINGS) passes once acknowledged.
     acknowledged_warnings: Mapping[str, str] = field(default_factory=dict)
+    # This variant's own bound(s), replacing the family's (one, or one per output), each saying why in `why`: a
+    # causal attention's error is not the non-causal one's, and one bound for both is too loose for one of them.
+    tolerance: Tolerance | Sequence[Tolerance] | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +142,9 @@ class Tolerance:
     mismatches: int = 0  # elements allowed outside the tolerance
     # Where the kernel's error may exceed its precision twin's more than the harness's bounds allow, and why.
     precision_budget: PrecisionBudget | None = None
+    # Why this bound, in words: required where a variant overrides its family's (Variant.tolerance), whose report
+    # prints it beside the bound.
+    why: str = ""
 
 
 # Accumulated.initial: the harness allocates the output zeroed (atomic accumulation), or inputs() makes it.
@@ -105,15 +152,25 @@ ZEROS = "zeros"
 FROM_INPUTS = "inputs"
 
 
+# Every output kind's `to_logical`: (params, the tensor as the kernel stores it) -> the logical tensor the reference
+# computes, for an output kept in another order than its logical one (`T.annotate_layout` on a global buffer: an
+# MMA fragment order). None: stored as it is meant.
+ToLogical = Callable[[Params, Any], Any]
+
+
 @dataclass(frozen=True)
 class Returned:
     """An output the kernel allocates and returns (`T.empty`, a jit `out_idx`); inputs() does not make it."""
+
+    to_logical: ToLogical | None = None
 
 
 @dataclass(frozen=True)
 class Written:
     """An argument the kernel writes every element of: the harness allocates it, filled with NaN first, and
     passes it in; inputs() does not make it."""
+
+    to_logical: ToLogical | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +180,7 @@ class Accumulated:
     reference then receives as an input."""
 
     initial: Literal["zeros", "inputs"] = ZEROS
+    to_logical: ToLogical | None = None
 
 
 OutputKind = Returned | Written | Accumulated
@@ -316,6 +374,14 @@ class Family:
                 f"{where}: variant {variant.name!r} acknowledges compiler warnings {vague} without naming part "
                 "of the warning or saying why; map a part of its text to the reason the kernel is right"
             )
+        for name, value in variant.params.items():
+            try:
+                snapshot_value(value)
+            except TypeError as error:
+                raise FamilyError(
+                    f"{where}: variant {variant.name!r} passes {name}={value!r}, {error}; the snapshot records every "
+                    f"parameter, so give one of: {SNAPSHOT_VALUE_FORMS}"
+                ) from None
         names = [v.name for v in self.variants]
         if variant.compare_with is not None and variant.compare_with not in names:
             raise FamilyError(
@@ -351,31 +417,30 @@ class Family:
             kinds = self.declared_outputs().values()
             wrong = [k for k in kinds if not isinstance(k, OutputKind)]
             wrong += [k for k in kinds if isinstance(k, Accumulated) and k.initial not in (ZEROS, FROM_INPUTS)]
+            wrong += [
+                k for k in kinds if isinstance(k, OutputKind) and not (k.to_logical is None or callable(k.to_logical))
+            ]
             if wrong:
                 raise FamilyError(
                     f"{where}: outputs maps each written argument's position to Returned(), Written() or "
-                    f"Accumulated(initial=ZEROS or FROM_INPUTS); got {self.outputs}"
+                    f"Accumulated(initial=ZEROS or FROM_INPUTS), each with an optional to_logical=callable; "
+                    f"got {self.outputs}"
                 )
 
     def _check_tolerances(self, where: str) -> None:
-        """Tolerances, one or one per output, and any precision budget they carry."""
-        tolerances = [self.tolerance] if isinstance(self.tolerance, Tolerance) else list(self.tolerance)
-        if not tolerances or not all(isinstance(t, Tolerance) for t in tolerances):
-            raise FamilyError(
-                f"{where}: tolerance must be a Tolerance or one Tolerance per output, got {self.tolerance!r}"
-            )
-        for index, tolerance in enumerate(tolerances):
-            budget = tolerance.precision_budget
-            if budget is None:
+        """Tolerances, one or one per output, and any precision budget they carry: the family's, then each
+        variant's own, which must say why."""
+        _check_tolerance(self.tolerance, f"{where}: tolerance")
+        for variant in self.variants:
+            if variant.tolerance is None:
                 continue
-            if not isinstance(budget, PrecisionBudget) or not str(budget.why).strip() or not budget.factors():
+            what = f"{where}: variant {variant.name!r}'s tolerance"
+            _check_tolerance(variant.tolerance, what)
+            if not all(str(t.why).strip() for t in _as_list(variant.tolerance)):
                 raise FamilyError(
-                    f"{where}: tolerance {index}'s precision_budget must be a PrecisionBudget that changes at least "
-                    f"one bound and says why in words, got {budget!r}"
+                    f'{what} replaces the family\'s without saying why; give each Tolerance(..., why="...") the '
+                    "reason this variant needs its own bound (the report prints it)"
                 )
-            negative = [name for name, value in budget.factors().items() if not value >= 0]
-            if negative:
-                raise FamilyError(f"{where}: tolerance {index}'s precision_budget sets {negative} below 0")
 
     def _check_precision_twin(self, where: str) -> None:
         """A callable, the speed reference (the default) or None."""
@@ -403,12 +468,14 @@ class Family:
         """What the kernel is called with: `params`, each dimension under the kernel's own name."""
         return {variant.dimension_names.get(name, name): value for name, value in self.params(variant).items()}
 
-    def tolerances(self, outputs: int) -> list[Tolerance]:
-        """One Tolerance per output; FamilyError when the family does not give exactly that."""
-        tolerances = [self.tolerance] if isinstance(self.tolerance, Tolerance) else list(self.tolerance)
+    def tolerances(self, variant: Variant, outputs: int) -> list[Tolerance]:
+        """One Tolerance per output, the variant's own where it gives them; FamilyError when they are not exactly
+        that many."""
+        given, whose = (self.tolerance, "family") if variant.tolerance is None else (variant.tolerance, "variant")
+        tolerances = _as_list(given)
         if len(tolerances) != outputs:
             raise FamilyError(
-                f"{self.file or f'kernels/{self.name}.py'}: the kernel has {outputs} output(s) and the family gives "
+                f"{self.file or f'kernels/{self.name}.py'}: the kernel has {outputs} output(s) and the {whose} gives "
                 f"{len(tolerances)} tolerance(s); give one Tolerance per output, in order, each with its reason"
             )
         return tolerances
@@ -446,6 +513,29 @@ class Family:
         if self.precision_twin == SPEED_REFERENCE:
             return self.label(params)
         return getattr(op, "__qualname__", type(op).__name__)
+
+
+def _as_list(tolerance: Tolerance | Sequence[Tolerance]) -> list[Tolerance]:
+    return [tolerance] if isinstance(tolerance, Tolerance) else list(tolerance)
+
+
+def _check_tolerance(tolerance: Any, what: str) -> None:
+    """One Tolerance or one per output, each precision budget changing a bound and saying why."""
+    tolerances = [tolerance] if isinstance(tolerance, Tolerance) else list(tolerance)
+    if not tolerances or not all(isinstance(t, Tolerance) for t in tolerances):
+        raise FamilyError(f"{what} must be a Tolerance or one Tolerance per output, got {tolerance!r}")
+    for index, one in enumerate(tolerances):
+        budget = one.precision_budget
+        if budget is None:
+            continue
+        if not isinstance(budget, PrecisionBudget) or not str(budget.why).strip() or not budget.factors():
+            raise FamilyError(
+                f"{what} {index}'s precision_budget must be a PrecisionBudget that changes at least one bound and "
+                f"says why in words, got {budget!r}"
+            )
+        negative = [name for name, value in budget.factors().items() if not value >= 0]
+        if negative:
+            raise FamilyError(f"{what} {index}'s precision_budget sets {negative} below 0")
 
 
 @dataclass(frozen=True)

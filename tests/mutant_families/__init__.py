@@ -10,9 +10,10 @@ import dataclasses
 import inspect
 import itertools
 import linecache
+import types
 from typing import Any
 
-from harness.family import Family
+from harness.family import Chain, Family
 
 _serial = itertools.count()
 
@@ -45,3 +46,18 @@ def with_kernel(family: Family, variant: str, kernel: Any) -> Family:
     """The family with only `variant`, running `kernel`: a run of the mutant checks that variant alone."""
     chosen = dataclasses.replace(family.variant(variant), kernel=kernel, compare_with=None)
     return dataclasses.replace(family, variants=[chosen], timing_twin=None, sweep=None)
+
+
+def with_chain_kernels(chain: Chain, **kernels: Any) -> Chain:
+    """The chain calling `kernels` (its global name -> a mutant) where it calls its module's: the same code, run
+    with a copy of the module's globals, so the real module is left as it is. KeyError for a name the chain never
+    loads (the mutant would change nothing)."""
+    function = chain.function
+    unused = sorted(set(kernels) - set(function.__code__.co_names))
+    if unused:
+        raise KeyError(f"mutant of {function.__qualname__}: it never loads {unused}")
+    rebound = types.FunctionType(
+        function.__code__, {**function.__globals__, **kernels}, function.__name__, function.__defaults__
+    )
+    rebound.__kwdefaults__ = function.__kwdefaults__
+    return Chain(rebound)

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness.declaration import from_inputs, passed_in, torch_dtype
+from harness.declaration import from_inputs, passed_in
+from harness.dtypes import torch_dtype
 from harness.family import OutputKind, Returned, Written
 from harness.gpu.poison import poison_value
 

@@ -56,7 +56,6 @@ from harness.gpu.timing import (
 )
 from harness.gpu.worker import RAISED, TimeLimits
 from harness.static.cases import Case
-from harness.static.normalize import normalize_cuda
 from harness.static.snapshot import CorruptSnapshot, SnapshotStore, parse_facts, strip_cuda_header
 
 Log = Callable[[str], None]
@@ -470,7 +469,7 @@ def check_snapshot(compiled: CompiledCase, source: str | None, store: SnapshotSt
             f"compiled here launch with {compiled.launches}; run `nox -s static` to see what changed, then `{regen}`",
         )
     cuda = store.read(case.source_file)
-    matches = None if cuda is None or source is None else normalize_cuda(source) == strip_cuda_header(cuda)
+    matches = None if cuda is None or source is None else source == strip_cuda_header(cuda)
     return SnapshotCheck(shown, max(snapshot.values()), matches, failures)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from harness.build import Argument, BuildError, BuiltKernel, build_kernel, signature
 from harness.family import OutputKind, Returned, Tolerance
 from harness.static.cases import Case
+from harness.static.normalize import normalize_cuda, normalized_source
 from harness.targets import TARGETS
 
 DYNAMIC_SHARED_LAUNCH_PARAM = "tirx.use_dyn_shared_memory"
@@ -31,6 +32,19 @@ CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1
 CU_FUNC_ATTRIBUTE_NUM_REGS = 4
 # TileLang hands every CUDA compilation to this registered hook (TVM's callback convention).
 COMPILE_HOOK = "tilelang_callback_cuda_compile"
+
+
+@dataclass
+class ChainKernel:
+    """A chain as the GPU check calls it, `kernel(*inputs)`: its function with the variant's params, as its users
+    call it; `kernels` are the TileLang kernels its first call compiled, in launch order."""
+
+    function: Any
+    params: Mapping[str, Any]
+    kernels: list[Any] = field(default_factory=list)
+
+    def __call__(self, *inputs: Any) -> Any:
+        return self.function(*inputs, **self.params)
 
 
 @dataclass
@@ -48,6 +62,11 @@ class CompiledCase:
     resources_note: str | None = None  # why registers are missing, when they are
     compile_target: str | None = None
     binary: bytes | None = None  # the cubin nvcc produced, as TileLang's compile hook returned it
+    source: str | None = None  # the kernel source as the static snapshot holds it (normalized; a chain's, joined)
+
+    @property
+    def chain(self) -> bool:
+        return isinstance(self.kernel, ChainKernel)
 
     @property
     def dynamic_shared_memory_bytes(self) -> int | None:
@@ -78,6 +97,9 @@ def compile_cases(cases: Sequence[Case]) -> list[CompiledCase]:
             result.error = f"{case.family.file}: variant {case.variant.name!r}: {error}"
             continue
         result.outputs, result.tolerances = built.outputs, built.tolerances
+        if built.chain is not None:
+            compile_chain(result, built)
+            continue
         key = json.dumps([built.pass_configs, out_idx(built), case.target], sort_keys=True, default=str)
         batches.setdefault(key, []).append((result, built.prim_func))
     with capturing_binaries() as binaries:
@@ -99,8 +121,9 @@ def compile_cases(cases: Sequence[Case]) -> list[CompiledCase]:
                 result.kernel = kernel
     for result in results:
         kernel = result.kernel
-        if kernel is None:
+        if kernel is None or result.chain:
             continue
+        result.source = normalize_cuda(kernel.kernel_source)
         result.binary = binaries.get(kernel.kernel_source)
         attrs = kernel.target.attrs
         result.compile_target = str(attrs.get("arch") or attrs.get("mcpu") or kernel.target)
@@ -109,6 +132,51 @@ def compile_cases(cases: Sequence[Case]) -> list[CompiledCase]:
         except LookupError as error:
             result.error = str(error)
     return results
+
+
+def compile_chain(result: CompiledCase, built: BuiltKernel) -> None:
+    """Call the chain once, on its family's inputs for seed 0, as its users do: TileLang compiles each kernel on its
+    first call (and keeps it for the next). The kernels it called are recorded, in launch order, for their launch
+    sizes and source; a chain that launches other kernels than its trace did fails here."""
+    import torch
+    from tilelang.jit.kernel import JITKernel
+
+    case = result.case
+    chain = ChainKernel(built.chain, case.variant.params)
+    original = JITKernel.__call__
+
+    def recording(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+        if not any(kernel is seen for seen in chain.kernels):
+            chain.kernels.append(kernel)
+        return original(kernel, *args, **kwargs)
+
+    device = "cuda"
+    JITKernel.__call__ = recording
+    try:
+        chain(*case.family.inputs(case.params, torch.Generator(device=device).manual_seed(0), device))
+        torch.cuda.synchronize()
+    except Exception as error:
+        result.error = (
+            f"its chain raised on its first call, which compiles its kernels: {type(error).__name__}: {error}"
+        )
+        return
+    finally:
+        JITKernel.__call__ = original
+    names = [launch.name for launch in built.launches]
+    if len(chain.kernels) != len(names):
+        result.error = (
+            f"its chain called {len(chain.kernels)} kernels on the GPU, but {len(names)} ({', '.join(names)}) when "
+            "traced on the CPU: a chain must launch the same kernels whatever its inputs hold"
+        )
+        return
+    result.kernel = chain
+    attrs = chain.kernels[0].target.attrs
+    result.compile_target = str(attrs.get("arch") or attrs.get("mcpu") or chain.kernels[0].target)
+    result.source = normalized_source(list(zip(names, (k.kernel_source for k in chain.kernels), strict=True)))
+    try:
+        result.launches = {name: size for k in chain.kernels for name, size in launch_dynamic_shared_memory(k).items()}
+    except LookupError as error:
+        result.error = str(error)
 
 
 def out_idx(built: BuiltKernel) -> list[int] | None:

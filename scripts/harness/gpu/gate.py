@@ -262,6 +262,7 @@ def output_failures(check: OutputCheck) -> list[str]:
         found.append(
             f"{check.mismatches} elements outside atol={tolerance.atol:g}, rtol={tolerance.rtol:g} "
             f"({tolerance.mismatches} allowed; max abs error {check.max_abs_error:.4g})"
+            + (f"; why this bound: {tolerance.why}" if tolerance.why else "")
         )
     beyond = exceeded(check)
     if beyond and check.errors is not None and check.twin is not None:

@@ -17,7 +17,14 @@ def numerics_case(compiled: CompiledCase, key: str | None = None) -> NumericsCas
     case = compiled.case
     run = compiled.kernel
     return NumericsCase(
-        key or case.key, case.family, case.params, run, compiled.arguments, compiled.outputs, compiled.tolerances
+        key or case.key,
+        case.family,
+        case.params,
+        run,
+        compiled.arguments,
+        compiled.outputs,
+        compiled.tolerances,
+        poisoned=not compiled.chain,
     )
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from harness.declaration import torch_dtype
+from harness.dtypes import torch_dtype
 
 if TYPE_CHECKING:
     from harness.build import Argument

@@ -41,8 +41,9 @@ from harness.gpu.timing import Throughput
 
 # 3: numerics per output, each with its own tolerance; 4: and beside its precision twin's error; 5: a variant's
 # failure (stage, kind: raised, did not finish, crashed), those that did not finish or crashed first among failures;
-# 6: `against`, the changed variants timed next to the base commit's kernels
-REPORT_FORMAT = 6
+# 6: `against`, the changed variants timed next to the base commit's kernels; 7: a tolerance's `why` (a variant's own
+# bound), a chain's kernels, an output's storage mapping
+REPORT_FORMAT = 7
 REPORT = "report.json"
 NOT_RUN = "not_run"  # the count of variants not run on this device's target (GpuRun.not_run)
 SUMMARY = "summary.md"

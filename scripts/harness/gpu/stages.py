@@ -130,7 +130,7 @@ class KernelSession:
             try:
                 if compiled.kernel is not None:
                     read_driver_resources(compiled)
-                source = None if compiled.kernel is None else compiled.kernel.kernel_source
+                source = None if compiled.kernel is None else compiled.source
             except Exception as error:
                 found[key] = raised("compile", compiled.case, error)
                 continue

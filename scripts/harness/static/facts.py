@@ -27,6 +27,7 @@ import tilelang  # noqa: F401  (imported first: it makes its bundled TVM importa
 from tvm import DataType, arith, tirx
 from tvm.tirx.stmt_functor import pre_order_visit, substitute
 
+from harness.family import snapshot_params
 from harness.static.lowering import Lowering
 from harness.static.normalize import normalize_warnings
 from harness.static.snapshot import FORMAT_VERSION
@@ -93,9 +94,11 @@ def extract_facts(lowering: Lowering) -> dict[str, Any]:
     return {
         "format": FORMAT_VERSION,
         "case": {"family": case.family.name, "variant": case.variant.name, "target": case.target},
-        "params": case.params,
+        "params": snapshot_params(case.params),
         "warnings": normalize_warnings(lowering.output),
-        "kernels": [kernel_facts(kernel, TARGETS[case.target]) for kernel in device_kernels(lowering)],
+        "kernels": [
+            kernel_facts(kernel, TARGETS[case.target]) for step in lowering.kernels for kernel in device_kernels(step)
+        ],
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.build import BuiltKernel
+from harness.chain import Launch
 from harness.static.cases import Case
 from harness.targets import TARGETS
 
@@ -44,6 +46,15 @@ class Lowering:
     device_ir: Any  # final device IRModule, the one handed to CUDA codegen
     host_ir: Any  # final host IRModule: it launches the device kernels, in order
     output: str = ""  # TileLang's warnings while lowering: its C++ log (stderr), Python logging and warnings
+    # A chain's kernels, each lowered on its own, in launch order (its own fields then hold what they share: the
+    # case, every kernel's CUDA and warnings); () for a variant that is one kernel.
+    steps: tuple[Lowering, ...] = ()
+    name: str = ""  # the kernel's name (its PrimFunc's symbol)
+
+    @property
+    def kernels(self) -> tuple[Lowering, ...]:
+        """Each kernel's own lowering, in launch order: the steps of a chain, else this one."""
+        return self.steps or (self,)
 
 
 def tilelang_unavailable() -> str | None:
@@ -70,8 +81,18 @@ def tilelang_unavailable() -> str | None:
 
 
 def lower(case: Case, built: BuiltKernel) -> Lowering:
-    """Lower the case's built kernel (`harness.build.build_kernel`) for its target, afresh; LoweringError when
-    TileLang cannot. A run lowers each case once through its session (`harness.static.session`)."""
+    """Lower the case's built kernel (`harness.build.build_kernel`) for its target, afresh, each kernel of a chain
+    on its own; LoweringError when TileLang cannot. A run lowers each case once through its session
+    (`harness.static.session`)."""
+    steps = tuple(_lower_launch(case, launch) for launch in built.launches)
+    if len(steps) == 1:
+        return steps[0]
+    return Lowering(
+        case, "".join(s.cuda for s in steps), {}, None, None, "".join(s.output for s in steps), steps, case.variant.name
+    )
+
+
+def _lower_launch(case: Case, launch: Launch) -> Lowering:
     import tilelang
     import tvm
     from tvm.target import Target
@@ -89,21 +110,40 @@ def lower(case: Case, built: BuiltKernel) -> Lowering:
         # Our own PassContext keeps the instruments (compile_only's opens its own and drops
         # them), carries the kernel's pass configs as tilelang.compile would, and leaves #line
         # directives off, so the text carries no machine paths.
-        context = tvm.transform.PassContext(opt_level=3, config=built.pass_configs, instruments=[CapturePasses()])
+        context = tvm.transform.PassContext(
+            opt_level=3, config=dict(launch.pass_configs), instruments=[CapturePasses()]
+        )
         with context, target, captured_output() as output:
-            artifact = tilelang.lower(built.prim_func, target=target, enable_device_compile=False)
+            artifact = tilelang.lower(launch.prim_func, target=target, enable_device_compile=False)
     except Exception as error:  # TileLang raises many types; all mean "this case did not lower"
         raise LoweringError(
             case.id,
-            f"TileLang could not lower this variant ({type(error).__name__}: {error}). "
-            f"Fix the kernel in {case.family.file} and rerun.",
+            f"TileLang could not lower this variant ({type(error).__name__}: {error}).\n"
+            f"Fix the kernel in {case.family.file} and rerun; or, if it is right as written (TileLang's own "
+            f"example, a feature the target lacks), declare it there and write its .error snapshot:\n"
+            f"    {does_not_lower_line(case)}\n"
+            f'    nox -s regen-golden -- -k "{case.id}"',
         ) from error
     missing = [name for name in CAPTURED_PASSES if name not in captured]
     if missing:
         raise LoweringError(case.id, f"passes {missing} did not run; has TileLang's pass pipeline changed?")
     return Lowering(
-        case, str(artifact.kernel_source), captured, artifact.device_mod, artifact.host_mod, "".join(output)
+        case,
+        str(artifact.kernel_source),
+        captured,
+        artifact.device_mod,
+        artifact.host_mod,
+        "".join(output),
+        name=launch.name,
     )
+
+
+def does_not_lower_line(case: Case) -> str:
+    """The declaration that makes a case's failure to lower expected: the variant's own entries, then this one."""
+    declared = case.variant.does_not_lower.items()
+    entries = [f"{json.dumps(target)}: {json.dumps(why)}" for target, why in declared if target != case.target]
+    entries.append(f'{json.dumps(case.target)}: "<why, in words>"')
+    return f"Variant({json.dumps(case.variant.name)}, ..., does_not_lower={{{', '.join(entries)}}})"
 
 
 @contextlib.contextmanager

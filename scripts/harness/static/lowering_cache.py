@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.build import BuiltKernel
+from harness.family import snapshot_params
 from harness.files import atomic_write
 from harness.static.cases import Case
 from harness.targets import TARGETS
@@ -126,7 +127,7 @@ def case_key(case: Case, traced: Mapping[str, Any], code: Mapping[str, str]) -> 
     inputs = {
         "entry_format": ENTRY_FORMAT,
         "case": case.id,
-        "params": case.params,
+        "params": snapshot_params(case.params),
         "does_not_lower": case.does_not_lower,
         "target": TARGETS[case.target].description,
         **traced,
@@ -140,7 +141,10 @@ def traced_kernel(built: BuiltKernel) -> dict[str, Any]:
     """The variant's PrimFunc as text (with its metadata) and its pass configs, as the key reads them. Taken before
     any of the variant's lowerings: a jit kernel hands out one PrimFunc per argument set, and TileLang's passes
     rewrite parts of it in place (a launch thread's name), so printed after a lowering it would read differently."""
-    return {"prim_func": built.prim_func.script(show_meta=True), "pass_configs": built.pass_configs}
+    return {
+        "prim_func": "\n".join(launch.prim_func.script(show_meta=True) for launch in built.launches),
+        "pass_configs": [dict(launch.pass_configs) for launch in built.launches],
+    }
 
 
 def installed_code() -> dict[str, str]:

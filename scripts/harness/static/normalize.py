@@ -5,6 +5,7 @@ then names that TileLang assigns in an order that varies between lowerings made 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 _LINE_DIRECTIVE = re.compile(r"^[ \t]*#line\b")
 
@@ -81,6 +82,17 @@ def normalize_cuda(text: str, keep_line_directives: bool = False) -> str:
         lines = [pattern.sub(replacement, line) for line in lines]
     lines = canonical_shared_numbering(lines)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def normalized_source(kernels: Sequence[tuple[str, str]]) -> str:
+    """The kernel source as snapshotted from (name, emitted source) of each kernel a variant launches: normalized;
+    a chain's kernels in launch order, each under a line naming it."""
+    if len(kernels) == 1:
+        return normalize_cuda(kernels[0][1])
+    return "\n".join(
+        f"// launch {index} of {len(kernels)}: {name}\n{normalize_cuda(source)}"
+        for index, (name, source) in enumerate(kernels, 1)
+    )
 
 
 def canonical_shared_numbering(lines: list[str]) -> list[str]:

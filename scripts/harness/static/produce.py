@@ -13,7 +13,7 @@ from harness.family import CaseFacts
 from harness.static.cases import Case
 from harness.static.facts import extract_facts
 from harness.static.lowering import Lowering, LoweringError
-from harness.static.normalize import normalize_cuda, normalize_error
+from harness.static.normalize import normalize_error, normalized_source
 from harness.static.snapshot import cuda_header, load_yaml, render_error, render_facts, strip_cuda_header
 
 
@@ -80,7 +80,8 @@ def snapshot_files(case: Case, lower: Callable[[], Lowering]) -> dict[str, str]:
     lowering = lower()
     source, facts = case.snapshot_files
     return {
-        source: cuda_header(case.id, case.target) + normalize_cuda(lowering.cuda),
+        source: cuda_header(case.id, case.target)
+        + normalized_source([(step.name, step.cuda) for step in lowering.kernels]),
         facts: render_facts(extract_facts(lowering)),
     }
 

@@ -14,7 +14,7 @@ import pytest
 import harness.family
 from harness.build import BuildError
 from harness.declaration import family_problems
-from harness.family import Family
+from harness.family import Family, target_record
 from harness.static.cases import Case, all_cases, check_groups, family_cases, not_lowering_cases
 from harness.static.changes import FileChange, Mismatch
 from harness.static.claims import NoClaims, judge_claims
@@ -83,22 +83,33 @@ def _compare_or_write(request, produced_by: Callable[..., dict[str, str]], selec
         fail_with_mismatches(request, list(mismatches), accept_line(selector), _version_note(golden))
 
 
-def _not_run(what: str, error: LoweringError) -> None:
-    """A check over several cases when one did not lower: that case's own item fails with the reason,
-    so this one says only which case stopped it (one message per failing case, not one per item)."""
-    pytest.skip(f"{what} not run: case {error.case_id} did not lower (its test_case item says why)")
+# A skip's reason shows its cause's first lines: enough to act on whatever `-k` selected, the rest in the item
+# that owns the cause.
+REASON_LINES = 3
 
 
-def _require_built(lowerings: LoweringSession, cases, what: str) -> None:
-    """Skip a check over cases whose variant does not build: test_family_declaration says why, once per family."""
+def _reason(error: Exception) -> str:
+    lines = str(error).splitlines()
+    return "\n".join(lines[:REASON_LINES]) + (
+        f"\n... ({len(lines) - REASON_LINES} more lines)" if len(lines) > REASON_LINES else ""
+    )
+
+
+def _not_run(error: LoweringError) -> None:
+    """A check over several cases when one did not lower: the reason, in the skip itself (the case's own item,
+    which may not be selected, fails with it). The skip names no item, so pytest's summary folds the items one
+    cause stops into one line."""
+    pytest.skip(f"not run, because case {_reason(error)}")
+
+
+def _require_built(lowerings: LoweringSession, cases) -> None:
+    """Skip a check over cases whose variant does not build, with the reason (test_family_declaration fails with
+    it, once per family, when selected), folded as `_not_run`'s."""
     for case in cases:
         try:
             lowerings.build(case.family, case.variant)
-        except BuildError:
-            pytest.skip(
-                f"{what} not run: variant {case.variant.name!r} does not build "
-                f"(test_family_declaration[{case.family.name}] says why)"
-            )
+        except BuildError as error:
+            pytest.skip(f"not run, because variant {case.variant.name!r} does not build: {_reason(error)}")
 
 
 def _grouped(values, group_of) -> list:
@@ -107,7 +118,7 @@ def _grouped(values, group_of) -> list:
 
 @pytest.mark.parametrize("case", _grouped(all_cases(), lambda c: c.group))
 def test_case(request, case: Case, lowerings: LoweringSession, golden_store, pending_store, regen) -> None:
-    _require_built(lowerings, [case], case.id)
+    _require_built(lowerings, [case])
     try:
         _compare_or_write(
             request, lambda fresh: lowerings.files(case, fresh=fresh), case.id, golden_store, pending_store, regen
@@ -153,12 +164,12 @@ def test_family_checks(request, group: str, lowerings: LoweringSession) -> None:
             if c.group == group
         ],
     )
-    _require_built(lowerings, cases, f"{group}: family checks")
+    _require_built(lowerings, cases)
     empty = None
     try:
         verdict = judge_claims(family, group, [lowerings.facts(c) for c in cases])
     except LoweringError as error:
-        _not_run(f"{group}: family checks", error)
+        _not_run(error)
     except NoClaims as error:
         empty = str(error)
     if empty:  # outside the handler: one message, no chained error
@@ -179,15 +190,15 @@ def test_variant_effects(
     request, family: Family, lowerings: LoweringSession, golden_store, pending_store, regen
 ) -> None:
     """Which annotations change the CUDA on each target; committed as golden/<family>/SUMMARY.md."""
-    _require_built(lowerings, family_cases(family), f"{family.name}: variant comparison")
+    _require_built(lowerings, family_cases(family))
     try:
         effects = variant_effects(family, lowerings.produce, lowerings.build)
     except LoweringError as error:
-        _not_run(f"{family.name}: variant comparison", error)
+        _not_run(error)
     record_findings(
         request,
         [
-            f"{family.name} on {target}: CUDA identical to the variant it is compared with "
+            f"{family.name} on {target}: {target_record(target).language} identical to the variant it is compared with "
             f"(annotation without effect): {', '.join(variants)}"
             for target, variants in no_effect(effects).items()
             if variants  # a target where every annotation has its effect is no finding

@@ -44,6 +44,11 @@ def changed_cuda_lines(baseline: str, variant: str) -> int:
 # -- effects of each annotation change ----------------------------------------------------------
 
 
+def dataflows(built: BuiltKernel) -> list[list[tuple[str, ...]]]:
+    """The dataflow of each kernel the variant launches, in order."""
+    return [dataflow(launch.prim_func) for launch in built.launches]
+
+
 @dataclass(frozen=True)
 class VariantEffect:
     variant: str
@@ -99,7 +104,7 @@ def variant_effects(
                 variant=variant.name,
                 compared_with=base.name,
                 changes=declared_change(family, base, variant),
-                same_dataflow=dataflow(build(family, variant).prim_func) == dataflow(build(family, base).prim_func),
+                same_dataflow=dataflows(build(family, variant)) == dataflows(build(family, base)),
                 cuda_lines_changed={t: changed_cuda_lines(theirs[t].cuda, mine[t].cuda) for t in compared},
                 facts_changed={t: changed_fields(theirs[t].facts, mine[t].facts) for t in compared},
                 not_lowering=not_lowering,

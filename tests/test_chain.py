@@ -131,3 +131,26 @@ def test_a_case_that_does_not_lower_is_told_the_declaration_line_to_add(monkeypa
     assert "(TypeError: no such intrinsic)" in message and "Fix the kernel in kernels/styles.py" in message
     assert 'Variant("only", ..., does_not_lower={"gfx942": "LDS too small", "sm_90": "<why, in words>"})' in message
     assert 'nox -s regen-golden -- -k "styles/only/sm_90"' in message
+
+
+def test_a_kernel_that_sizes_its_tensors_from_module_constants_is_refused_at_a_variants_own_shape():
+    import tilelang
+
+    from harness.declaration import family_problems
+
+    @tilelang.jit(out_idx=[1])
+    def fixed(rows: int, cols: int, block_rows: int = 8):
+        @T.prim_func
+        def scale(X: T.Tensor((styles.ROWS, cols), "float16"), Y: T.Tensor((styles.ROWS, cols), "float16")):
+            with T.Kernel(T.ceildiv(rows, block_rows), threads=128) as bx:
+                T.copy(X[bx * block_rows, 0], Y[bx * block_rows, 0])
+
+        return scale
+
+    variants = [
+        Variant("family_shape", fixed, {"block_rows": 8}),
+        Variant("half", fixed, {"block_rows": 8}, shape={"rows": 128}),
+    ]
+    problems = "\n".join(family_problems(styles.family(fixed, variants=variants)))
+    assert "variant 'half'" in problems and "variant 'family_shape'" not in problems
+    assert "inputs() made torch.float16 (128, 512)" in problems and "the kernel ignores them" in problems

@@ -154,7 +154,7 @@ def runnable_cases(select: Sequence[str] | None, golden: Path = Path("golden")) 
     are not (harness.gpu.check's rule)."""
     import torch
 
-    from harness.family import registry
+    from harness.family import load_families
     from harness.gpu.check import check_snapshot, device_cases, not_runnable
     from harness.gpu.compile import compile_cases, read_driver_resources
     from harness.gpu.device import require_cuda
@@ -164,12 +164,12 @@ def runnable_cases(select: Sequence[str] | None, golden: Path = Path("golden")) 
     device = require_cuda()
     store = SnapshotStore(golden)
     chosen = [
-        case for case in device_cases(registry().families, device.target)
+        case for case in device_cases(load_families().families, device.target)
         if not select or any(fnmatch.fnmatchcase(case.key, pattern) for pattern in select)
     ]  # fmt: skip
     compiled = compile_cases(chosen)
     torch.empty(1, device="cuda")  # the CUDA context, before asking the driver about kernels
-    cases, skipped = [], [f"{broken.file}: {broken.error}" for broken in registry().broken]
+    cases, skipped = [], [f"{broken.file}: {broken.error}" for broken in load_families().broken]
     for built in compiled:
         if not built.error:
             read_driver_resources(built)

@@ -39,12 +39,13 @@ LOWERING_LINE = re.compile(r"(\d+) cases lowered, (\d+) from the lowering cache"
 def time_cases() -> list[tuple[str, str, float, float]]:
     """Per case, in this process: (case id, family, seconds to trace and key it, seconds to lower it,
     extract its facts and normalize it)."""
+    from harness.family import load_families
     from harness.static.cases import all_cases
     from harness.static.session import LoweringSession
 
     lowerings = LoweringSession()
     timings = []
-    for case in all_cases():
+    for case in all_cases(load_families()):
         start = time.perf_counter()
         lowerings.key(case)
         keyed = time.perf_counter()

@@ -99,14 +99,14 @@ def run_ab(select: Sequence[str] | None, trials: int, slowdowns: Sequence[float]
     """The A/B benchmark on the current GPU: each selected variant's identical and delayed pairs."""
     import torch
 
-    from harness.family import registry
+    from harness.family import load_families
     from harness.gpu.check import device_cases
     from harness.gpu.compile import compile_cases
     from harness.gpu.device import require_cuda
     from harness.gpu.timing import cuda_event_timer
 
     device = require_cuda()
-    families = registry().families
+    families = load_families().families
     select = select or [f"{f.name}/{f.timing_twin.variant}" for f in families if f.timing_twin is not None]
     cases = [c for c in device_cases(families, device.target) if any(fnmatch.fnmatch(c.key, p) for p in select)]
     timer = cuda_event_timer()
@@ -244,7 +244,7 @@ def criteria(
 def twin_pairs(run: Any, pairs: dict[str, Pair]) -> tuple[dict[str, str], list[str]]:
     """Each family's declared twin compiled and added to `pairs` beside its original's reference: twin -> original,
     and the table lines saying how much more work each does. Raises RuntimeError when a twin does not compile."""
-    from harness.family import registry
+    from harness.family import load_families
     from harness.gpu.compile import compile_cases
     from harness.gpu.pairs import timed_pair
     from harness.static.cases import Case
@@ -252,7 +252,7 @@ def twin_pairs(run: Any, pairs: dict[str, Pair]) -> tuple[dict[str, str], list[s
     by_key = {r.key: r for r in run.variants}
     twins: dict[str, str] = {}
     lines = ["| twin | of | dimension | work |", "|---|---|---|---|"]
-    for family in registry().families:
+    for family in load_families().families:
         if family.timing_twin is None:
             continue
         declared = family.timing_twin
@@ -294,7 +294,7 @@ def run_baseline(
 ) -> tuple[list[str], bool]:
     """The baseline benchmark on the current GPU, with every family's declared twin: table lines and whether
     every criterion holds."""
-    from harness.family import registry
+    from harness.family import load_families
     from harness.gpu.baseline import baseline_key, baseline_path, key_differences, read_baseline
     from harness.gpu.check import check_cases, device_cases
     from harness.gpu.gpu_state import GpuState, summarize
@@ -302,8 +302,9 @@ def run_baseline(
     from harness.gpu.timing import make_bench, measure_pairs
     from harness.static.snapshot import SnapshotStore, strip_cuda_header
 
+    families = load_families().families
     run = check_cases(
-        lambda device: device_cases(registry().families, device.target), rounds=2, timer=timer, repeat_ms=repeat_ms,
+        lambda device: device_cases(families, device.target), rounds=2, timer=timer, repeat_ms=repeat_ms,
         golden=golden, log=lambda line: None,
     )  # fmt: skip
     device, pairs = run.device, dict(run.pairs)

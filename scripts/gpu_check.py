@@ -17,7 +17,7 @@ from harness.gpu.device import Device, gpu_unavailable
 from harness.gpu.gate import MIN_SEEDS
 from harness.gpu.timing import DEFAULT_ROUNDS, REPEAT_MS, TIMERS, WARMUP_MS
 
-SNAPSHOTTED = "kernels"  # the package the static check snapshots (harness.family.registry)
+SNAPSHOTTED = "kernels"  # the package the static check snapshots (its default --families)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -102,11 +102,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu check stopped, nothing was checked: {problem}", file=sys.stderr)
         return 2
 
-    from harness.family import load_families, registry
+    from harness.family import load_families
     from harness.gpu.check import device_cases, not_run_on, run_gpu_check
     from harness.static.cases import Case, family_cases
 
-    loaded = [registry() if package == SNAPSHOTTED else load_families(package) for package in options.families]
+    loaded = [load_families(package) for package in options.families]
     families = [family for each in loaded for family in each.families]
     broken = [b for each in loaded for b in each.broken]
     for each in broken:

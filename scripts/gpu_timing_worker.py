@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
 
-    from harness.family import registry
+    from harness.family import load_families
     from harness.gpu.check import check_cases, device_cases
     from harness.gpu.timing import make_bench, measure_pairs
     from harness.gpu.upgrade_speed import serve
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
 
     run = check_cases(
-        lambda device: device_cases(registry().families, device.target),
+        lambda device: device_cases(load_families().families, device.target),
         seeds=options.seeds, rounds=2, golden=options.golden_dir, timer=options.timer, repeat_ms=options.repeat_ms,
         log=log,
     )  # fmt: skip

@@ -37,16 +37,16 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"upgrade preview: {problem}", file=sys.stderr)
         return 2
-    from harness.family import registry
-    from harness.static.cases import all_cases
+    from harness.family import load_families
     from harness.static.snapshot import SnapshotStore, installed_tilelang_version
     from harness.static.upgrade_preview import run_preview
 
     manifest = SnapshotStore(options.golden_dir).read_manifest() or {}
-    for broken in registry().broken:
+    families = load_families()
+    for broken in families.broken:
         print(f"upgrade preview: family not previewed: {broken.error}", file=sys.stderr)
     preview = run_preview(
-        all_cases(), installed_tilelang_version(), str(manifest.get("tilelang", "?")), options.golden_dir,
+        families, installed_tilelang_version(), str(manifest.get("tilelang", "?")), options.golden_dir,
         options.output,
     )  # fmt: skip
     print((options.output / "report.md").read_text())

@@ -14,19 +14,19 @@ import torch._dynamo  # noqa: F401
 import yaml  # noqa: F401
 
 import harness.static
-from harness.family import registry
+from harness.family import load_families
 from harness.static.cases import Case
 from harness.static.session import LoweringSession
 from kernels.gemm_num_stages import FAMILY as NUM_STAGES_FAMILY
 from kernels.gemm_num_stages import variant as num_stages_variant
 
-registry()  # import the kernel modules before pytester snapshots sys.modules
+load_families()  # import the kernel modules before pytester snapshots sys.modules
 
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[1]
 # The module's file, found without importing it: each in-process session must import it afresh, so that
-# its parametrization reads the registry as a test has patched it.
+# its parametrization reads the families as a test has patched them.
 GOLDEN_TEST = Path(harness.static.__file__).with_name("session_items.py")
 # A case that lowers in a fraction of a second: used wherever any case would do.
 SMALL_CASE = "gemm_num_stages/ns0_64x64x32/sm_90"

@@ -8,7 +8,7 @@ import pytest
 import torch
 from script_runner import load_script, run_script
 
-from harness.family import registry
+from harness.family import load_families
 from harness.gpu import device
 from harness.gpu.compile import Argument
 from harness.gpu.numerics import NumericsCase, check_numerics, make_inputs
@@ -85,7 +85,7 @@ SMALL = {
 
 @pytest.mark.parametrize("family", sorted(SMALL))
 def test_each_familys_intermediate_mutant_scales_the_first_input_that_moves_its_output(family):
-    found = {f.name: f for f in registry().families}[family]
+    found = {f.name: f for f in load_families().families}[family]
     dimensions, names, expected = SMALL[family]
     params = {**found.params(found.variants[0]), **dimensions}
     inputs = make_inputs(found, params, 1, "cpu")

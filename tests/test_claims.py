@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from harness.family import Claim, registry
+from harness.family import Claim, load_families
 from harness.static.claims import NoClaims, judge_claims
 
-FAMILY = next(f for f in registry().families if f.checks is not None)
+FAMILY = next(f for f in load_families().families if f.checks is not None)
 CLAIMS = [
     Claim("1. holds as recorded", True, "a"),
     Claim("2. fails, recorded to hold", False, "b"),

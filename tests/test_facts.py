@@ -12,6 +12,7 @@ import pytest
 from conftest import num_stages_case
 from tvm import tirx
 
+import harness.family
 from harness.family import Variant
 from harness.static.cases import Case, all_cases
 from harness.static.facts import _calls, canonical_form, extract_facts
@@ -109,7 +110,7 @@ def test_steady_state_loop_is_the_k_loop_in_cuda(lowerings):
 
 # -- facts that explain the CUDA, each checked against the text of the same lowering ---------------
 
-CASES = {case.id: case for case in all_cases()}
+CASES = {case.id: case for case in all_cases(harness.family.load_families())}
 # One sm_80 case (cp.async, ldmatrix, mma.sync, vectorized ReLU), three sm_90 ones (TMA, wgmma,
 # stmatrix, TMA stores, descriptor offsets).
 EXPLAINED = (

@@ -17,16 +17,17 @@ from harness.static.snapshot import FORMAT_VERSION
 def small_registry(monkeypatch, *ids: str) -> None:
     """Shrink the registry to the variants of these case ids, on the targets named, so an unfiltered
     session runs in seconds."""
-    chosen = [c for c in all_cases() if c.id in ids]
+    everything = harness.family.load_families()
+    chosen = [c for c in all_cases(everything) if c.id in ids]
     assert len(chosen) == len(ids)
     families = []
-    for family in harness.family.registry().families:
+    for family in everything.families:
         kept = [v for v in family.variants if any(c.family is family and c.variant is v for c in chosen)]
         if kept:
             targets = [c.target for c in chosen if c.family is family]
             families.append(dataclasses.replace(family, variants=kept, targets=targets))
     small = harness.family.Registry(tuple(families), ())
-    monkeypatch.setattr(harness.family, "registry", lambda: small)
+    monkeypatch.setattr(harness.family, "load_families", lambda *packages: small)
 
 
 def test_regen_then_static_passes(golden_session):
@@ -207,7 +208,7 @@ def test_shards_cover_every_case_exactly_once(golden_session):
     orphan_check = {item for item in everything if "no_orphans" in item}
     assert set(combined) == everything - orphan_check, "sharded runs leave the orphan check to an unsharded job"
     cases = {item for item in everything if item.startswith("test_case[")}
-    assert len(cases) == len(all_cases()) > 0
+    assert len(cases) == len(all_cases(harness.family.load_families())) > 0
 
 
 def test_bad_shard_is_a_usage_error(golden_session):

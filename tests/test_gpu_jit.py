@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO
 
 from harness.build import build_kernel, signature
-from harness.family import Variant, registry
+from harness.family import Variant, load_families
 from harness.gpu.compile import (
     DYNAMIC_SHARED_LAUNCH_PARAM,
     Argument,
@@ -28,7 +28,7 @@ GOLDEN = REPO / "golden"
 
 def registered_case(name: str, target: str) -> Case:
     """The case of the registered variant called `name` (variant names are unique across the seed families)."""
-    (case,) = [Case(f, v, target) for f in registry().families for v in f.variants if v.name == name]
+    (case,) = [Case(f, v, target) for f in load_families().families for v in f.variants if v.name == name]
     return case
 
 

@@ -6,31 +6,31 @@ import pytest
 import torch
 from script_runner import load_script, run_script
 
-from harness.family import registry
+from harness.family import load_families
 from harness.gpu.steps import BadStep, parse_step
 
 
 def first_variant():
-    family = registry().families[0]
+    family = load_families().families[0]
     return family, family.variants[0]
 
 
 def test_a_problem_dimension_in_a_step_changes_the_problem_not_the_parameters():
     family, variant = first_variant()
     dimension = next(iter(family.shape))
-    step = parse_step(f"{family.name}/{variant.name}:{dimension}=1024", registry().families, "sm_90")
+    step = parse_step(f"{family.name}/{variant.name}:{dimension}=1024", load_families().families, "sm_90")
     assert step.case.params[dimension] == 1024 and dimension not in step.case.variant.params
     assert family.dimensions(step.case.variant)[dimension] == 1024
 
 
 def test_a_step_is_the_variant_with_the_named_parameters_replaced():
     family, variant = first_variant()
-    step = parse_step(f"{family.name}/{variant.name}:threads=256,note='x'", registry().families, "sm_90")
+    step = parse_step(f"{family.name}/{variant.name}:threads=256,note='x'", load_families().families, "sm_90")
     assert step.case.params["threads"] == 256 and step.case.params["note"] == "x"
     assert step.case.variant.kernel is variant.kernel and step.case.target == "sm_90"
     assert step.case.key == f"{family.name}/{variant.name}:threads=256,note='x'", "each step is timed under its spec"
     assert dict(variant.params) == dict(
-        parse_step(f"{family.name}/{variant.name}", registry().families, "sm_90").case.variant.params
+        parse_step(f"{family.name}/{variant.name}", load_families().families, "sm_90").case.variant.params
     )
 
 
@@ -46,7 +46,7 @@ def test_a_step_is_the_variant_with_the_named_parameters_replaced():
 def test_a_bad_step_says_what_is_wrong(spec, message):
     family, variant = first_variant()
     with pytest.raises(BadStep, match=message):
-        parse_step(spec.format(family=family.name, variant=variant.name), registry().families, "sm_90")
+        parse_step(spec.format(family=family.name, variant=variant.name), load_families().families, "sm_90")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")

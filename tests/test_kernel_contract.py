@@ -206,4 +206,4 @@ def test_a_family_file_with_postponed_annotations_is_refused_with_the_reason(tmp
 
 
 def test_no_family_under_kernels_postpones_its_annotations():
-    assert not harness.family.registry().broken
+    assert not harness.family.load_families().broken

@@ -13,16 +13,16 @@ import tilelang.language as T
 from conftest import SMALL_CASE
 
 import harness.static.lowering_cache as lowering_cache
-from harness.family import Variant
+from harness.family import Variant, load_families
 from harness.static.cases import Case, all_cases, family_cases
 from harness.static.lowering_cache import CorruptEntry, LoweringCache, StaleCacheEntry
 from harness.static.session import LoweringSession
 from harness.targets import TARGETS
 
-SMALL = next(c for c in all_cases() if c.id == SMALL_CASE)
+SMALL = next(c for c in all_cases(load_families()) if c.id == SMALL_CASE)
 # A variant on every target, and one declared not to lower (its file is the `.error`).
 EVERY_TARGET = family_cases(dataclasses.replace(SMALL.family, variants=[SMALL.variant], targets=None))
-DECLARED = next(c for c in all_cases() if c.does_not_lower is not None)
+DECLARED = next(c for c in all_cases(load_families()) if c.does_not_lower is not None)
 
 
 def never_lowered() -> dict[str, str]:
@@ -215,7 +215,8 @@ def test_the_session_reports_lowered_and_cached_cases_and_regen_never_reads_the_
 
 class FakeConfig:
     def __init__(self, **options: object) -> None:
-        self.options = {"--regen": False, "--refresh-cache": False, "--no-cache": False, **options}
+        self.options = {"--regen": False, "--refresh-cache": False, "--no-cache": False, "--families": ["kernels"]}
+        self.options.update(options)
         self.options.setdefault("--lowering-cache", "unused")
         self.stash = pytest.Stash()
 
@@ -228,7 +229,7 @@ def workers_for(monkeypatch, missing: dict[str, str], **options: object) -> int 
     from harness.static import plugin
 
     cases = [dataclasses.replace(SMALL, target=t) for t in TARGETS]  # ids differ by target
-    monkeypatch.setattr(plugin, "all_cases", lambda: cases)
+    monkeypatch.setattr(plugin, "all_cases", lambda registry: cases)
     monkeypatch.setattr(LoweringCache, "holds", lambda self, case, key: case.id not in missing)
     monkeypatch.setattr(Case, "group", property(lambda case: missing.get(case.id, "held")))
     return plugin.pytest_xdist_auto_num_workers(FakeConfig(**options))

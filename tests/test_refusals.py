@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 from conftest import GOLDEN_TEST, REPO, SMALL_CASE, SUBPROCESS_LIMIT_S
 
+import harness.family
 from harness.ci.job_summary import error_annotations, read_junit
 from harness.static.cases import all_cases
 
@@ -75,7 +76,7 @@ def test_the_items_of_one_group_run_on_one_worker_and_the_report_names_them_by_c
     assert set(workers) == {"rms_norm", "linear_bf16"}, result.stdout
     assert all(len(ran_on) == 1 for ran_on in workers.values()), workers
 
-    case = next(c for c in all_cases() if c.family.name == "rms_norm")
+    case = next(c for c in all_cases(harness.family.load_families()) if c.family.name == "rms_norm")
     cuda = tmp_path / "golden" / f"{case.id}.cu"
     cuda.write_text(cuda.read_text() + "// tampered\n")
     junit = tmp_path / "static-junit.xml"

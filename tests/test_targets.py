@@ -29,7 +29,7 @@ from harness.targets import TARGETS
 REASON = "a reason in words"
 # What TileLang raises, as it reaches the harness: a machine path and an object address in it.
 TILELANG_ERROR = TypeError("Downcast failed at 0x7f3a2b1c for /tmp/build/lower.cc:12\nframe 2\nframe 3\nframe 4")
-SMALL = next(c for c in all_cases() if c.id == SMALL_CASE)
+SMALL = next(c for c in all_cases(harness.family.load_families()) if c.id == SMALL_CASE)
 
 
 def small_family(variants=None, **declared) -> Family:
@@ -43,7 +43,7 @@ def declared(variant=SMALL.variant, reason: str = REASON):
 
 
 def use(monkeypatch, family: Family) -> None:
-    monkeypatch.setattr(harness.family, "registry", lambda: harness.family.Registry((family,), ()))
+    monkeypatch.setattr(harness.family, "load_families", lambda *packages: harness.family.Registry((family,), ()))
 
 
 def fail_lowering(monkeypatch, case_id: str, error: Exception = TILELANG_ERROR) -> None:
@@ -71,8 +71,8 @@ def test_a_family_narrows_its_targets():
 
 def test_all_cases_and_check_groups_respect_the_narrowing(monkeypatch):
     use(monkeypatch, small_family(checks=lambda seen: []))
-    assert [c.id for c in all_cases()] == [SMALL_CASE]
-    assert [c.id for _, cases in check_groups().values() for c in cases] == [SMALL_CASE]
+    assert [c.id for c in all_cases(harness.family.load_families())] == [SMALL_CASE]
+    assert [c.id for _, cases in check_groups(harness.family.load_families()).values() for c in cases] == [SMALL_CASE]
 
 
 def test_an_unknown_target_name_is_refused_naming_the_file_and_the_known_targets():
@@ -93,9 +93,9 @@ def test_does_not_lower_must_name_a_target_of_the_family_and_a_reason():
 
 def test_a_declared_case_is_snapshotted_as_its_error_and_left_out_of_the_checks(monkeypatch):
     use(monkeypatch, small_family([declared()], checks=lambda seen: []))
-    (case,) = all_cases()
+    (case,) = all_cases(harness.family.load_families())
     assert case.does_not_lower == REASON and case.snapshot_files == (f"{SMALL_CASE}.error",)
-    assert check_groups() == {}
+    assert check_groups(harness.family.load_families()) == {}
 
 
 def test_the_error_is_normalized_to_its_first_lines_without_paths_or_addresses():

@@ -9,6 +9,7 @@ import shutil
 import pytest
 from conftest import REPO, SMALL_CASE
 
+import harness.family
 import harness.static.upgrade_preview as preview_module
 from harness.ci.job_summary import read_junit
 from harness.static.cases import Case, all_cases
@@ -18,7 +19,7 @@ from harness.static.lowering import LoweringError
 from harness.static.snapshot import SnapshotStore
 from harness.static.upgrade_preview import CaseRow, Preview, classify_case, render_markdown
 
-CASE = next(c for c in all_cases() if c.id == SMALL_CASE)
+CASE = next(c for c in all_cases(harness.family.load_families()) if c.id == SMALL_CASE)
 
 
 @pytest.fixture
@@ -142,11 +143,11 @@ def test_a_family_check_whose_outcome_changed_is_listed(monkeypatch, lowerings):
     from harness.family import Claim
 
     family = dataclasses.replace(family_module.FAMILY, variants=[CASE.variant], targets=["sm_90"])
-    monkeypatch.setattr(harness.family, "registry", lambda: harness.family.Registry((family,), ()))
-    assert preview_module.changed_checks(lowerings) == [], "the pinned TileLang gives what the family records"
+    families = harness.family.Registry((family,), ())
+    assert preview_module.changed_checks(lowerings, families) == [], "the pinned TileLang gives what the family records"
     forged = [Claim(family_module.CRITERIA[2], False, "N=0: [0, 0, 1]")]
     monkeypatch.setattr(family_module, "num_stages_criteria", lambda facts: forged)
-    (line,) = preview_module.changed_checks(lowerings)
+    (line,) = preview_module.changed_checks(lowerings, families)
     expected = "3. N = 0: no pipeline annotation: recorded holds, now fails (N=0: [0, 0, 1])"
     assert line == f"gemm_num_stages/64x64x32/sm_90: {expected}"
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import __future__
 
 import enum
-import functools
 import importlib
 import pkgutil
 import traceback
@@ -558,8 +557,25 @@ def family_modules(package: Any) -> list[str]:
     return sorted(info.name for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_"))
 
 
-def load_families(package_name: str = "kernels") -> Registry:
-    """Import every family module; a module that fails is reported, the others still load."""
+# The package a run's families come from unless it names others (`--families`).
+DEFAULT_FAMILIES = "kernels"
+
+
+def load_families(*packages: str) -> Registry:
+    """Import every family module of each package (default: DEFAULT_FAMILIES), in order; a module that fails is
+    reported, the others still load. A run loads its families once and passes them on: nothing here is cached, so
+    two runs in one process (the tests) see the families each names."""
+    families: list[Family] = []
+    broken: list[BrokenFamily] = []
+    for package_name in packages or (DEFAULT_FAMILIES,):
+        found = _load_package(package_name, taken={f.name: f.file for f in families})
+        families += found.families
+        broken += found.broken
+    return Registry(tuple(families), tuple(broken))
+
+
+def _load_package(package_name: str, taken: Mapping[str, str]) -> Registry:
+    """One package's families; a name another package's family has is refused (snapshots live under golden/<name>/)."""
     package = importlib.import_module(package_name)
     families: list[Family] = []
     broken: list[BrokenFamily] = []
@@ -578,6 +594,11 @@ def load_families(package_name: str = "kernels") -> Registry:
                 raise FamilyError(
                     f"{file}: a family module must define FAMILY = Family(...) (found {type(family).__name__}); "
                     "start the file name with `_` if it is not a family"
+                )
+            if name in taken:
+                raise FamilyError(
+                    f"{file}: family {name!r} is also {taken[name]}; snapshots live under golden/<name>/, so a name "
+                    "is one family in a run: rename one module"
                 )
             if family.name != name:
                 raise FamilyError(
@@ -601,9 +622,3 @@ def load_families(package_name: str = "kernels") -> Registry:
         object.__setattr__(family, "file", file)
         families.append(family)
     return Registry(tuple(families), tuple(broken))
-
-
-@functools.cache
-def registry() -> Registry:
-    """The families under kernels/, loaded once per process."""
-    return load_families()

@@ -16,7 +16,6 @@ stop a hang, for the scripts that time the kernels again afterwards).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -243,10 +242,14 @@ class RemoteSession:
         import torch  # noqa: F401
 
         self.session = KernelSession(progress, **session)
+        # package -> its families, loaded once by this worker: a case resolved twice is the same objects
+        self.families: dict[str, tuple[Family, ...]] = {}
 
     def resolve(self, ref: CaseRef) -> Case:
         package, family_name, variant, target = ref
-        family = next(f for f in families_of(package) if f.name == family_name)
+        if package not in self.families:
+            self.families[package] = load_package(package).families
+        family = next(f for f in self.families[package] if f.name == family_name)
         return Case(family, family.variant(variant), target)
 
     def compile(self, refs: Sequence[CaseRef]) -> dict[str, Compiled | Failure]:
@@ -272,11 +275,6 @@ class RemoteSession:
 
     def unusable(self) -> str | None:
         return self.session.unusable()
-
-
-@functools.cache
-def families_of(package: str) -> tuple[Family, ...]:
-    return load_package(package).families
 
 
 def base_keys(against: Mapping[str, Case] | None) -> dict[str, str] | None:

@@ -52,7 +52,7 @@ def parse_step(spec: str, families: Sequence[Family], target: str) -> Step:
 
 def run_steps(specs: Sequence[str], rounds: int, seeds: Sequence[int], log: Callable[[str], None] = print) -> list[str]:
     """Time every step on the current GPU; the table's lines (ratio to the reference, change to the step before)."""
-    from harness.family import registry
+    from harness.family import load_families
     from harness.gpu.compile import compile_cases
     from harness.gpu.device import require_cuda
     from harness.gpu.numerics import check_numerics
@@ -60,7 +60,7 @@ def run_steps(specs: Sequence[str], rounds: int, seeds: Sequence[int], log: Call
     from harness.gpu.timing import make_bench, measure_pairs
 
     device = require_cuda()
-    steps = [parse_step(spec, registry().families, device.target) for spec in specs]
+    steps = [parse_step(spec, load_families().families, device.target) for spec in specs]
     compiled = compile_cases([s.case for s in steps])
     lines = [f"{device.name} ({device.target}), {rounds} rounds, seeds {list(seeds)}", ""]
     lines += [

@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import harness.family
-from harness.family import Family, Variant
+from harness.family import Family, Registry, Variant
 from harness.targets import TARGETS
 
 # The snapshot of a case that is declared not to lower on its target: the error TileLang raises.
@@ -78,9 +77,9 @@ def not_lowering_cases(family: Family) -> tuple[Case, ...]:
     return tuple(case for case in family_cases(family) if case.does_not_lower is not None)
 
 
-def all_cases() -> tuple[Case, ...]:
+def all_cases(registry: Registry) -> tuple[Case, ...]:
     """Every variant of every loadable family for every target it declares, family by family."""
-    return tuple(case for family in harness.family.registry().families for case in family_cases(family))
+    return tuple(case for family in registry.families for case in family_cases(family))
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -104,11 +103,11 @@ def select_shard(items: Sequence, shard: tuple[int, int]) -> list:
     return [item for position, item in enumerate(items) if in_shard(position, shard)]
 
 
-def check_groups() -> dict[str, tuple[Family, list[Case]]]:
+def check_groups(registry: Registry) -> dict[str, tuple[Family, list[Case]]]:
     """group -> (family, its cases), for every family that declares checks: what each check run sees
     (cases declared not to lower left out: they have no facts)."""
     groups: dict[str, tuple[Family, list[Case]]] = {}
-    for family in harness.family.registry().families:
+    for family in registry.families:
         if family.checks is not None:
             for case in lowering_cases(family):
                 groups.setdefault(case.group, (family, []))[1].append(case)

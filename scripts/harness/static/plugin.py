@@ -6,6 +6,7 @@ pytest provides parametrization, `-k`, xdist and JUnit XML, this plugin the rest
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
+import harness.family
 from harness.static.cases import all_cases, parse_shard, select_shard
 from harness.static.changes import CASE, CASE_ID, LOWERING_SOURCE, MISMATCH, REMEDY, Mismatch, lowering_line
 from harness.static.golden import RegenRefused, check_may_write
@@ -52,6 +54,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--shard", default=None, metavar="I/N", help="run only shard I of N (numbered from 1)")
     group.addoption("--golden-dir", default="golden", help="snapshot folder (default: golden)")
+    group.addoption(
+        "--families",
+        nargs="+",
+        default=[harness.family.DEFAULT_FAMILIES],
+        metavar="PACKAGE",
+        help=f"importable packages of family files, in order (default: {harness.family.DEFAULT_FAMILIES})",
+    )
     group.addoption(
         "--lowering-cache",
         default="build/lowering-cache",
@@ -116,7 +125,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 
     missing_groups: set[str] = set()
     misses = 0
-    for case in all_cases():
+    for case in all_cases(run.registry):
         try:
             held = cache.holds(case, run.lowerings.key(case))
         except BuildError:  # its key needs the kernel; test_family_declaration says why it does not build
@@ -239,6 +248,7 @@ class GoldenRun:
     PLUGIN = "golden-run"
 
     cache: LoweringCache | None  # the disk cache the options ask for; None: lower every case
+    packages: tuple[str, ...]  # where its families come from (`--families`)
     collected_by_worker: dict[str, int] = field(default_factory=dict)  # xdist worker -> items it collected
     outcomes: Counter[str] = field(default_factory=Counter)  # regen outcome -> how many files
     findings: list[str] = field(default_factory=list)
@@ -246,6 +256,11 @@ class GoldenRun:
     failures: list[Failure] = field(default_factory=list)  # the failing checks as the verdict reads them
     unchanged: list[CaseKey] = field(default_factory=list)  # the cases that passed
     _lowerings: LoweringSession | None = field(default=None, repr=False)
+
+    @functools.cached_property
+    def registry(self) -> harness.family.Registry:
+        """The run's families, from its packages, loaded on first use (the items are parametrized from them)."""
+        return harness.family.load_families(*self.packages)
 
     @property
     def lowerings(self) -> LoweringSession:
@@ -302,7 +317,7 @@ class GoldenRun:
 
     def _verdict(self, config: pytest.Config) -> Verdict:
         pending = f"{config.getoption('--pending-dir')}/"
-        return build_verdict(self.failures, self.unchanged, pending, [c.id for c in all_cases()])
+        return build_verdict(self.failures, self.unchanged, pending, [c.id for c in all_cases(self.registry)])
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
         if self.failures:
@@ -345,8 +360,14 @@ def golden_run(config: pytest.Config) -> GoldenRun:
     """This process's run, made on first use: by `-n auto`'s count of workers, which traces every kernel before
     pytest_configure (the controller keeps those traces when it runs the items itself), or by pytest_configure."""
     if GOLDEN_RUN not in config.stash:
-        config.stash[GOLDEN_RUN] = GoldenRun(_lowering_cache(config))
+        config.stash[GOLDEN_RUN] = GoldenRun(_lowering_cache(config), tuple(config.getoption("--families")))
     return config.stash[GOLDEN_RUN]
+
+
+@pytest.fixture(scope="session")
+def families(pytestconfig: pytest.Config) -> harness.family.Registry:
+    """The run's families (`--families`)."""
+    return golden_run(pytestconfig).registry
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,7 @@
 
 Run through nox: `nox -s static` compares, `nox -s regen-golden` writes. Each item lowers its
 case(s) in this process; items of one group share lowerings and stay on one xdist worker.
-Every item list is derived from the families found under kernels/ (`harness.family.registry`).
+Every item list is derived from the families the run loads (`--families`, default kernels; `PARAMETERS`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ from collections.abc import Callable
 
 import pytest
 
-import harness.family
 from harness.build import BuildError
 from harness.declaration import family_problems
-from harness.family import Family, target_record
+from harness.family import Family, Registry, target_record
 from harness.static.cases import Case, all_cases, check_groups, family_cases, not_lowering_cases
 from harness.static.changes import FileChange, Mismatch
 from harness.static.claims import NoClaims, judge_claims
@@ -24,6 +23,7 @@ from harness.static.lowering import LoweringError
 from harness.static.plugin import (
     UNSHARDED,
     fail_with_mismatches,
+    golden_run,
     is_filtered,
     record_findings,
     record_lowering_source,
@@ -112,11 +112,39 @@ def _require_built(lowerings: LoweringSession, cases) -> None:
             pytest.skip(f"not run, because variant {case.variant.name!r} does not build: {_reason(error)}")
 
 
-def _grouped(values, group_of) -> list:
-    return [pytest.param(v, id=getattr(v, "id", None), marks=pytest.mark.xdist_group(group_of(v))) for v in values]
+def _grouped(values, group_of, id_of=lambda v: getattr(v, "id", None)) -> list:
+    return [pytest.param(v, id=id_of(v), marks=pytest.mark.xdist_group(group_of(v))) for v in values]
 
 
-@pytest.mark.parametrize("case", _grouped(all_cases(), lambda c: c.group))
+def _summary_group(family: Family) -> str:
+    groups = {case.group for case in family_cases(family)}
+    return groups.pop() if len(groups) == 1 else family.name
+
+
+def _by_name(family: Family) -> str:
+    return family.name
+
+
+# item -> (its parameter, its values from the run's families): every item list derives from the families the run
+# loads (`--families`), none from module state.
+PARAMETERS: dict[str, Callable[[Registry], tuple[str, list]]] = {
+    "test_case": lambda r: ("case", _grouped(all_cases(r), lambda c: c.group)),
+    "test_family_loads": lambda r: ("broken", [pytest.param(b, id=b.name) for b in r.broken]),
+    "test_family_declaration": lambda r: ("family", _grouped(r.families, _summary_group, _by_name)),
+    "test_family_checks": lambda r: ("group", _grouped(check_groups(r), lambda group: group, str)),
+    "test_variant_effects": lambda r: (
+        "family",
+        _grouped([f for f in r.families if has_pairs(f)], _summary_group, _by_name),
+    ),
+}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    parameters = PARAMETERS.get(metafunc.function.__name__)
+    if parameters is not None:
+        metafunc.parametrize(*parameters(golden_run(metafunc.config).registry))
+
+
 def test_case(request, case: Case, lowerings: LoweringSession, golden_store, pending_store, regen) -> None:
     _require_built(lowerings, [case])
     try:
@@ -132,18 +160,11 @@ def test_case(request, case: Case, lowerings: LoweringSession, golden_store, pen
         pytest.fail(refusal, pytrace=False)
 
 
-@pytest.mark.parametrize("broken", [pytest.param(b, id=b.name) for b in harness.family.registry().broken])
 def test_family_loads(broken) -> None:
     """A family file that does not load fails here, once; every other family still runs."""
     pytest.fail(f"{broken.error}\nits cases were not run and nothing under golden/ was written for it", pytrace=False)
 
 
-def _summary_group(family: Family) -> str:
-    groups = {case.group for case in family_cases(family)}
-    return groups.pop() if len(groups) == 1 else family.name
-
-
-@pytest.mark.parametrize("family", _grouped(harness.family.registry().families, _summary_group), ids=lambda f: f.name)
 def test_family_declaration(family: Family, lowerings: LoweringSession) -> None:
     """Every variant builds, and the family's inputs(), reference and precision twin fit its kernel's signature in
     number, shape and dtype (on the meta device: no data, no GPU); one message per family, naming the variants."""
@@ -152,10 +173,9 @@ def test_family_declaration(family: Family, lowerings: LoweringSession) -> None:
         pytest.fail("\n".join(problems), pytrace=False)
 
 
-@pytest.mark.parametrize("group", _grouped(check_groups(), lambda group: group))
-def test_family_checks(request, group: str, lowerings: LoweringSession) -> None:
+def test_family_checks(request, group: str, lowerings: LoweringSession, families: Registry) -> None:
     """The family's own checks on fresh facts (the seeds' claims); only recorded deviations may fail."""
-    family, cases = check_groups()[group]
+    family, cases = check_groups(families)[group]
     record_findings(
         request,
         [
@@ -181,11 +201,6 @@ def test_family_checks(request, group: str, lowerings: LoweringSession) -> None:
     )
 
 
-@pytest.mark.parametrize(
-    "family",
-    _grouped([f for f in harness.family.registry().families if has_pairs(f)], _summary_group),
-    ids=lambda f: f.name,
-)
 def test_variant_effects(
     request, family: Family, lowerings: LoweringSession, golden_store, pending_store, regen
 ) -> None:
@@ -239,19 +254,19 @@ def test_manifest(request, golden_store, regen) -> None:
         )
 
 
-def expected_files() -> set[str]:
-    produced = {path for case in all_cases() for path in case.snapshot_files}
-    return produced | {summary_path(f) for f in harness.family.registry().families if has_pairs(f)}
+def expected_files(families: Registry) -> set[str]:
+    produced = {path for case in all_cases(families) for path in case.snapshot_files}
+    return produced | {summary_path(f) for f in families.families if has_pairs(f)}
 
 
 @getattr(pytest.mark, UNSHARDED)  # registered by the plugin, which leaves it out of sharded runs
-def test_no_orphans(request, golden_store, regen) -> None:
-    """Every file under golden/ is produced by a registered variant (or is a summary).
+def test_no_orphans(request, golden_store, regen, families: Registry) -> None:
+    """Every file under golden/ is produced by a variant of the run's families (or is a summary).
 
     A family that failed to load keeps its snapshots: they are not orphans, just not checked.
     """
-    kept = tuple(f"{b.name}/" for b in harness.family.registry().broken)
-    orphans = sorted(p for p in golden_store.files() - expected_files() if not p.startswith(kept))
+    kept = tuple(f"{b.name}/" for b in families.broken)
+    orphans = sorted(p for p in golden_store.files() - expected_files(families) if not p.startswith(kept))
     if regen and orphans:
         if is_filtered(request.config):
             pytest.skip(f"{len(orphans)} orphan snapshot(s) kept: orphans are deleted only by an unfiltered regen")

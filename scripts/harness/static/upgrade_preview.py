@@ -17,12 +17,13 @@ from __future__ import annotations
 import functools
 import json
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.static.cases import Case, check_groups
+from harness.family import Registry
+from harness.static.cases import Case, all_cases, check_groups
 from harness.static.changes import CaseOutcome, FileChange, Mismatch
 from harness.static.claims import NoClaims, judge_claims
 from harness.static.diff import compare_case
@@ -218,10 +219,10 @@ def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore, low
     return row(outcome, comparison.change, cuda, fields, renamed, corrupt, key, comparison.mismatches)
 
 
-def changed_checks(lowerings: LoweringSession) -> list[str]:
+def changed_checks(lowerings: LoweringSession, families: Registry) -> list[str]:
     """Every family claim whose outcome on the new facts differs from what its family records."""
     changed = []
-    for group, (family, cases) in check_groups().items():
+    for group, (family, cases) in check_groups(families).items():
         try:
             verdict = judge_claims(family, group, [lowerings.facts(c) for c in cases])
         except LoweringError:
@@ -238,15 +239,15 @@ def changed_checks(lowerings: LoweringSession) -> list[str]:
 
 
 def run_preview(
-    cases: Sequence[Case], version: str, pinned: str, golden: Path, output: Path, log: Callable[[str], None] = print
+    families: Registry, version: str, pinned: str, golden: Path, output: Path, log: Callable[[str], None] = print
 ) -> Preview:
     pending = SnapshotStore(output / "golden")
     lowerings = LoweringSession()  # no disk cache: every case lowered by the TileLang previewed
     rows = []
-    for case in cases:
+    for case in all_cases(families):
         rows.append(classify_case(case, SnapshotStore(golden), pending, lowerings))
         log(f"{rows[-1].case}: {_label(rows[-1].status, rows[-1].target)}")
-    preview = Preview(version, pinned, rows, changed_checks(lowerings))
+    preview = Preview(version, pinned, rows, changed_checks(lowerings, families))
     output.mkdir(parents=True, exist_ok=True)
     (output / "report.json").write_text(json.dumps(preview.as_dict(), indent=2) + "\n", encoding="utf-8")
     (output / "report.md").write_text(render_markdown(preview), encoding="utf-8")

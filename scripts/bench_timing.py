@@ -296,17 +296,17 @@ def run_baseline(
     every criterion holds."""
     from harness.family import load_families
     from harness.gpu.baseline import baseline_key, baseline_path, key_differences, read_baseline
-    from harness.gpu.check import check_cases, device_cases
+    from harness.gpu.check import CheckPlan, check_cases, device_cases
     from harness.gpu.gpu_state import GpuState, summarize
     from harness.gpu.results import shape_name
     from harness.gpu.timing import make_bench, measure_pairs
     from harness.static.snapshot import SnapshotStore, strip_cuda_header
 
     families = load_families().families
-    run = check_cases(
-        lambda device: device_cases(families, device.target), rounds=2, timer=timer, repeat_ms=repeat_ms,
-        golden=golden, log=lambda line: None,
-    )  # fmt: skip
+    plan = CheckPlan(
+        lambda device: device_cases(families, device.target), rounds=2, timer=timer, repeat_ms=repeat_ms, golden=golden
+    )
+    run = check_cases(plan, log=lambda line: None)
     device, pairs = run.device, dict(run.pairs)
     path, key = baseline_path(device.name, timing_dir), baseline_key(device.name, device.versions)
     baseline = read_baseline(path)

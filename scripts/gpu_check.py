@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from harness.family import load_families
-    from harness.gpu.check import device_cases, not_run_on, run_gpu_check
+    from harness.gpu.check import CheckPlan, device_cases, not_run_on, run_gpu_check
     from harness.static.cases import Case, family_cases
 
     loaded = [load_families(package) for package in options.families]
@@ -133,14 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         def against(device: Device, cases: Sequence[Case]) -> Plan:
             return plan(base, cases, device.target, options.golden_dir, known, every=options.against_all)
 
-    status = run_gpu_check(
+    plan = CheckPlan(
         lambda device: [c for c in device_cases(families, device.target) if chosen(c.key)],
         not_run=lambda device: {key: why for key, why in not_run_on(families, device.target).items() if chosen(key)},
-        output=options.output,
-        timing_dir=options.timing_dir,
-        record=options.record_baseline,
-        force_record=options.force_record_under_ci,
-        complete_selection=not options.select and not broken and options.families == [SNAPSHOTTED],
         seeds=options.seeds,
         rounds=options.rounds,
         golden=options.golden_dir,
@@ -150,6 +145,14 @@ def main(argv: list[str] | None = None) -> int:
         timer=options.timer,
         timing_seed=options.timing_seed,
         against=against,
+    )
+    status = run_gpu_check(
+        plan,
+        output=options.output,
+        timing_dir=options.timing_dir,
+        record=options.record_baseline,
+        force_record=options.force_record_under_ci,
+        complete_selection=not options.select and not broken and options.families == [SNAPSHOTTED],
     )
     return 1 if broken and status == 0 else status
 

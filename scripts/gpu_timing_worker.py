@@ -42,18 +42,19 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout = sys.stderr
 
     from harness.family import load_families
-    from harness.gpu.check import check_cases, device_cases
+    from harness.gpu.check import CheckPlan, check_cases, device_cases
     from harness.gpu.timing import make_bench, measure_pairs
     from harness.gpu.upgrade_speed import serve
 
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    run = check_cases(
-        lambda device: device_cases(load_families().families, device.target),
+    families = load_families().families
+    plan = CheckPlan(
+        lambda device: device_cases(families, device.target),
         seeds=options.seeds, rounds=2, golden=options.golden_dir, timer=options.timer, repeat_ms=options.repeat_ms,
-        log=log,
     )  # fmt: skip
+    run = check_cases(plan, log=log)
     verdicts = {r.key: run.verdict(r) for r in run.variants}
     hello = {
         "tilelang": run.device.versions["tilelang"],

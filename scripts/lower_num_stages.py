@@ -265,13 +265,15 @@ def bench_problem(num_stages: Sequence[int], tile: tuple[int, int, int]) -> str 
 
 def bench(num_stages: Sequence[int], tile: tuple[int, int, int]) -> int:
     """The seed's performance section: `nox -s gpu`'s compile, numerics and timing for these N only."""
-    from harness.gpu.check import check_cases
+    from harness.gpu.check import CheckPlan, check_cases
     from harness.gpu.report import render_markdown
     from harness.static.cases import Case
     from kernels.gemm_num_stages import FAMILY, variant
 
     run = check_cases(
-        lambda device: [Case(FAMILY, variant(n, *tile), device.target) for n in num_stages], golden=REPO / "golden"
+        CheckPlan(
+            lambda device: [Case(FAMILY, variant(n, *tile), device.target) for n in num_stages], golden=REPO / "golden"
+        )
     )
     print(render_markdown(run))
     return 0 if run.passed else EXIT_CRITERION_FAILED

@@ -12,7 +12,7 @@ import pytest
 
 from harness.gpu import check, gate
 from harness.gpu.against import NEW, BaseUnavailable, Plan, load_base, plan, resolve
-from harness.gpu.check import run_gpu_check
+from harness.gpu.check import CheckPlan, run_gpu_check
 from harness.gpu.stages import InProcessKernels, KernelSession
 from harness.gpu.timing import interleaved_bench
 from harness.static.cases import Case
@@ -212,11 +212,14 @@ def ab_run(tmp_path, monkeypatch, pr_ms: float, base_ms: float = 1.0):
         device="cpu", memory=fake.CPU_CACHE, bench=interleaved_bench(clock.timer, 5, 20), compiler=compiler
     )
     monkeypatch.setattr(check, "require_cuda", fake.device)
-    status = run_gpu_check(
-        lambda device: cases, output=tmp_path / "report", timing_dir=tmp_path / "timing", environ={},
-        kernels=InProcessKernels(session), log=lambda line: None, seeds=[1, 2, 3], rounds=3, timing_seed=5,
-        golden=tmp_path / "golden", snapshotted=lambda case: False,
+    plan = CheckPlan(
+        lambda device: cases, seeds=[1, 2, 3], rounds=3, timing_seed=5, golden=tmp_path / "golden",
+        snapshotted=lambda case: False,
         against=lambda device, selected: Plan(base, {"tiny/changed": base_case}, unchanged=["tiny/same"]),
+    )  # fmt: skip
+    status = run_gpu_check(
+        plan, output=tmp_path / "report", timing_dir=tmp_path / "timing", environ={},
+        kernels=InProcessKernels(session), log=lambda line: None,
     )  # fmt: skip
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     summary = (tmp_path / "report" / "summary.md").read_text()

@@ -15,7 +15,7 @@ from conftest import REPO, SUBPROCESS_LIMIT_S
 from script_runner import load_script
 
 from harness.family import Work
-from harness.gpu.check import check_snapshot, device_cases, not_runnable, run_gpu_check
+from harness.gpu.check import CheckPlan, check_snapshot, device_cases, not_runnable, run_gpu_check
 from harness.gpu.compile import CompiledCase, read_driver_resources
 from harness.gpu.device import PEAKS, Peak, UnknownTarget, target_for_capability
 from harness.gpu.results import VariantResult
@@ -81,7 +81,7 @@ def test_recording_under_ci_is_refused_before_any_gpu_work(tmp_path):
     logged: list[str] = []
     select = Selection()
     status = run_gpu_check(
-        select, output=tmp_path, timing_dir=tmp_path, record=True, environ={"CI": "true"}, log=logged.append
+        CheckPlan(select), output=tmp_path, timing_dir=tmp_path, record=True, environ={"CI": "true"}, log=logged.append
     )
     assert status == 2 and "refusing to record a timing baseline while CI='true'" in logged[0]
     assert not list(tmp_path.iterdir()) and select.asked == []
@@ -91,7 +91,7 @@ def test_recording_from_a_selection_is_refused(tmp_path):
     logged: list[str] = []
     select = Selection()
     status = run_gpu_check(
-        select,
+        CheckPlan(select),
         output=tmp_path,
         timing_dir=tmp_path,
         record=True,

@@ -18,7 +18,7 @@ from harness.build import BuiltKernel
 from harness.chain import Launch
 from harness.gpu import check, compile
 from harness.gpu.baseline import baseline_key
-from harness.gpu.check import check_snapshot, device_selection, run_gpu_check
+from harness.gpu.check import CheckPlan, check_snapshot, device_selection, run_gpu_check
 from harness.gpu.compile import CompiledCase, compile_cases, read_driver_resources
 from harness.gpu.device import (
     NoCudaDevice,
@@ -221,8 +221,10 @@ def test_a_run_with_nothing_runnable_on_the_device_stops_with_status_2_before_co
     compiler = KernelSession(compiler=lambda cases: pytest.fail("nothing may be compiled"))
     logged: list[str] = []
     status = run_gpu_check(
-        lambda device: device_selection([TCGEN05], device.target)[0],
-        not_run=lambda device: device_selection([TCGEN05], device.target)[1],
+        CheckPlan(
+            lambda device: device_selection([TCGEN05], device.target)[0],
+            not_run=lambda device: device_selection([TCGEN05], device.target)[1],
+        ),
         output=tmp_path / "report",
         timing_dir=tmp_path,
         kernels=InProcessKernels(compiler),

@@ -19,7 +19,7 @@ from conftest import SUBPROCESS_LIMIT_S
 import harness.family
 from harness.family import Family
 from harness.gpu import check, numerics, stages
-from harness.gpu.check import run_gpu_check
+from harness.gpu.check import CheckPlan, run_gpu_check
 from harness.gpu.stages import InProcessKernels, IsolatedKernels, KernelSession
 from harness.gpu.worker import CRASHED, DID_NOT_FINISH, RAISED, TimeLimits, WorkerProcess
 from harness.static.cases import Case
@@ -31,11 +31,13 @@ def gpu_run(tmp_path, monkeypatch, cases, kernels):
     """run_gpu_check on the fake H200 over `cases`: its exit status and report.json."""
     monkeypatch.setattr(check, "require_cuda", fake.device)
     logged: list[str] = []
-    status = run_gpu_check(
-        lambda device: cases, output=tmp_path / "report", timing_dir=tmp_path / "timing", environ={},
-        kernels=kernels, log=logged.append, seeds=SEEDS, rounds=2, timing_seed=5, golden=tmp_path / "golden",
+    plan = CheckPlan(
+        lambda device: cases, seeds=SEEDS, rounds=2, timing_seed=5, golden=tmp_path / "golden",
         snapshotted=lambda case: False,
     )  # fmt: skip
+    status = run_gpu_check(
+        plan, output=tmp_path / "report", timing_dir=tmp_path / "timing", environ={}, kernels=kernels, log=logged.append
+    )
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     return status, report, (tmp_path / "report" / "summary.md").read_text()
 

@@ -322,9 +322,9 @@ def test_bench_runs_the_gpu_check_for_the_given_n_and_prints_its_summary(monkeyp
 
     asked = {}
 
-    def check_cases(select, golden):
-        cases = select(gpu_fakes.device())
-        asked.update(cases=[c.id for c in cases], golden=golden)
+    def check_cases(plan):
+        cases = plan.select(gpu_fakes.device())
+        asked.update(cases=[c.id for c in cases], golden=plan.golden)
         tile = (128, 128, 32)
         return gpu_fakes.run(
             [gpu_fakes.result(gpu_fakes.sweep_case(n, tile), 16384 * n, (ms, ms, ms)) for n, ms in ((1, 4.0), (2, 3.0))]

@@ -12,6 +12,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -111,39 +112,42 @@ def not_run_on(families: Sequence[Family], target: str) -> dict[str, str]:
     return device_selection(families, target)[1]
 
 
+@dataclass(frozen=True)
+class CheckPlan:
+    """What one GPU check runs: `select(device)`, the variants checked on the device at hand; `not_run(device)`,
+    those left out on it and why, for the report; the input seeds (fresh when None); the timing; the static
+    snapshots the kernels must agree with (`snapshotted(case)`: whether its family has any: a test-only family has
+    none); and `against(device, cases)`, the A/B timing of the variants changed since a base commit (`--against`)."""
+
+    select: Callable[[Device], Sequence[Case]]
+    not_run: Callable[[Device], Mapping[str, str]] = lambda device: {}
+    seeds: Sequence[int] | None = None
+    rounds: int = DEFAULT_ROUNDS
+    golden: Path = Path("golden")
+    snapshotted: Callable[[Case], bool] = lambda case: True
+    warmup_ms: float = WARMUP_MS
+    repeat_ms: float = REPEAT_MS
+    timer: str = TIMERS[0]
+    timing_seed: int | None = None  # the random order's (fresh when None)
+    against: Against | None = None
+
+
 def check_cases(
-    select: Callable[[Device], Sequence[Case]],
-    *,
-    not_run: Callable[[Device], Mapping[str, str]] = lambda device: {},
-    seeds: Sequence[int] | None = None,
-    rounds: int = DEFAULT_ROUNDS,
-    golden: Path = Path("golden"),
-    snapshotted: Callable[[Case], bool] = lambda case: True,
-    warmup_ms: float = WARMUP_MS,
-    repeat_ms: float = REPEAT_MS,
-    timer: str = TIMERS[0],
-    timing_seed: int | None = None,
-    bench: Bench | None = None,
-    kernels: Kernels | None = None,
-    against: Against | None = None,
-    log: Log = print,
+    plan: CheckPlan, *, bench: Bench | None = None, kernels: Kernels | None = None, log: Log = print
 ) -> GpuRun:
-    """Compile, check and time `select(device)` on the current GPU; raises NoCudaDevice without one, UnknownTarget
-    when the project snapshots no target for it, NothingToRun when the selection is empty on it.
-    `not_run(device)` names the variants left out on this device and why, for the report; `snapshotted(case)`
-    says whether its family has static snapshots to agree with (a test-only family has none);
-    `against(device, cases)` plans the A/B timing of the variants changed since a base commit (`--against`).
+    """Compile, check and time what `plan` selects on the current GPU; raises NoCudaDevice without one,
+    UnknownTarget when the project snapshots no target for it, NothingToRun when the selection is empty on it.
 
     The stages run in `kernels`: a worker process (harness.gpu.stages.IsolatedKernels, each request within its
     limits) or, by default, this process with `bench`. A stage's failure ends that variant's check; the
     others go on."""
     device = require_cuda()
-    seeds = validate_seeds(fresh_seeds() if seeds is None else seeds)
-    cases, left_out = selection_stage(device, select, not_run, log)
+    seeds = validate_seeds(fresh_seeds() if plan.seeds is None else plan.seeds)
+    cases, left_out = selection_stage(device, plan.select, plan.not_run, log)
     kernels = kernels or InProcessKernels(KernelSession(bench=bench))
     failures: dict[str, Failure] = {}
-    plan = None if against is None else against(device, cases)
-    base_cases = [] if plan is None else list(plan.pairs.values())
+    ab_plan = None if plan.against is None else plan.against(device, cases)
+    base_cases = [] if ab_plan is None else list(ab_plan.pairs.values())
 
     started = time.perf_counter()
     compiled, sources = compile_stage(kernels, [*cases, *base_cases], kernels.limits, failures)
@@ -151,7 +155,7 @@ def check_cases(
     compile_seconds = time.perf_counter() - started
     built = sum(not c.error and c.case.key not in failures for c in compiled)
     log(f"compiled {built}/{len(compiled)} kernels in {compile_seconds:.1f} s")
-    snapshots = snapshot_stage(compiled, sources, SnapshotStore(golden), snapshotted, failures)
+    snapshots = snapshot_stage(compiled, sources, SnapshotStore(plan.golden), plan.snapshotted, failures)
     runnable = {
         c.case.key: c for c in compiled
         if c.case.key not in failures
@@ -163,11 +167,15 @@ def check_cases(
     log(f"numerics: {len(checked)} kernels x seeds {seeds}")
     numerics = numerics_stage(kernels, checked, seeds, launch_s, failures)
 
-    timing_seed = fresh_seeds(1)[0] if timing_seed is None else timing_seed
-    request = TimingRequest(rounds, timing_seed, seeds[0], timer, warmup_ms, repeat_ms)
+    timing_seed = fresh_seeds(1)[0] if plan.timing_seed is None else plan.timing_seed
+    request = TimingRequest(plan.rounds, timing_seed, seeds[0], plan.timer, plan.warmup_ms, plan.repeat_ms)
     passing, pair_limits, note, others = timing_plan(kernels, runnable, numerics, launch_s, request, log)
     measured = time_stage(kernels, passing, request, pair_limits, failures)
-    ab = None if plan is None else ab_stage(kernels, plan, base_compiled, passing, request, pair_limits, failures, log)
+    ab = (
+        None
+        if ab_plan is None
+        else ab_stage(kernels, ab_plan, base_compiled, passing, request, pair_limits, failures, log)
+    )
     results = [variant_result(c, device, snapshots, failures, numerics, measured) for c in compiled]
     timed = [r for r in results if r.paired is not None]
     reference_timings, reference_throughput = reference_figures(timed, device)
@@ -529,7 +537,7 @@ def record_baseline(run: GpuRun, timing_dir: Path, force: bool, environ: Mapping
 
 
 def run_gpu_check(
-    select: Callable[[Device], Sequence[Case]],
+    plan: CheckPlan,
     *,
     output: Path,
     timing_dir: Path,
@@ -539,7 +547,6 @@ def run_gpu_check(
     environ: Mapping[str, str] = os.environ,
     kernels: Kernels | None = None,
     log: Log = print,
-    **check_options: Any,
 ) -> int:
     """The `nox -s gpu` run: 0 when the gate passes, 1 when it fails, 2 when nothing could be checked.
 
@@ -557,7 +564,7 @@ def run_gpu_check(
                         "refusing to record a baseline from a selection of variants; "
                         "run without --select and --families"
                     )
-            run = check_cases(select, log=log, kernels=kernels, **check_options)
+            run = check_cases(plan, log=log, kernels=kernels)
         except (NoCudaDevice, UnknownTarget, NothingToRun, BaselineRefused) as error:
             log(f"gpu check stopped, nothing was checked: {error}")
             return 2

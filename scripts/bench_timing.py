@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.gpu.gate import FAIL, FAIL_SLOWER, OK, WARN, WARN_SLOWER, Comparison, compare, compare_ab
+from harness.gpu.gate import FAIL, FAIL_SLOWER, OK, WARN, WARN_SLOWER, Comparison, compare_ab, compare_ratios
 from harness.gpu.timing import REPEAT_MS, TIMERS, WARMUP_MS, Pair, slower_by
 
 REPO = Path(__file__).resolve().parents[1]
@@ -326,9 +326,9 @@ def run_baseline(
             remeasured = measure_pairs([pairs[t] for t in timed.values()], rounds, bench, seed=seed)
             return {k: remeasured[t].ratio for k, t in timed.items()}
 
-        unchanged = compare(baseline, path, key, {k: ratios[k] for k in by_key if k in ratios}, again, sizes)
+        unchanged = compare_ratios(baseline, path, key, {k: ratios[k] for k in by_key if k in ratios}, again, sizes)
         twin_verdicts = {
-            t: compare(baseline, path, key, {o: ratios[t]}, lambda ks, t=t: again(ks, {ks[0]: t}), {o: sizes[o]})
+            t: compare_ratios(baseline, path, key, {o: ratios[t]}, lambda ks, t=t: again(ks, {ks[0]: t}), {o: sizes[o]})
             for t, o in twins.items()
         }
         reps.append(Repetition(ratios, unchanged, twin_verdicts, summarize([s for m in measured.values()

@@ -20,7 +20,7 @@ from harness.gpu.baseline import (
     render_baseline,
     write_baseline,
 )
-from harness.gpu.gate import FAIL_SLOWER, WARN_SLOWER, compare
+from harness.gpu.gate import FAIL_SLOWER, WARN_SLOWER, compare_ratios
 from harness.gpu.timing import slower_by
 
 VERSIONS = {"cuda": "13.0", "torch": "2.11.0+cu130", "tilelang": "0.1.15"}
@@ -42,7 +42,7 @@ class Remeasure:
 
 
 def test_no_baseline_reports_only():
-    result = compare(None, PATH, KEY, {"f/a": 0.5}, Remeasure())
+    result = compare_ratios(None, PATH, KEY, {"f/a": 0.5}, Remeasure())
     assert result.status == "missing" and not result.verdicts
     assert "no timing baseline for NVIDIA H200" in result.message
     assert "nox -s gpu -- --record-baseline" in result.message
@@ -55,7 +55,7 @@ def test_the_key_is_the_gpu_and_the_software_not_a_problem_shape():
 def test_a_baseline_recorded_with_a_problem_in_its_key_is_still_compared():
     # As golden/timing/ files written before problem shapes moved into the families are.
     recorded = Baseline({**KEY, "problem": "8192x8192x8192"}, {"f/a": 0.5})
-    result = compare(recorded, PATH, KEY, {"f/a": 0.5}, Remeasure())
+    result = compare_ratios(recorded, PATH, KEY, {"f/a": 0.5}, Remeasure())
     assert result.status == "compared" and result.verdicts["f/a"].level == "ok"
 
 
@@ -63,7 +63,7 @@ def test_a_baseline_recorded_with_a_problem_in_its_key_is_still_compared():
 def test_key_mismatch_reports_only_and_names_the_field(field):
     recorded = Baseline({**KEY, field: "something else"}, {"f/a": 0.5})
     remeasure = Remeasure()
-    result = compare(recorded, PATH, KEY, {"f/a": 0.1}, remeasure)
+    result = compare_ratios(recorded, PATH, KEY, {"f/a": 0.1}, remeasure)
     assert result.status == "key mismatch" and not result.verdicts
     assert f"{field}: baseline 'something else', now {KEY[field]!r}" in result.message
     assert remeasure.asked == []
@@ -76,7 +76,9 @@ def at(slower: float, baseline_ratio: float = 0.5) -> float:
 
 def test_within_the_warning_threshold_is_ok_and_faster_is_ok():
     just_under = at(WARN_SLOWER * 0.9)
-    result = compare(Baseline(KEY, {"f/a": 0.5, "f/b": 0.5}), PATH, KEY, {"f/a": just_under, "f/b": 0.7}, Remeasure())
+    result = compare_ratios(
+        Baseline(KEY, {"f/a": 0.5, "f/b": 0.5}), PATH, KEY, {"f/a": just_under, "f/b": 0.7}, Remeasure()
+    )
     assert {v.level for v in result.verdicts.values()} == {"ok"}
     assert result.verdicts["f/a"].slower_by == pytest.approx(WARN_SLOWER * 0.9)
     assert result.verdicts["f/b"].slower_by < 0
@@ -90,7 +92,7 @@ def test_slower_by_is_time_per_unit_of_the_reference():
 def test_between_the_thresholds_warns_without_remeasuring():
     remeasure = Remeasure()
     middle = (WARN_SLOWER + FAIL_SLOWER) / 2
-    result = compare(Baseline(KEY, {"f/a": 0.5}), PATH, KEY, {"f/a": at(middle)}, remeasure)
+    result = compare_ratios(Baseline(KEY, {"f/a": 0.5}), PATH, KEY, {"f/a": at(middle)}, remeasure)
     verdict = result.verdicts["f/a"]
     assert verdict.level == "warn" and f"{middle:.1%} slower" in verdict.message
     assert remeasure.asked == []
@@ -99,7 +101,7 @@ def test_between_the_thresholds_warns_without_remeasuring():
 def test_beyond_the_fail_threshold_fails_when_the_remeasurement_confirms():
     remeasure = Remeasure({"f/a": at(FAIL_SLOWER * 1.5)})
     ratios = {"f/a": at(FAIL_SLOWER * 2), "f/b": 0.5}
-    result = compare(Baseline(KEY, {"f/a": 0.5, "f/b": 0.5}), PATH, KEY, ratios, remeasure)
+    result = compare_ratios(Baseline(KEY, {"f/a": 0.5, "f/b": 0.5}), PATH, KEY, ratios, remeasure)
     assert remeasure.asked == [["f/a"]], "only the suspect is re-measured"
     verdict = result.verdicts["f/a"]
     assert verdict.level == "fail" and verdict.remeasured_ratio == at(FAIL_SLOWER * 1.5)
@@ -108,14 +110,14 @@ def test_beyond_the_fail_threshold_fails_when_the_remeasurement_confirms():
 
 
 def test_beyond_the_fail_threshold_only_warns_when_not_confirmed():
-    result = compare(Baseline(KEY, {"f/a": 0.5}), PATH, KEY, {"f/a": at(0.5)}, Remeasure({"f/a": at(0.01)}))
+    result = compare_ratios(Baseline(KEY, {"f/a": 0.5}), PATH, KEY, {"f/a": at(0.5)}, Remeasure({"f/a": at(0.01)}))
     verdict = result.verdicts["f/a"]
     assert verdict.level == "warn" and "not confirmed" in verdict.message
     assert "1.0% on re-measurement" in verdict.message
 
 
 def test_new_variants_and_variants_not_checked_are_listed():
-    result = compare(Baseline(KEY, {"f/old": 0.5}), PATH, KEY, {"f/new": 0.5}, Remeasure())
+    result = compare_ratios(Baseline(KEY, {"f/old": 0.5}), PATH, KEY, {"f/new": 0.5}, Remeasure())
     assert result.verdicts["f/new"].level == "new"
     assert result.not_checked == ["f/old"]
 
@@ -138,7 +140,7 @@ def test_write_then_read_round_trip(tmp_path):
 def test_a_ratio_measured_at_another_shape_is_not_compared(tmp_path):
     path = tmp_path / "nvidia-h200.yaml"
     path.write_text(render_baseline(KEY, {"f/a": 0.5, "f/b": 0.5}, {"f/a": "n=1", "f/b": "n=1"}, TIMER))
-    comparison = compare(
+    comparison = compare_ratios(
         read_baseline(path), path, KEY, {"f/a": 0.1, "f/b": 0.1}, lambda keys: {}, {"f/a": "n=2", "f/b": "n=1"}
     )
     assert (

@@ -81,22 +81,22 @@ def test_an_exception_in_each_stage_fails_its_variant_alone(tmp_path, monkeypatc
         if compiled.case.variant.name == "compile":
             raise OSError("no driver library")
 
-    original_compare = numerics.compare
+    original_check = numerics.check_output
 
-    def compare(output, tensor, expected, twin=None):
-        if compare.case == "stages/comparison":
+    def check_output(output, tensor, expected, twin=None):
+        if check_output.case == "stages/comparison":
             raise NotImplementedError('"isfinite" not implemented for this dtype')
-        return original_compare(output, tensor, expected, twin)
+        return original_check(output, tensor, expected, twin)
 
-    compare.case = None
+    check_output.case = None
     original_numerics = KernelSession.numerics
 
     def numerics_of(self, key, seeds):
-        compare.case = key
+        check_output.case = key
         return original_numerics(self, key, seeds)
 
     monkeypatch.setattr(stages, "read_driver_resources", resources)
-    monkeypatch.setattr(numerics, "compare", compare)
+    monkeypatch.setattr(numerics, "check_output", check_output)
     monkeypatch.setattr(KernelSession, "numerics", numerics_of)
     cases = [fake.case(STAGES, v.name) for v in STAGES.variants] + [fake.case(INPUTS, "v")]
     status, report, summary = gpu_run(tmp_path, monkeypatch, cases, InProcessKernels(fake.cpu_session()))
@@ -197,17 +197,17 @@ DTYPES = [
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_every_dtype_is_compared_and_a_wrong_element_is_seen(dtype):
     from harness.family import Tolerance
-    from harness.gpu.numerics import Output, compare
+    from harness.gpu.numerics import Output, check_output
 
     exact = not dtype.is_floating_point
     values = torch.arange(-8, 8, dtype=torch.float32) / (1 if exact else 4)
     right = values.to(dtype)
     reference = right.clone() if exact else values
     output = Output("y", Tolerance(atol=0, rtol=0) if exact else Tolerance(atol=1e-3, rtol=0.07))
-    assert compare(output, right, reference, right).passed
+    assert check_output(output, right, reference, right).passed
     wrong = values.clone()
     wrong[8] = 2  # it was 0 (False)
-    checked = compare(output, wrong.to(dtype), reference)
+    checked = check_output(output, wrong.to(dtype), reference)
     assert checked.mismatches == 1 and not checked.passed
     if exact:
         assert checked.max_abs_error == (1 if dtype == torch.bool else 2) and isinstance(checked.max_abs_error, int)
@@ -215,11 +215,11 @@ def test_every_dtype_is_compared_and_a_wrong_element_is_seen(dtype):
 
 def test_an_integer_difference_beyond_int64_does_not_wrap():
     from harness.family import Tolerance
-    from harness.gpu.numerics import Output, compare
+    from harness.gpu.numerics import Output, check_output
 
     reference = torch.tensor([2**63 - 1, 0])
     unwritten = torch.tensor([-(2**63), 0])  # the poison: int64's minimum
-    assert compare(Output("i", Tolerance(0, 0)), unwritten, reference).mismatches == 1
+    assert check_output(Output("i", Tolerance(0, 0)), unwritten, reference).mismatches == 1
 
 
 # -- the test-only families are never snapshotted -----------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 from harness.family import Sweep, Variant, Work
 from harness.gpu.baseline import baseline_key, baseline_path, render_baseline
 from harness.gpu.check import compare_with_baseline
-from harness.gpu.gate import DOES_NOT_FIT, FAIL, FAIL_SLOWER, PASS, THRESHOLDS, WARN_SLOWER, compare
+from harness.gpu.gate import DOES_NOT_FIT, FAIL, FAIL_SLOWER, PASS, THRESHOLDS, WARN_SLOWER, compare_ratios
 from harness.gpu.numerics import NumericsResult, Output, OutputCheck, SeedCheck
 from harness.gpu.report import (
     MARKDOWN_HEADER,
@@ -27,7 +27,7 @@ from harness.gpu.report import (
     workflow_commands,
     write_reports,
 )
-from harness.gpu.results import Failure, reference_name
+from harness.gpu.results import VariantFailure, reference_name
 from harness.gpu.sweep import conclusions
 from harness.gpu.worker import RAISED
 
@@ -323,7 +323,7 @@ def test_no_workflow_commands_outside_actions(tmp_path):
 
 
 def test_workflow_commands_for_failures_and_missing_baseline():
-    missing = compare(None, Path("golden/timing/nvidia-h200.yaml"), {"gpu": "NVIDIA H200"}, {}, lambda k: {})
+    missing = compare_ratios(None, Path("golden/timing/nvidia-h200.yaml"), {"gpu": "NVIDIA H200"}, {}, lambda k: {})
     run = fake.run([fake.result(fake.single_case("bad"), 1024, numerics_ok=False)], comparison=missing)
     lines = workflow_commands(run)
     assert lines[0] == f"::error title=gpu check f/bad::{FAILED_SEED}"
@@ -346,7 +346,7 @@ def test_workflow_commands_are_escaped_and_capped_like_the_static_summarys():
     results = [
         dataclasses.replace(
             fake.result(fake.single_case(f"bad{i}"), 1024),
-            failure=Failure("reference", RAISED, "100% off\r\nby 2, at x:1"),
+            failure=VariantFailure("reference", RAISED, "100% off\r\nby 2, at x:1"),
         )
         for i in range(12)
     ]

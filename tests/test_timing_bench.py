@@ -6,7 +6,7 @@ import pytest
 from script_runner import load_script
 
 from harness.gpu.baseline import Baseline
-from harness.gpu.gate import FAIL_SLOWER, WARN_SLOWER, compare
+from harness.gpu.gate import FAIL_SLOWER, WARN_SLOWER, compare_ratios
 from harness.gpu.gpu_state import summarize
 
 bench = load_script("bench_timing")
@@ -18,9 +18,10 @@ KEY = {"gpu": "NVIDIA H200", "cuda": "13.0", "torch": "2.11", "tilelang": "0.1.1
 def repetition(ratios: dict[str, float], baseline: dict[str, float]) -> Repetition:
     base = Baseline(KEY, baseline)
     twins = {k: k.removesuffix("_twin") for k in ratios if k.endswith("_twin")}
-    unchanged = compare(base, "b.yaml", KEY, {k: v for k, v in ratios.items() if k not in twins}, lambda ks: {})
+    unchanged = compare_ratios(base, "b.yaml", KEY, {k: v for k, v in ratios.items() if k not in twins}, lambda ks: {})
     twin_verdicts = {
-        t: compare(base, "b.yaml", KEY, {o: ratios[t]}, lambda ks, t=t: {ks[0]: ratios[t]}) for t, o in twins.items()
+        t: compare_ratios(base, "b.yaml", KEY, {o: ratios[t]}, lambda ks, t=t: {ks[0]: ratios[t]})
+        for t, o in twins.items()
     }
     return Repetition(ratios, unchanged, twin_verdicts, None)
 

@@ -30,10 +30,10 @@ from harness.gpu.baseline import (
 )
 from harness.gpu.compile import CompiledCase
 from harness.gpu.device import Device, NoCudaDevice, UnknownTarget, require_cuda
-from harness.gpu.gate import CORRUPT, RECORDED, AbComparison, Comparison, compare, compare_ab, validate_seeds
+from harness.gpu.gate import CORRUPT, RECORDED, AbComparison, Comparison, compare_ab, compare_ratios, validate_seeds
 from harness.gpu.gpu_state import summarize
 from harness.gpu.numerics import NumericsResult, fresh_seeds
-from harness.gpu.results import Failure, GpuRun, SnapshotCheck, VariantResult, fits_in, shape_name
+from harness.gpu.results import GpuRun, SnapshotCheck, VariantFailure, VariantResult, fits_in, shape_name
 from harness.gpu.stages import (
     Compiled,
     InProcessKernels,
@@ -145,7 +145,7 @@ def check_cases(
     seeds = validate_seeds(fresh_seeds() if plan.seeds is None else plan.seeds)
     cases, left_out = selection_stage(device, plan.select, plan.not_run, log)
     kernels = kernels or InProcessKernels(KernelSession(bench=bench))
-    failures: dict[str, Failure] = {}
+    failures: dict[str, VariantFailure] = {}
     ab_plan = None if plan.against is None else plan.against(device, cases)
     base_cases = [] if ab_plan is None else list(ab_plan.pairs.values())
 
@@ -235,7 +235,11 @@ def selection_stage(
 
 
 def reference_stage(
-    kernels: Kernels, runnable: Mapping[str, CompiledCase], device: Device, seed: int, failures: dict[str, Failure]
+    kernels: Kernels,
+    runnable: Mapping[str, CompiledCase],
+    device: Device,
+    seed: int,
+    failures: dict[str, VariantFailure],
 ) -> dict[str, float]:
     """Each runnable variant's timed pair made on `seed`, and the seconds one launch may be expected to take: the
     larger of its work at the device's peaks and one call of its reference (what its time limits scale)."""
@@ -243,7 +247,7 @@ def reference_stage(
     for key, c in runnable.items():
         if key not in failures:
             answer = kernels.reference(c.case, seed, kernels.limits.limit(3, launch_s[key]))
-            if isinstance(answer, Failure):
+            if isinstance(answer, VariantFailure):
                 failures[key] = answer
             else:
                 launch_s[key] = max(launch_s[key], answer)
@@ -255,14 +259,14 @@ def numerics_stage(
     checked: Sequence[CompiledCase],
     seeds: Sequence[int],
     launch_s: Mapping[str, float],
-    failures: dict[str, Failure],
+    failures: dict[str, VariantFailure],
 ) -> dict[str, NumericsResult]:
-    """Each variant's numeric verdict on every seed, each within its own limit; a stopped one gets its Failure."""
+    """Each variant's numeric verdict on every seed, each within its own limit; a stopped one gets its failure."""
     numerics: dict[str, NumericsResult] = {}
     for c in checked:
         key = c.case.key
         answer = kernels.numerics(c.case, seeds, kernels.limits.limit(3 * len(seeds), launch_s[key]))
-        if isinstance(answer, Failure):
+        if isinstance(answer, VariantFailure):
             failures[key] = answer
         else:
             numerics[key] = answer
@@ -273,7 +277,7 @@ def variant_result(
     compiled: CompiledCase,
     device: Device,
     snapshots: Mapping[str, SnapshotCheck],
-    failures: Mapping[str, Failure],
+    failures: Mapping[str, VariantFailure],
     numerics: Mapping[str, NumericsResult],
     measured: Mapping[str, Any],
 ) -> VariantResult:
@@ -337,10 +341,10 @@ def timer_record(request: TimingRequest) -> dict[str, Any]:
 
 
 def compile_stage(
-    kernels: Kernels, cases: Sequence[Case], limits: TimeLimits, failures: dict[str, Failure]
+    kernels: Kernels, cases: Sequence[Case], limits: TimeLimits, failures: dict[str, VariantFailure]
 ) -> tuple[list[CompiledCase], dict[str, str | None]]:
     """Every case compiled, in the selection's order, and each kernel's source; a case whose compilation failed
-    outright gets its Failure."""
+    outright gets its VariantFailure."""
     found = kernels.compile(cases, limits.compile_limit(len(cases)))
     compiled = []
     for case in cases:
@@ -349,12 +353,12 @@ def compile_stage(
             compiled.append(dataclasses.replace(answer.compiled, case=case))
             continue
         missing = f"{case.family.file}: variant {case.variant.name!r}: the compiler gave no result for it"
-        failures[case.key] = answer or Failure("compile", RAISED, missing)
+        failures[case.key] = answer or VariantFailure("compile", RAISED, missing)
         compiled.append(CompiledCase(case, None))
     return compiled, {key: a.source for key, a in found.items() if isinstance(a, Compiled)}
 
 
-def work_seconds(case: Case, device: Device, failures: dict[str, Failure]) -> float:
+def work_seconds(case: Case, device: Device, failures: dict[str, VariantFailure]) -> float:
     """What one launch of the variant's work takes at the device's datasheet peaks (0 where they are unknown)."""
     peak = device.peak
     try:
@@ -370,7 +374,7 @@ def time_stage(
     cases: Mapping[str, Case],
     request: TimingRequest,
     limits: Mapping[str, float],
-    failures: dict[str, Failure],
+    failures: dict[str, VariantFailure],
     against: Mapping[str, Case] | None = None,
 ) -> dict[str, PairedTiming]:
     """Every pair timed together; a variant whose timing fails is dropped and the others are timed again
@@ -396,7 +400,7 @@ def ab_stage(
     passing: Mapping[str, Case],
     request: TimingRequest,
     limits: Mapping[str, float],
-    failures: Mapping[str, Failure],
+    failures: Mapping[str, VariantFailure],
     log: Log,
 ) -> AbComparison:
     """Each changed variant whose own checks passed, timed next to the base's kernel of it, in alternation; the
@@ -417,7 +421,7 @@ def ab_stage(
     log(f"timing against {label}: {len(pairs)} changed variants, each next to the base's kernel")
 
     def rounds(keys: Sequence[str], seed: int) -> dict[str, tuple[float, ...]]:
-        lost: dict[str, Failure] = {}
+        lost: dict[str, VariantFailure] = {}
         timed = time_stage(kernels, {k: passing[k] for k in keys}, dataclasses.replace(request, seed=seed), limits,
                            lost, against=pairs)  # fmt: skip
         not_compared.update({k: f"timing against the base failed: {f.message}" for k, f in lost.items()})
@@ -433,7 +437,7 @@ def snapshot_stage(
     sources: Mapping[str, str | None],
     store: SnapshotStore,
     snapshotted: Callable[[Case], bool],
-    failures: dict[str, Failure],
+    failures: dict[str, VariantFailure],
 ) -> dict[str, SnapshotCheck]:
     """Each compiled kernel against its static snapshot; a test-only family's has none to agree with."""
     checks = {}
@@ -517,7 +521,7 @@ def compare_with_baseline(run: GpuRun, timing_dir: Path) -> Comparison:
         baseline = read_baseline(path)
     except CorruptBaseline as error:  # a broken committed file fails the run; it must not read as "no baseline"
         return Comparison(CORRUPT, str(path), str(error))
-    return compare(baseline, path, key, ratios, run.remeasure or (lambda keys: {}), _shapes(run))
+    return compare_ratios(baseline, path, key, ratios, run.remeasure or (lambda keys: {}), _shapes(run))
 
 
 def record_baseline(run: GpuRun, timing_dir: Path, force: bool, environ: Mapping[str, str] = os.environ) -> Comparison:

@@ -56,7 +56,7 @@ Remeasure = Callable[[Sequence[str]], Mapping[str, float]]
 
 
 @dataclass(frozen=True)
-class Verdict:
+class TimingVerdict:
     """The timing gate's word on one variant's ratio."""
 
     variant: str
@@ -76,10 +76,10 @@ class Comparison:
     status: str  # COMPARED | MISSING | KEY_MISMATCH | RECORDED | CORRUPT
     path: str
     message: str
-    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    verdicts: dict[str, TimingVerdict] = field(default_factory=dict)
     not_checked: list[str] = field(default_factory=list)  # in the baseline, absent from this run
 
-    def of_level(self, level: str) -> list[Verdict]:
+    def of_level(self, level: str) -> list[TimingVerdict]:
         return [v for v in self.verdicts.values() if v.level == level]
 
 
@@ -88,27 +88,27 @@ def suspected(ratio: float, baseline_ratio: float) -> bool:
     return slower_by(ratio, baseline_ratio) > FAIL_SLOWER
 
 
-def judge(variant: str, ratio: float, baseline_ratio: float, again: float | None = None) -> Verdict:
+def judge(variant: str, ratio: float, baseline_ratio: float, again: float | None = None) -> TimingVerdict:
     """One ratio against its baseline entry; `again` is the re-measured ratio of a suspect (None: not re-measured)."""
     first = slower_by(ratio, baseline_ratio)
     than = f"slower than the baseline ratio {baseline_ratio:.3f}"
     if first <= WARN_SLOWER:
-        return Verdict(variant, OK, ratio, baseline_ratio)
+        return TimingVerdict(variant, OK, ratio, baseline_ratio)
     if not suspected(ratio, baseline_ratio):
         message = f"{first:.1%} {than} (warn above {WARN_SLOWER:.0%})"
-        return Verdict(variant, WARN, ratio, baseline_ratio, message=message)
+        return TimingVerdict(variant, WARN, ratio, baseline_ratio, message=message)
     if again is not None and suspected(again, baseline_ratio):
         message = (
             f"{first:.1%} {than}, confirmed by a re-measurement ({slower_by(again, baseline_ratio):.1%} slower; "
             f"fail above {FAIL_SLOWER:.0%})"
         )
-        return Verdict(variant, FAIL, ratio, baseline_ratio, again, message)
+        return TimingVerdict(variant, FAIL, ratio, baseline_ratio, again, message)
     again_text = "no re-measurement" if again is None else f"{slower_by(again, baseline_ratio):.1%} on re-measurement"
     message = f"{first:.1%} {than} at first, {again_text}: not confirmed, so a warning"
-    return Verdict(variant, WARN, ratio, baseline_ratio, again, message)
+    return TimingVerdict(variant, WARN, ratio, baseline_ratio, again, message)
 
 
-def compare(
+def compare_ratios(
     baseline: Baseline | None,
     path: Path | str,
     key: Mapping[str, str],
@@ -134,14 +134,14 @@ def compare(
             f"{path} was recorded under another key ({'; '.join(differing)}): ratios are not compared, "
             f"timings are reported only. Record a baseline for this setup with `{RECORD_COMMAND}`.",
         )
-    new: dict[str, Verdict] = {}
+    new: dict[str, TimingVerdict] = {}
     for variant, ratio in ratios.items():
         recorded, now = baseline.shapes.get(variant), (shapes or {}).get(variant)
         if variant not in baseline.ratios:
-            new[variant] = Verdict(variant, NEW, ratio, message="no baseline entry yet")
+            new[variant] = TimingVerdict(variant, NEW, ratio, message="no baseline entry yet")
         elif recorded is not None and now is not None and recorded != now:
             message = f"shape changed ({recorded} -> {now}): not compared; record again"
-            new[variant] = Verdict(variant, NEW, ratio, message=message)
+            new[variant] = TimingVerdict(variant, NEW, ratio, message=message)
     compared = {variant: ratio for variant, ratio in ratios.items() if variant not in new}
     suspects = [variant for variant, ratio in compared.items() if suspected(ratio, baseline.ratios[variant])]
     remeasured = remeasure(suspects) if suspects else {}
@@ -307,14 +307,14 @@ class VariantVerdict:
 
     status: str  # PASS | FAIL | DOES_NOT_FIT
     failures: tuple[str, ...]  # everything that fails it; empty unless the status is FAIL
-    timing: Verdict | None  # the timing gate's verdict, when its ratio was compared
+    timing: TimingVerdict | None  # the timing gate's verdict, when its ratio was compared
 
 
 def judge_variant(
     failures: Sequence[str],
     fits: bool,
     numerics: NumericsResult | None,
-    timing: Verdict | None,
+    timing: TimingVerdict | None,
     ab: AbVerdict | None = None,
 ) -> VariantVerdict:
     """`failures`: what failed before numerics (compilation, snapshot, the family's own calls); `timing` the

@@ -358,12 +358,12 @@ def check_seed(case: NumericsCase, seed: int, device: str, memory: Memory) -> Se
         )
     ]
     twins = prepared.twin or [None] * len(outputs)
-    check.outputs = [compare(*each) for each in zip(checked, outputs, prepared.expected, twins, strict=True)]
+    check.outputs = [check_output(*each) for each in zip(checked, outputs, prepared.expected, twins, strict=True)]
     check.inputs_unchanged = inputs_unchanged(count, case.outputs, prepared.inputs, prepared.originals)
     return check
 
 
-def compare(output: Output, tensor: Any, expected: Any, twin: Any | None = None) -> OutputCheck:
+def check_output(output: Output, tensor: Any, expected: Any, twin: Any | None = None) -> OutputCheck:
     """One returned output against its reference, at its own tolerance and beside its precision twin's error.
 
     Every dtype a kernel emits is compared in a wider one (`compared_values`): torch has no isfinite or isclose

@@ -31,7 +31,7 @@ from harness.gpu.gate import (
     THRESHOLDS,
     WARN,
     AbComparison,
-    Verdict,
+    TimingVerdict,
     slower_than_base,
 )
 from harness.gpu.numerics import NumericsResult, OutputCheck
@@ -372,7 +372,7 @@ def _sweep_table(curves: list[SweepCurve]) -> str:
     return "\n".join(rows)
 
 
-def _baseline_cell(verdict: Verdict | None) -> str:
+def _baseline_cell(verdict: TimingVerdict | None) -> str:
     if verdict is None:
         return ""
     if verdict.level == NEW:

@@ -34,7 +34,7 @@ def reference_name(case: Case) -> str:
 
 
 @dataclass(frozen=True)
-class Failure:
+class VariantFailure:
     """What ended a variant's check before its verdict: the stage (compile, snapshot, reference, numerics, timing),
     how (harness.gpu.worker's RAISED, DID_NOT_FINISH, CRASHED) and the message, which names the family file and
     the variant."""
@@ -86,7 +86,7 @@ class VariantResult:
     compiled: CompiledCase
     device: Device
     snapshot: SnapshotCheck
-    failure: Failure | None = None  # a stage raised, did not finish or crashed: the later ones did not run
+    failure: VariantFailure | None = None  # a stage raised, did not finish or crashed: the later ones did not run
     numerics: NumericsResult | None = None  # None: not run (it failed before, or does not fit)
     paired: PairedTiming | None = None  # its timing's rounds, with the reference's beside them; None: not timed
 

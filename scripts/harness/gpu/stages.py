@@ -4,7 +4,7 @@
 (every case, in parallel), reference (the timed pair made on one seed, and one call of the speed
 reference timed, for the time limits), numerics (every seed), timing (every pair interleaved over
 rounds, one request: harness.gpu.timing.measure_pairs, exactly as in one process). An exception
-in a variant's stage is that variant's `Failure`, naming its family file, the variant and the
+in a variant's stage is that variant's `VariantFailure`, naming its family file, the variant and the
 last frame of the family's own code it passed through; the other variants go on.
 
 The check runs the session in a worker process (`IsolatedKernels`, over harness.gpu.worker: a
@@ -30,7 +30,7 @@ from harness.gpu.compile import CompiledCase, compile_cases, read_driver_resourc
 from harness.gpu.numerics import NumericsResult, check_numerics
 from harness.gpu.pairs import ab_pair, numerics_case, timed_pair
 from harness.gpu.poison import Memory
-from harness.gpu.results import Failure
+from harness.gpu.results import VariantFailure
 from harness.gpu.timing import Bench, Pair, PairedTiming, make_bench, measure_pairs
 from harness.gpu.worker import CRASHED, LIMITS, RAISED, Stopped, TimeLimits, WorkerProcess, limit_of
 from harness.static.cases import Case
@@ -63,10 +63,10 @@ class Timed:
 
     measured: dict[str, PairedTiming] = field(default_factory=dict)
     failed: str | None = None
-    failure: Failure | None = None
+    failure: VariantFailure | None = None
 
 
-def raised(stage: str, case: Case, error: BaseException) -> Failure:
+def raised(stage: str, case: Case, error: BaseException) -> VariantFailure:
     """A stage's exception as the variant's failure: the family file, the variant, the error, and where."""
     cause = error.__cause__ if isinstance(error, FamilyCallError) and error.__cause__ else error
     if isinstance(error, FamilyCallError):  # it says what raised, and names the file, which is said once here
@@ -74,7 +74,7 @@ def raised(stage: str, case: Case, error: BaseException) -> Failure:
     else:
         what = f"{stage} raised {type(error).__name__}: {error}"
     message = f"{case.family.file}: variant {case.variant.name!r}: {what} ({where(cause, case.family)})"
-    return Failure(stage, RAISED, message)
+    return VariantFailure(stage, RAISED, message)
 
 
 def where(error: BaseException, family: Family) -> str:
@@ -114,7 +114,7 @@ class KernelSession:
     def cuda(self) -> bool:
         return self.device.startswith("cuda")
 
-    def compile(self, cases: Sequence[Case]) -> dict[str, Compiled | Failure]:
+    def compile(self, cases: Sequence[Case]) -> dict[str, Compiled | VariantFailure]:
         try:
             built = self.compiler(cases)
         except Exception as error:  # compile_cases keeps each case's own errors; this is all of them
@@ -123,7 +123,7 @@ class KernelSession:
             import torch
 
             torch.empty(1, device=self.device)  # the context, before asking the driver
-        found: dict[str, Compiled | Failure] = {}
+        found: dict[str, Compiled | VariantFailure] = {}
         for compiled in built:
             key = compiled.case.key
             try:
@@ -138,7 +138,7 @@ class KernelSession:
             found[key] = Compiled(compiled, source)
         return found
 
-    def reference(self, key: str, seed: int) -> float | Failure:
+    def reference(self, key: str, seed: int) -> float | VariantFailure:
         """Make the variant's timed pair on `seed`'s inputs; the seconds one call of its speed reference takes."""
         compiled = self.compiled[key]
         try:
@@ -153,7 +153,7 @@ class KernelSession:
         self.pairs[key] = pair
         return seconds
 
-    def numerics(self, key: str, seeds: Sequence[int]) -> NumericsResult | Failure:
+    def numerics(self, key: str, seeds: Sequence[int]) -> NumericsResult | VariantFailure:
         compiled = self.compiled[key]
         try:
             return check_numerics([numerics_case(compiled)], seeds, self.device, self.memory)[key]
@@ -183,7 +183,7 @@ class KernelSession:
                     starting(key)
                     made = self.reference(key, request.pair_seed) if against is None else self.pair_with_base(
                         key, against[key], request.pair_seed)  # fmt: skip
-                    if isinstance(made, Failure):
+                    if isinstance(made, VariantFailure):
                         return Timed(failed=key, failure=made)
             bench = self.bench or make_bench(request.timer, request.warmup_ms, request.repeat_ms)
             state = self._gpu_state()
@@ -191,11 +191,11 @@ class KernelSession:
             measured = measure_pairs(timed, request.rounds, bench, request.seed, state.sample, starting=starting)
         except Exception as error:
             if current is None:
-                return Timed(failure=Failure("timing", RAISED, f"timing raised {type(error).__name__}: {error}"))
+                return Timed(failure=VariantFailure("timing", RAISED, f"timing raised {type(error).__name__}: {error}"))
             return Timed(failed=current, failure=raised("timing", self.compiled[current].case, error))
         return Timed(measured)
 
-    def pair_with_base(self, key: str, base_key: str, seed: int) -> Failure | None:
+    def pair_with_base(self, key: str, base_key: str, seed: int) -> VariantFailure | None:
         """Make the variant's A/B pair on `seed`'s inputs: its kernel and the base's, each on its own inputs."""
         compiled = self.compiled[key]
         try:
@@ -252,7 +252,7 @@ class RemoteSession:
         family = next(f for f in self.families[package] if f.name == family_name)
         return Case(family, family.variant(variant), target)
 
-    def compile(self, refs: Sequence[CaseRef]) -> dict[str, Compiled | Failure]:
+    def compile(self, refs: Sequence[CaseRef]) -> dict[str, Compiled | VariantFailure]:
         found = self.session.compile([self.resolve(ref) for ref in refs])
         return {
             key: Compiled(dataclasses.replace(c.compiled, case=None, kernel=None, binary=None), c.source)
@@ -261,10 +261,10 @@ class RemoteSession:
             for key, c in found.items()
         }
 
-    def reference(self, key: str, seed: int) -> float | Failure:
+    def reference(self, key: str, seed: int) -> float | VariantFailure:
         return self.session.reference(key, seed)
 
-    def numerics(self, key: str, seeds: Sequence[int]) -> NumericsResult | Failure:
+    def numerics(self, key: str, seeds: Sequence[int]) -> NumericsResult | VariantFailure:
         return self.session.numerics(key, seeds)
 
     def gpu_state(self) -> tuple[str | None, list[int]]:
@@ -289,14 +289,14 @@ def case_ref(case: Case) -> CaseRef:
 
 
 class Kernels(Protocol):
-    """Where the check's stages run; every answer is the variant's result or its Failure."""
+    """Where the check's stages run; every answer is the variant's result or its VariantFailure."""
 
     pairs: dict[str, Pair]  # the timed pairs, where they can be called from here
     limits: TimeLimits  # what each request is allowed
 
-    def compile(self, cases: Sequence[Case], limit_s: float) -> dict[str, Compiled | Failure]: ...
-    def reference(self, case: Case, seed: int, limit_s: float) -> float | Failure: ...
-    def numerics(self, case: Case, seeds: Sequence[int], limit_s: float) -> NumericsResult | Failure: ...
+    def compile(self, cases: Sequence[Case], limit_s: float) -> dict[str, Compiled | VariantFailure]: ...
+    def reference(self, case: Case, seed: int, limit_s: float) -> float | VariantFailure: ...
+    def numerics(self, case: Case, seeds: Sequence[int], limit_s: float) -> NumericsResult | VariantFailure: ...
     def gpu_state(self) -> tuple[str | None, list[int]]: ...
     def time(
         self,
@@ -317,13 +317,13 @@ class InProcessKernels:
         self.pairs = self.session.pairs
         self.limits = LIMITS  # computed, not enforced
 
-    def compile(self, cases: Sequence[Case], limit_s: float) -> dict[str, Compiled | Failure]:
+    def compile(self, cases: Sequence[Case], limit_s: float) -> dict[str, Compiled | VariantFailure]:
         return self.session.compile(cases)
 
-    def reference(self, case: Case, seed: int, limit_s: float) -> float | Failure:
+    def reference(self, case: Case, seed: int, limit_s: float) -> float | VariantFailure:
         return self.session.reference(case.key, seed)
 
-    def numerics(self, case: Case, seeds: Sequence[int], limit_s: float) -> NumericsResult | Failure:
+    def numerics(self, case: Case, seeds: Sequence[int], limit_s: float) -> NumericsResult | VariantFailure:
         return self.session.numerics(case.key, seeds)
 
     def gpu_state(self) -> tuple[str | None, list[int]]:
@@ -360,10 +360,10 @@ class IsolatedKernels:
         self.handler, self.limits, self.log, self.start = handler, limits, log, start
         self.worker: Any = None
         self.wanted: dict[str, Case] = {}  # compiled, not dropped: what a fresh worker compiles
-        self.lost: dict[str, Failure] = {}  # compiled before, but not in a fresh worker
+        self.lost: dict[str, VariantFailure] = {}  # compiled before, but not in a fresh worker
         self.pairs: dict[str, Pair] = {}  # they live in the worker
 
-    def compile(self, cases: Sequence[Case], limit_s: float) -> dict[str, Compiled | Failure]:
+    def compile(self, cases: Sequence[Case], limit_s: float) -> dict[str, Compiled | VariantFailure]:
         try:
             found = self._ask("compile", [case_ref(c) for c in cases], limit=lambda key: limit_s)
         except Stopped as stopped:
@@ -371,10 +371,10 @@ class IsolatedKernels:
         self.wanted = {c.key: c for c in cases if isinstance(found.get(c.key), Compiled)}
         return found
 
-    def reference(self, case: Case, seed: int, limit_s: float) -> float | Failure:
+    def reference(self, case: Case, seed: int, limit_s: float) -> float | VariantFailure:
         return self._variant("reference", case, limit_s, seed)
 
-    def numerics(self, case: Case, seeds: Sequence[int], limit_s: float) -> NumericsResult | Failure:
+    def numerics(self, case: Case, seeds: Sequence[int], limit_s: float) -> NumericsResult | VariantFailure:
         return self._variant("numerics", case, limit_s, list(seeds))
 
     def gpu_state(self) -> tuple[str | None, list[int]]:
@@ -399,7 +399,7 @@ class IsolatedKernels:
             return self._ask("time", list(cases), request, base_keys(against), limit=limit)
         except Stopped as stopped:
             if stopped.key is None:
-                return Timed(failure=Failure("timing", stopped.kind, f"timing {stopped.message}"))
+                return Timed(failure=VariantFailure("timing", stopped.kind, f"timing {stopped.message}"))
             return Timed(failed=stopped.key, failure=_stopped("timing", cases[stopped.key], stopped))
 
     def drop(self, keys: Sequence[str]) -> None:
@@ -449,14 +449,16 @@ class IsolatedKernels:
             for case in cases:
                 if not isinstance(result.get(case.key), Compiled):
                     why = result.get(case.key)
-                    self.lost[case.key] = Failure(
+                    self.lost[case.key] = VariantFailure(
                         "compile", RAISED, f"{case.family.file}: variant {case.variant.name!r}: did not compile "
-                        f"again in a fresh worker: {why.message if isinstance(why, Failure) else why}"
+                        f"again in a fresh worker: {why.message if isinstance(why, VariantFailure) else why}"
                     )  # fmt: skip
                     self.wanted.pop(case.key)
         self.worker = worker
         return worker
 
 
-def _stopped(stage: str, case: Case, stopped: Stopped) -> Failure:
-    return Failure(stage, stopped.kind, f"{case.family.file}: variant {case.variant.name!r}: {stage} {stopped.message}")
+def _stopped(stage: str, case: Case, stopped: Stopped) -> VariantFailure:
+    return VariantFailure(
+        stage, stopped.kind, f"{case.family.file}: variant {case.variant.name!r}: {stage} {stopped.message}"
+    )

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.chain import Launch, output_indices, trace_chain
+from harness.chain import Launch, launch_of, output_indices, trace_chain
 from harness.dtypes import tvm_dtype
 from harness.family import RETURNED, Chain, Family, FamilyError, OutputKind, Returned, Tolerance, Variant
 
@@ -123,19 +123,12 @@ def build_kernel(family: Family, variant: Variant) -> BuiltKernel:
         )
     if kernel.eager is not None:
         _refuse_unknown_constants(kernel, arguments, where)
-    pass_configs = kernel.pass_configs
-    attrs = prim_func.attrs
-    if attrs is not None and "tilelang_pass_configs" in attrs:  # as tilelang.compile merges them
-        pass_configs = {**dict(attrs["tilelang_pass_configs"]), **pass_configs}
     outputs = _outputs(family, variant, prim_func, kernel.out_idx)
     try:
         tolerances = family.tolerances(variant, len(outputs))
     except FamilyError as error:
         raise BuildError(f"{error} (variant {variant.name!r})") from None
-    # PassConfigKey members are str enums whose str() is their repr: key by their value.
-    configs = {str(getattr(k, "value", k)): v for k, v in pass_configs.items()}
-    name = str(attrs["global_symbol"]) if attrs is not None and "global_symbol" in attrs else variant.name
-    return BuiltKernel((Launch(name, prim_func, configs),), outputs, tuple(tolerances))
+    return BuiltKernel((launch_of(prim_func, kernel.pass_configs, variant.name),), outputs, tuple(tolerances))
 
 
 def _build_chain(family: Family, variant: Variant, where: str) -> BuiltKernel:

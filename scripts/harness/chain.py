@@ -32,6 +32,18 @@ class Launch:
     pass_configs: Mapping[str, Any] = field(default_factory=dict)
 
 
+def launch_of(prim_func: Any, decorator_configs: Mapping[Any, Any] | None, default_name: str) -> Launch:
+    """The launch TileLang compiles for a PrimFunc: named by its symbol, with the pass configs it carries merged
+    under its decorator's, as tilelang.compile merges them (PassConfigKey members are str enums whose str() is
+    their repr: keyed by their value)."""
+    attrs = prim_func.attrs
+    configs = dict(decorator_configs or {})
+    if attrs is not None and "tilelang_pass_configs" in attrs:
+        configs = {**dict(attrs["tilelang_pass_configs"]), **configs}
+    name = str(attrs["global_symbol"]) if attrs is not None and "global_symbol" in attrs else default_name
+    return Launch(name, prim_func, {str(getattr(k, "value", k)): v for k, v in configs.items()})
+
+
 @dataclass(frozen=True)
 class ChainTrace:
     launches: tuple[Launch, ...]
@@ -88,7 +100,8 @@ class _MetaKernel:
         stated = attrs["tilelang_out_idx"] if attrs is not None and "tilelang_out_idx" in attrs else self.impl.out_idx
         returned = sorted(int(i) % len(params) for i in output_indices(stated))
         taken = [i for i in range(len(params)) if i not in returned]
-        name = str(attrs["global_symbol"]) if attrs is not None and "global_symbol" in attrs else "kernel"
+        launch = launch_of(self.prim_func, self.impl.pass_configs, "kernel")
+        name = launch.name
         if len(tensors) != len(taken):
             raise ChainError(f"kernel {name} was called with {len(tensors)} arguments; it takes {len(taken)}")
         for position, tensor in zip(taken, tensors, strict=True):
@@ -98,12 +111,8 @@ class _MetaKernel:
                     f"kernel {name} was called with {tensor.dtype} {tuple(tensor.shape)} for argument {position}, "
                     f"which it declares {torch_dtype(dtype)} {shape}"
                 )
-        if not any(launch.prim_func.same_as(self.prim_func) for launch in self.launches):
-            configs = dict(self.impl.pass_configs or {})
-            if attrs is not None and "tilelang_pass_configs" in attrs:  # as tilelang.compile merges them
-                configs = {**dict(attrs["tilelang_pass_configs"]), **configs}
-            configs = {str(getattr(k, "value", k)): v for k, v in configs.items()}
-            self.launches.append(Launch(name, self.prim_func, configs))
+        if not any(seen.prim_func.same_as(self.prim_func) for seen in self.launches):
+            self.launches.append(launch)
         outputs = []
         for position in returned:
             shape, dtype = _declared(self.prim_func, params[position])

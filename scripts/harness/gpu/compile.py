@@ -125,8 +125,7 @@ def compile_cases(cases: Sequence[Case]) -> list[CompiledCase]:
             continue
         result.source = normalize_cuda(kernel.kernel_source)
         result.binary = binaries.get(kernel.kernel_source)
-        attrs = kernel.target.attrs
-        result.compile_target = str(attrs.get("arch") or attrs.get("mcpu") or kernel.target)
+        result.compile_target = compile_target(kernel)
         try:
             result.launches = launch_dynamic_shared_memory(kernel)
         except LookupError as error:
@@ -170,13 +169,18 @@ def compile_chain(result: CompiledCase, built: BuiltKernel) -> None:
         )
         return
     result.kernel = chain
-    attrs = chain.kernels[0].target.attrs
-    result.compile_target = str(attrs.get("arch") or attrs.get("mcpu") or chain.kernels[0].target)
+    result.compile_target = compile_target(chain.kernels[0])
     result.source = normalized_source(list(zip(names, (k.kernel_source for k in chain.kernels), strict=True)))
     try:
         result.launches = {name: size for k in chain.kernels for name, size in launch_dynamic_shared_memory(k).items()}
     except LookupError as error:
         result.error = str(error)
+
+
+def compile_target(kernel: Any) -> str:
+    """The arch (CUDA) or mcpu (HIP) a TileLang kernel was compiled for."""
+    attrs = kernel.target.attrs
+    return str(attrs.get("arch") or attrs.get("mcpu") or kernel.target)
 
 
 def out_idx(built: BuiltKernel) -> list[int] | None:

@@ -88,8 +88,8 @@ def test_a_one_token_kernel_change_fails_with_the_change_and_the_command_that_ac
     annotated = {error["kvPairs"].get("file") for error in run.commands(GOLDEN_JOBS[0], "error")}
     assert f"golden/{FAMILY}/tile64x512/sm_80.cu" in annotated, annotated
     pending = world.artifact(run_id, "golden-pending-shard-1")
-    assert (pending / "golden-pending" / FAMILY / "tile64x512" / "sm_80.cu").is_file()
-    assert (pending / "static-junit.xml").is_file()
+    assert (pending / FAMILY / "tile64x512" / "sm_80.cu").is_file()
+    assert (pending / "RESULTS.jsonl").is_file()
 
     comment_run(world, run_id, head, "failure")
     (posted,) = comments(world, 8)

@@ -1,8 +1,8 @@
 """Job summary and error annotations for a static run on GitHub Actions.
 
-    python scripts/ci_summary.py build/static-junit.xml --artifact golden-pending-shard-1
+    python scripts/ci_summary.py build/golden-pending --artifact golden-pending-shard-1
 
-The logic (and its tests) is in harness/ci/job_summary.py; this file only parses the command line.
+The logic (and its tests) is in harness/static/job_summary.py; this file only parses the command line.
 """
 
 from __future__ import annotations
@@ -14,25 +14,25 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from harness.ci.job_summary import publish
+from harness.static.job_summary import publish
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/ci_summary.py",
-        description="Turn the static session's JUnit XML (--junitxml) into a GitHub job summary and annotations.",
+        description="Turn the static session's results into a GitHub job summary and annotations.",
     )
-    parser.add_argument("junit", type=Path, help="JUnit XML written by `nox -s static -- --junitxml=FILE`")
+    parser.add_argument(
+        "pending",
+        type=Path,
+        nargs="?",
+        default=Path("build/golden-pending"),
+        help="the session's pending folder (--pending-dir), which holds its results (default: build/golden-pending)",
+    )
     parser.add_argument("--title", default="Golden snapshots", help="heading of the summary")
     parser.add_argument("--artifact", default=None, help="name of the artifact that holds build/golden-pending/")
     parser.add_argument(
         "--no-produced-files", action="store_true", help="the checks produce no snapshot (the orphan check)"
-    )
-    parser.add_argument(
-        "--pending-dir",
-        type=Path,
-        default=Path("build/golden-pending"),
-        help="the produced snapshots, whose targets with byte-identical source the summary names",
     )
     parser.add_argument(
         "--comment-file",
@@ -41,15 +41,13 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.envi
         help="also write the summary to this file (the pull request comment workflow posts it)",
     )
     args = parser.parse_args(argv)
-    produced = not args.no_produced_files
     return publish(
-        args.junit,
+        args.pending,
         args.title,
         args.artifact,
         environ,
         out,
-        produced=produced,
-        pending=args.pending_dir if produced else None,
+        produced=not args.no_produced_files,
         comment=args.comment_file,
     )
 

@@ -1,47 +1,37 @@
-"""Job summary and annotations from the static session's JUnit XML (harness/ci/job_summary.py)."""
+"""Job summary and annotations from the static session's results (harness/static/job_summary.py)."""
 
 from __future__ import annotations
 
 import io
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
 from conftest import SMALL_CASE
 from script_runner import load_script
 
-from harness.ci import job_summary as ci_summary
-from harness.ci.job_summary import FailedCheck, StaticReport, error_annotations, read_junit, render_job_summary
-from harness.ci.workflow_commands import MAX_ANNOTATIONS, escape_data, escape_property
-from harness.static.changes import CASE_ID, MISMATCH, REMEDY, FactChange, FileChange, Mismatch
+from harness.github import MAX_ANNOTATIONS, escape_data, escape_property
+from harness.static import job_summary as ci_summary
+from harness.static.changes import FactChange, FileChange, Mismatch
+from harness.static.job_summary import StaticReport, error_annotations, render_job_summary, static_report
+from harness.static.results import RESULTS, CheckResult, Status, append_result, read_results
 
 main = load_script("ci_summary").main
-ACCEPT = "to accept these changes: nox -s regen-golden"
 
 
-def write_junit(path: Path, cases: dict[str, FailedCheck | None]) -> Path:
-    """A report shaped like pytest's: JUnit name -> the failed check it records (None: passed)."""
-    root = ElementTree.Element("testsuites")
-    suite = ElementTree.SubElement(root, "testsuite", name="pytest")
-    for name, check in cases.items():
-        case = ElementTree.SubElement(suite, "testcase", classname="harness.static.session_items", name=name)
-        if check is None:
-            continue
-        properties = ElementTree.SubElement(case, "properties")
-        recorded = [(CASE_ID, check.case_id), *((MISMATCH, m.to_json()) for m in check.mismatches)]
-        for key, value in recorded + [(REMEDY, check.remedy)] * bool(check.remedy):
-            ElementTree.SubElement(properties, "property", name=key, value=value)
-        ElementTree.SubElement(case, "failure", message=check.short_message).text = check.message
-    ElementTree.ElementTree(root).write(path)
-    return path
+def write_results(folder: Path, *results: CheckResult) -> Path:
+    """A pending folder whose run recorded `results`, as the session writes them."""
+    for result in results:
+        append_result(folder, result)
+    return folder
 
 
-def failed(case_id: str, *mismatches: Mismatch, text: str = "(the session's text)") -> FailedCheck:
-    return FailedCheck(case_id, text, text, mismatches, ACCEPT if mismatches else "")
+def failed(case_id: str, *mismatches: Mismatch, text: str = "(the session's text)") -> CheckResult:
+    """A failed check without a case (its title is its id), accepted by an unfiltered regen where it has records."""
+    return CheckResult(case_id, Status.FAILED, mismatches=mismatches, accept="" if mismatches else None, text=text)
 
 
 def test_real_static_failure_becomes_annotations_and_summary(golden_session, tmp_path):
-    """The harness's own records, as the static session writes them into JUnit XML."""
+    """The harness's own records, as the static session writes them into its results."""
     golden_session("--regen", "-k", SMALL_CASE).assert_outcomes(passed=1)
     facts = golden_session.golden / f"{SMALL_CASE}.yaml"
     changed = facts.read_text().replace("dynamic_shared_memory_bytes: 8192", "dynamic_shared_memory_bytes: 1234")
@@ -52,15 +42,14 @@ def test_real_static_failure_becomes_annotations_and_summary(golden_session, tmp
     orphan = golden_session.golden / "gemm_num_stages" / "retired" / "sm_80.yaml"
     orphan.parent.mkdir(parents=True)
     orphan.write_text("format: 1\n")
-    junit = tmp_path / "static-junit.xml"
-    result = golden_session("-k", f"{SMALL_CASE} or no_orphans", f"--junitxml={junit}")
+    result = golden_session("-k", f"{SMALL_CASE} or no_orphans")
     result.assert_outcomes(failed=2)
 
-    report = read_junit(junit)
+    report = static_report(read_results(golden_session.pending))
     assert (report.checks, len(report.failed)) == (2, 2)
-    case, orphans = sorted(report.failed, key=lambda check: check.case_id)
-    assert case.case_id == SMALL_CASE and orphans.case_id == "test_no_orphans"
-    assert case.remedy == f'to accept these changes: nox -s regen-golden -- -k "{SMALL_CASE}"'
+    case, orphans = sorted(report.failed, key=lambda check: check.check)
+    assert case.check == SMALL_CASE and orphans.check == "test_no_orphans"
+    assert (case.accept, orphans.accept) == (SMALL_CASE, ""), "the regen that accepts each: by -k, or unfiltered"
     by_path = {mismatch.path: mismatch for mismatch in case.mismatches}
     assert set(by_path) == {f"golden/{SMALL_CASE}.cu", f"golden/{SMALL_CASE}.yaml"}
     facts_change = by_path[f"golden/{SMALL_CASE}.yaml"]
@@ -100,14 +89,14 @@ def test_the_summary_reads_the_records_not_the_wording(golden_session, tmp_path,
     (golden_session.golden / "gemm_num_stages" / "retired" / "sm_80.cu").write_text("old\n")
 
     def reports(name: str, headline: str | None = None) -> tuple[str, list[str], str]:
-        """Summary, annotations and JUnit text of a session that words every headline as `headline`."""
-        junit = tmp_path / f"{name}.xml"
+        """Summary, annotations and results text of a session that words every headline as `headline`."""
         with monkeypatch.context() as session_only:  # the summary below is rendered by the real wording
             if headline:
                 session_only.setattr(Mismatch, "headline", property(lambda self: headline))
-            golden_session("-k", f"{SMALL_CASE} or no_orphans", f"--junitxml={junit}").assert_outcomes(failed=2)
-        report = read_junit(junit)
-        return render_job_summary(report, "Golden snapshots"), error_annotations(report), junit.read_text()
+            golden_session("-k", f"{SMALL_CASE} or no_orphans").assert_outcomes(failed=2)
+        report = static_report(read_results(golden_session.pending))
+        text = (golden_session.pending / RESULTS).read_text()
+        return render_job_summary(report, "Golden snapshots"), error_annotations(report), text
 
     as_printed = reports("as-printed")
     reworded = reports("reworded", "snapshots disagree")
@@ -130,13 +119,13 @@ def test_escaping_follows_the_workflow_command_rules():
     assert escape_data("50% done\r\nnext") == "50%25 done%0D%0Anext"
     assert escape_property("a: b, c%") == "a%3A b%2C c%25"
     corrupt = Mismatch("golden/f/v/sm_80.yaml", FileChange.CORRUPT, reason="not valid YAML (line 2, column 1)")
-    check = FailedCheck("f/v/sm_80", "", "", (corrupt,), "50%")
+    check = CheckResult("f/v/sm_80", Status.FAILED, mismatches=(corrupt,))
     (line,) = error_annotations(StaticReport(1, 0, (check,)))
     assert line == (
         "::error file=golden/f/v/sm_80.yaml,line=1,title=f/v/sm_80::"
         "not valid YAML (line 2, column 1): golden/f/v/sm_80.yaml"
     )
-    percent = FailedCheck("f/v/sm_80", "50% done", "50% done")
+    percent = CheckResult("f/v/sm_80", Status.FAILED, text="50% done")
     assert error_annotations(StaticReport(1, 0, (percent,))) == ["::error title=f/v/sm_80::50%25 done"]
 
 
@@ -159,14 +148,12 @@ def test_summary_fence_survives_backticks_and_size_is_capped(monkeypatch):
 
 def test_main_appends_summary_and_prints_error_annotations(tmp_path):
     missing = failed("f/v/sm_80", Mismatch("golden/f/v/sm_80.cu", FileChange.MISSING))
-    # The JUnit name is not the check's name: under xdist's loadgroup it carries `@<group>]`.
-    junit = write_junit(tmp_path / "j.xml", {"test_case[f/v/sm_80]@f/sm_80]": missing, "test_ok": None})
+    pending = write_results(tmp_path / "pending", missing, CheckResult("test_ok"))
     step_summary = tmp_path / "summary.md"
     step_summary.write_text("earlier step\n")
     out = io.StringIO()
-    assert (
-        main([str(junit), "--artifact", "golden-pending-shard-2"], {"GITHUB_STEP_SUMMARY": str(step_summary)}, out) == 0
-    )
+    environ = {"GITHUB_STEP_SUMMARY": str(step_summary)}
+    assert main([str(pending), "--artifact", "golden-pending-shard-2"], environ, out) == 0
     assert out.getvalue() == (
         "::error file=golden/f/v/sm_80.cu,line=1,title=f/v/sm_80::missing (no snapshot committed for this case): "
         "golden/f/v/sm_80.cu%0Ato accept: nox -s regen-golden\n"
@@ -177,32 +164,27 @@ def test_main_appends_summary_and_prints_error_annotations(tmp_path):
 
 
 def test_all_passed_summary_counts_the_checks(tmp_path):
-    junit = write_junit(tmp_path / "j.xml", {"test_a": None, "test_b": None})
+    pending = write_results(tmp_path / "pending", CheckResult("test_a"), CheckResult("test_b"))
     out = io.StringIO()
-    # no pending folder, so no identity section (tests/test_target_identity.py covers that one)
-    assert main([str(junit), "--pending-dir", str(tmp_path / "no-pending")], {}, out) == 0
+    # no snapshot in the pending folder, so no identity section (tests/test_target_identity.py covers that one)
+    assert main([str(pending)], {}, out) == 0
     assert out.getvalue().strip() == "## Golden snapshots: all 2 checks passed"
 
 
 @pytest.mark.parametrize(
     "content, problem",
     [
-        (None, "no JUnit report"),
-        ("<testsuites><testsuite", "not valid JUnit XML"),
-        ("<testsuites><testsuite name='pytest'/></testsuites>", "holds no test case"),
-        (
-            "<testsuites><testsuite><testcase name='t'><properties><property name='mismatch' value='{\"kind\": 1}'/>"
-            "</properties><failure message='x'/></testcase></testsuite></testsuites>",
-            "an unreadable mismatch property of t",
-        ),
+        (None, "no results; the static session stopped before running its checks"),
+        ("", "holds no check; a run that checks nothing cannot pass"),
+        ('{"check": "t", "status": "failed"}\n', "RESULTS.jsonl:1: not a check's result (KeyError('case'))"),
+        (CheckResult("t").to_json().replace('"passed"', '"lost"') + "\n", "RESULTS.jsonl:1: not a check's result"),
     ],
 )
-def test_missing_broken_or_empty_report_fails(tmp_path, content, problem):
-    junit = tmp_path / "j.xml"
+def test_missing_broken_or_empty_results_fail(tmp_path, content, problem):
     if content is not None:
-        junit.write_text(content)
+        (tmp_path / RESULTS).write_text(content)
     out = io.StringIO()
-    assert main([str(junit)], {}, out) == 1
+    assert main([str(tmp_path)], {}, out) == 1
     assert out.getvalue().startswith("::error title=Golden snapshots::") and problem in out.getvalue()
 
 
@@ -220,19 +202,23 @@ def test_the_summary_counts_snapshot_files_per_kind():
     changed = failed(
         "f/b/sm_80",
         Mismatch("golden/f/b/sm_80.yaml", FileChange.FACTS, facts=(FactChange(("sync", "tma_loads"), "2", "1"),)),
-        Mismatch("golden/f/b/sm_80.cu", FileChange.SOURCE, diff=("@@ -1 +1 @@",)),
+        Mismatch("golden/f/b/sm_80.cu", FileChange.SOURCE, "CUDA", diff=("@@ -1 +1 @@",)),
     )
     summary = render_job_summary(StaticReport(2, 0, (renamed, changed)), "Golden snapshots")
     assert "Every failing snapshot file: 1 CUDA changed, 1 facts changed, 1 identifiers renamed only" in summary
     assert "| `f/a/sm_80` | `golden/f/a/sm_80.cu` | identifiers renamed only (1: i_1 -> i) |" in summary
-    hip = failed("f/b/gfx942", Mismatch("golden/f/b/gfx942.hip", FileChange.SOURCE, diff=("@@ -1 +1 @@",)))
+    hip = failed("f/b/gfx942", Mismatch("golden/f/b/gfx942.hip", FileChange.SOURCE, "HIP", diff=("@@ -1 +1 @@",)))
     summary = render_job_summary(StaticReport(1, 0, (hip,)), "Golden snapshots")
     assert "Every failing snapshot file: 1 HIP changed" in summary and "CUDA changed" not in summary
 
 
-def test_a_mismatch_survives_the_report_as_json():
-    record = Mismatch("golden/f/v/sm_80.cu", FileChange.RENAMED, diff=("-a", "+b"), renaming=(("i", "i_1"),))
-    assert Mismatch.from_json(record.to_json()) == record
+def test_a_result_survives_the_results_file_as_json():
+    mismatch = Mismatch("golden/f/v/sm_80.cu", FileChange.RENAMED, diff=("-a", "+b"), renaming=(("i", "i_1"),))
+    facts = Mismatch("golden/f/v/sm_80.yaml", FileChange.FACTS, facts=(FactChange(("sync", 0), "1", "2", "k"),))
+    result = CheckResult(
+        "f/v/sm_80", Status.FAILED, ("f", "v", "sm_80"), mismatches=(mismatch, facts), accept="f/v", text="x"
+    )
+    assert CheckResult.from_json(result.to_json()) == result
 
 
 @pytest.mark.parametrize(
@@ -251,8 +237,7 @@ def test_a_mismatch_survives_the_report_as_json():
 )
 def test_a_mismatchs_reason_reaches_the_summary_through_the_report(tmp_path, mismatch, headline):
     """A corrupt snapshot's headline is its reason alone, and a "now lowers" one names what was declared."""
-    junit = write_junit(tmp_path / "j.xml", {"test_case[f/v/sm_80]": failed("f/v/sm_80", mismatch)})
-    report = read_junit(junit)
+    report = static_report(read_results(write_results(tmp_path, failed("f/v/sm_80", mismatch))))
     assert report.failed[0].mismatches == (mismatch,)
     summary = render_job_summary(report, "Golden snapshots")
     assert f"| `f/v/sm_80` | `{mismatch.path}` | {headline} |" in summary
@@ -263,12 +248,12 @@ def test_a_mismatchs_reason_reaches_the_summary_through_the_report(tmp_path, mis
 def test_a_corrupt_snapshots_reason_reaches_the_summary_from_a_real_session(golden_session, tmp_path):
     golden_session("--regen", "-k", SMALL_CASE).assert_outcomes(passed=1)
     (golden_session.golden / f"{SMALL_CASE}.yaml").write_text("format: [\n")
-    junit = tmp_path / "j.xml"
-    golden_session("-k", SMALL_CASE, f"--junitxml={junit}").assert_outcomes(failed=1)
-    (check,) = read_junit(junit).failed
+    golden_session("-k", SMALL_CASE).assert_outcomes(failed=1)
+    report = static_report(read_results(golden_session.pending))
+    (check,) = report.failed
     (corrupt,) = (m for m in check.mismatches if m.kind is FileChange.CORRUPT)
     assert corrupt.reason.startswith("not valid YAML") and corrupt.headline == corrupt.reason
-    summary = render_job_summary(read_junit(junit), "Golden snapshots")
+    summary = render_job_summary(report, "Golden snapshots")
     (entry,) = (line for line in summary.splitlines() if line.startswith("1. "))
     assert entry.endswith(f"**: {corrupt.reason}"), "the verdict's headline for the case"
     assert f"| `{SMALL_CASE}` | `golden/{SMALL_CASE}.yaml` | {corrupt.reason} |" in summary
@@ -277,8 +262,7 @@ def test_a_corrupt_snapshots_reason_reaches_the_summary_from_a_real_session(gold
 def test_the_summary_counts_lowered_and_cached_cases_from_a_real_session(golden_session, tmp_path):
     cache = f"--lowering-cache={tmp_path / 'cache'}"
     golden_session("--regen", "-k", SMALL_CASE, cache).assert_outcomes(passed=1)
-    junit = tmp_path / "j.xml"
-    golden_session("-k", SMALL_CASE, cache, f"--junitxml={junit}").assert_outcomes(passed=1)
+    golden_session("-k", SMALL_CASE, cache).assert_outcomes(passed=1)
     out = io.StringIO()
-    assert main([str(junit), "--pending-dir", str(tmp_path / "no-pending")], {}, out) == 0
+    assert main([str(golden_session.pending), "--no-produced-files"], {}, out) == 0
     assert "0 cases lowered, 1 from the lowering cache." in out.getvalue()

@@ -23,6 +23,7 @@ ALLOWED = {
     "harness": set(),
     "harness.files": set(),  # below both halves: atomic writes
     "harness.environment": set(),  # below both halves: CI or not
+    "harness.github": set(),  # below both halves: workflow commands and the step summary, escaped and capped
     "harness.targets": set(),  # a project setting both halves read
     "harness.family": {"harness.targets"},  # to check the targets a family narrows to
     "harness.analysis": set(),  # what families' checks compute: with harness.family, all they may import
@@ -41,26 +42,18 @@ ALLOWED = {
         "harness.targets",
         "harness.files",
         "harness.environment",
+        "harness.github",
     },
-    # harness.ci: the workflow-command escaping and capping, shared with the static summary
     "harness.gpu": {
         "harness.family",
         "harness.build",
         "harness.dtypes",
         "harness.declaration",
         "harness.static",
-        "harness.ci",
+        "harness.github",
         "harness.targets",
         "harness.files",
         "harness.environment",
-    },
-    # the mismatch records it reads from the JUnit report, the verdict it renders (as the session does), and
-    # which targets emitted the same source
-    "harness.ci": {
-        "harness.static.changes",
-        "harness.static.snapshot",
-        "harness.static.target_identity",
-        "harness.static.verdict",
     },
 }
 

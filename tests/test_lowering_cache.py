@@ -144,7 +144,7 @@ def test_a_change_to_the_code_that_writes_snapshots_is_a_miss(monkeypatch, tmp_p
 
 def test_the_fingerprint_reads_every_module_that_writes_snapshot_files():
     modules = lowering_cache.producing_modules()
-    expected = {"normalize", "facts", "snapshot", "lowering", "cases", "produce", "lowering_cache", "session"}
+    expected = {"normalize", "facts", "snapshot", "lowering", "cases", "produce", "lowering_cache", "session", "kinds"}
     assert {f"harness.static.{name}" for name in expected} | {"harness.build", "harness.targets"} <= modules
 
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import xml.etree.ElementTree as ElementTree
 
 import pytest
 from conftest import GOLDEN_TEST, REPO, SMALL_CASE, SUBPROCESS_LIMIT_S
 
 import harness.family
-from harness.ci.job_summary import error_annotations, read_junit
 from harness.static.cases import all_cases
+from harness.static.job_summary import error_annotations, static_report
+from harness.static.results import read_results
 
 WORKERS = ("0", "2")  # -n 0: no xdist; -n 2: what `nox -s static` runs (-n auto on 2 cores)
 
@@ -79,12 +79,12 @@ def test_the_items_of_one_group_run_on_one_worker_and_the_report_names_them_by_c
     case = next(c for c in all_cases(harness.family.load_families()) if c.family.name == "rms_norm")
     cuda = tmp_path / "golden" / f"{case.id}.cu"
     cuda.write_text(cuda.read_text() + "// tampered\n")
-    junit = tmp_path / "static-junit.xml"
-    result = session(tmp_path, "2", "-k", case.id, f"--junitxml={junit}")
+    result = session(tmp_path, "2", "-k", case.id)
     assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout + result.stderr
-    (check,) = read_junit(junit).failed
-    assert check.case_id == case.id and "@" in ElementTree.parse(junit).find(".//testcase").get("name")
-    (annotation,) = error_annotations(read_junit(junit))
+    report = static_report(read_results(tmp_path / "pending"))  # written by the worker that ran the case
+    (check,) = report.failed
+    assert check.check == case.id and check.case == (case.family.name, case.variant.name, case.target)
+    (annotation,) = error_annotations(report)
     assert annotation.startswith(f"::error file=golden/{case.id}.cu,line=1,title=") and "comments changed only" in (
         annotation
     )

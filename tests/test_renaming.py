@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.static.changes import FileChange
-from harness.static.diff import describe_mismatch
+from harness.static.kinds import describe_mismatch
 from harness.static.renaming import all_tokens, classify
 
 DATA = Path(__file__).parent / "data" / "renaming"

@@ -11,11 +11,11 @@ from conftest import REPO, SMALL_CASE
 
 import harness.family
 import harness.static.upgrade_preview as preview_module
-from harness.ci.job_summary import read_junit
 from harness.static.cases import Case, all_cases
 from harness.static.changes import CaseOutcome, FileChange
 from harness.static.diff import changed_fields
 from harness.static.lowering import LoweringError
+from harness.static.results import read_results
 from harness.static.snapshot import SnapshotStore
 from harness.static.upgrade_preview import CaseRow, Preview, classify_case, render_markdown
 
@@ -67,13 +67,13 @@ def test_a_changed_statement_is_a_cuda_change_and_a_changed_fact_names_its_field
 def test_a_comment_only_edit_is_classified_alike_by_the_static_check_and_the_preview(
     golden_session, tmp_path, lowerings
 ):
-    """Both read harness.static.diff: the static session's JUnit record and the preview's row name one class."""
+    """One engine (harness.static.engine.check_case): the static session's result and the preview's row name one
+    class."""
     golden_session("--regen", "-k", SMALL_CASE).assert_outcomes(passed=1)
     source = golden_session.golden / f"{SMALL_CASE}.cu"
     source.write_text(source.read_text().replace("{\n", "{\n  // a reviewer's note\n", 1))
-    junit = tmp_path / "j.xml"
-    golden_session("-k", SMALL_CASE, f"--junitxml={junit}").assert_outcomes(failed=1)
-    (check,) = read_junit(junit).failed
+    golden_session("-k", SMALL_CASE).assert_outcomes(failed=1)
+    (check,) = read_results(golden_session.pending)
     (static,) = (m.kind for m in check.mismatches)
     row = row_for(golden_session.golden, tmp_path, lowerings)
     assert static is FileChange.COMMENTS

@@ -6,11 +6,11 @@ import pytest
 
 from harness.static.changes import FactChange, FileChange, Mismatch
 from harness.static.diff import fact_changes
+from harness.static.results import CheckResult, Status
 from harness.static.verdict import (
     FAILURE_TEXT_LINES,
     MARKDOWN_UNFOLDED_LINES,
     TERMINAL_BODY_LINES,
-    Failure,
     build_verdict,
     entries_markdown,
     facts_headline,
@@ -35,27 +35,28 @@ def hunk(path: str, label: str, lines: int = 60) -> tuple[str, ...]:
             *body)  # fmt: skip
 
 
-def changed_case(family: str, variant: str, target: str, label: str | None = None) -> Failure:
+def changed_case(family: str, variant: str, target: str, label: str | None = None) -> CheckResult:
     label = label or SAME_AS[target]
     case_id = f"{family}/{variant}/{target}"
-    suffix = ".hip" if target.startswith("gfx") else ".cu"
+    suffix, language = (".hip", "HIP") if target.startswith("gfx") else (".cu", "CUDA")
     facts = (
         FactChange(("layouts", "Y_l"), "'fragment fc425f00'", "'fragment b0d81ea1'"),
         FactChange(("loops", "serial", 2), "<absent>", "3"),
         FactChange(("shared_addressing", "W_s", "load"), f"'{label}'", "'b94a4a0b'"),
     )
-    return Failure(
+    return CheckResult(
         case_id,
+        Status.FAILED,
         (family, variant, target),
-        (
+        mismatches=(
             Mismatch(f"golden/{case_id}.yaml", FileChange.FACTS, facts=facts),
-            Mismatch(f"golden/{case_id}{suffix}", FileChange.SOURCE, diff=hunk(f"{case_id}{suffix}", label)),
+            Mismatch(f"golden/{case_id}{suffix}", FileChange.SOURCE, language, diff=hunk(f"{case_id}{suffix}", label)),
         ),
-        f'to accept these changes: nox -s regen-golden -- -k "{case_id}"',
+        accept=case_id,
     )
 
 
-def full_col() -> tuple[list[Failure], list[tuple[str, str, str]]]:
+def full_col() -> tuple[list[CheckResult], list[tuple[str, str, str]]]:
     """12 failures (2 variants on 6 targets) and sm_90 unchanged: the FullCol change's shape."""
     failures = [changed_case("linear_bf16", v, t) for v in ("swizzle", "no_swizzle") for t in TARGETS if t != "sm_90"]
     return failures, [("linear_bf16", v, "sm_90") for v in ("swizzle", "no_swizzle")]
@@ -133,14 +134,17 @@ def test_a_family_declaration_error_is_shown_once_and_short():
     """The same error for every case of a family (the case's names aside) is one entry of at most 20 lines."""
     trace = [f"  File 'harness/x.py', line {i}, in f" for i in range(60)]
     failures = [
-        Failure(
+        CheckResult(
             f"fam/v{i}/sm_80",
+            Status.FAILED,
             ("fam", f"v{i}", "sm_80"),
             text="\n".join([*trace, f"FamilyError: kernels/fam.py: variant v{i}: outputs= is missing"]),
         )
         for i in range(14)
     ]
-    other = Failure("other/v/sm_80", ("other", "v", "sm_80"), text="FamilyError: kernels/other.py: boom")
+    other = CheckResult(
+        "other/v/sm_80", Status.FAILED, ("other", "v", "sm_80"), text="FamilyError: kernels/other.py: boom"
+    )
     verdict = build_verdict([*failures, other])
     first, second = verdict.entries
     assert first.title == "fam/v0/sm_80 and 13 more with the same error" and len(first.checks) == 14

@@ -732,11 +732,11 @@ def test_static_shards_plus_orphan_job_cover_every_check_once(golden_session):
 def test_static_failure_reports_through_the_harness(job_name):
     job = _static_jobs()[job_name]
     commands = _commands(job)
-    junit = re.search(r"--junitxml=(\S+)", next(run for run in commands if "nox -s static" in run))
-    assert junit, f"{job_name}: the static run writes no JUnit XML"
+    static = next(run for run in commands if "nox -s static" in run)
+    assert "--pending-dir" not in static, f"{job_name}: the summary reads the default pending folder's results"
     summary = [step for step in job["steps"] if "scripts/ci_summary.py" in step.get("run", "")]
     assert len(summary) == 1 and summary[0]["if"] == "${{ !cancelled() }}"
-    assert shlex.split(summary[0]["run"])[1:3] == ["scripts/ci_summary.py", junit[1]]
+    assert shlex.split(summary[0]["run"])[1:3] == ["scripts/ci_summary.py", "build/golden-pending"]
     assert (REPO / "scripts" / "ci_summary.py").is_file()
     upload = [
         step
@@ -744,9 +744,9 @@ def test_static_failure_reports_through_the_harness(job_name):
         if step.get("uses", "").startswith("actions/upload-artifact@") and "verdict" not in step["with"]["name"]
     ]
     assert len(upload) == 1 and upload[0]["if"] == "${{ failure() }}"
-    assert junit[1] in upload[0]["with"]["path"]
-    # what the shards produced is uploaded; the orphan check produces nothing to upload
-    assert ("build/golden-pending/" in upload[0]["with"]["path"]) == (job_name != "orphans")
+    # what the shards produced is uploaded with their results; the orphan check produces nothing but its results
+    expected = "build/golden-pending/RESULTS.jsonl" if job_name == "orphans" else "build/golden-pending/"
+    assert upload[0]["with"]["path"] == expected
 
 
 def test_regen_forces_writes_under_ci_and_a_job_that_runs_no_code_checks_its_patch():
@@ -773,7 +773,7 @@ def test_each_shard_titles_its_summary_and_the_orphan_job_promises_no_produced_f
     assert '--title "Golden snapshots, shard $SHARD"' in summaries["golden"]
     assert "--no-produced-files" in summaries["orphans"] and "--artifact" not in summaries["orphans"]
     uploads = [s for s in jobs["orphans"]["steps"] if "upload-artifact" in s.get("uses", "")]
-    assert all("golden-pending" not in str(s["with"]["path"]) for s in uploads)
+    assert [s["with"]["path"] for s in uploads] == ["build/golden-pending/RESULTS.jsonl"], "its results, no snapshot"
 
 
 def test_dependabot_updates_the_action_pins_and_the_python_pins():

@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.ci.workflow_commands import append_step_summary, capped, on_actions, workflow_command
 from harness.files import atomic_write
+from harness.github import append_step_summary, capped, on_actions, workflow_command
 from harness.gpu.gate import (
     AB_FAIL_SLOWER,
     AB_WARN_SLOWER,

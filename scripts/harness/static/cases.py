@@ -7,10 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.family import Family, Registry, Variant
+from harness.static.kinds import Facts, KernelSource, case_kinds
 from harness.targets import TARGETS
-
-# The snapshot of a case that is declared not to lower on its target: the error TileLang raises.
-ERROR_SUFFIX = ".error"
 
 
 @dataclass(frozen=True)
@@ -42,15 +40,18 @@ class Case:
 
     @property
     def snapshot_files(self) -> tuple[str, ...]:
-        """The files under golden/ this case produces: its error when declared not to lower, else CUDA and facts."""
-        if self.does_not_lower is not None:
-            return (f"{self.id}{ERROR_SUFFIX}",)
-        return (self.source_file, f"{self.id}.yaml")
+        """The files under golden/ this case produces, one per kind (harness.static.kinds): its error when declared
+        not to lower, else its kernel source and facts."""
+        return tuple(f"{self.id}{kind.suffix}" for kind in case_kinds(self))
 
     @property
     def source_file(self) -> str:
         """The kernel source snapshot: `<id>.cu` for a CUDA target, `<id>.hip` for a HIP one."""
-        return f"{self.id}{TARGETS[self.target].source_suffix}"
+        return f"{self.id}{KernelSource(TARGETS[self.target].backend).suffix}"
+
+    @property
+    def facts_file(self) -> str:
+        return f"{self.id}{Facts.suffix}"
 
     @property
     def params(self) -> dict[str, Any]:

@@ -1,25 +1,17 @@
 """What differs between a snapshot and what was produced now, as data: the vocabulary of every report.
 
 A FileChange says how one file compares with its snapshot, a Mismatch records one that differs, and a
-CaseOutcome says what a run makes of a case. The static check's failure text and the JUnit properties
-the CI job summary reads come from these types, and the upgrade preview's statuses are its outcomes and
-changes, so no layer parses another's prose. Standard library only: the CI summary imports it without
-TileLang.
+CaseOutcome says what a run makes of a case. A check's result (harness.static.results) is made of these,
+and every report reads that result, so no layer parses another's prose. Standard library only: the CI
+summary imports it without TileLang.
 """
 
 from __future__ import annotations
 
 import enum
-import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-
-# JUnit properties of a static-session item (pytest's user_properties): the summary reads these.
-CASE_ID = "case_id"  # the check's case id: its parametrization id, or its function's name
-MISMATCH = "mismatch"  # one Mismatch as JSON, per differing file
-REMEDY = "remedy"  # the line saying how to accept (or delete) what the mismatches show
-CASE = "case"  # a case's item: its family, variant and target as a JSON list, passed or failed
-LOWERING_SOURCE = "lowering"  # where a case's files came from: `lowered` in this run, or the lowering `cache`
+from typing import Any
 
 
 def lowering_line(sources: Mapping[str, int], cache: str | None = None) -> str:
@@ -28,14 +20,9 @@ def lowering_line(sources: Mapping[str, int], cache: str | None = None) -> str:
     return f"{sources.get('lowered', 0)} cases lowered, {sources.get('cache', 0)} from the lowering cache{where}"
 
 
-def source_language(path: str) -> str:
-    """`HIP` for a `.hip` kernel source, `CUDA` otherwise: how a report names a source change."""
-    return "HIP" if path.endswith(".hip") else "CUDA"
-
-
 class FileChange(enum.Enum):
     """How one file compares with its snapshot (or a committed file with what is produced now); values are the
-    words people read, but a kernel source's change is named by its language (`label`)."""
+    words people read, but a kernel source's change is named by its language (`label`: `CUDA changed`)."""
 
     UNCHANGED = "identical"  # never a Mismatch: harness.static.diff gives None for an equal file
     MISSING = "no snapshot yet"
@@ -50,21 +37,43 @@ class FileChange(enum.Enum):
     ORPHAN = "orphan"  # a committed file that no registered variant produces
     NOW_LOWERS = "now lowers"  # the `.error` snapshot of a case declared not to lower (Variant.does_not_lower)
 
-    def label(self, path: str) -> str:
-        """The change as a reader of `path` sees it: `CUDA changed` or `HIP changed` for a kernel source."""
-        return f"{source_language(path)} changed" if self is FileChange.SOURCE else self.value
+    def label(self, subject: str) -> str:
+        """The change as a reader of a file of `subject` (its kind's words) sees it: `CUDA changed` for a CUDA
+        source."""
+        return f"{subject} changed" if self is FileChange.SOURCE and subject else self.value
 
 
 class CaseOutcome(enum.Enum):
     """What a run says about one case, from its files' changes or its lowering; values are the words people read."""
 
     PASSED = "identical"  # every file equals its snapshot
-    CHANGED = "changed"  # a file differs: the case's FileChange says how (harness.static.diff.CaseComparison)
+    CHANGED = "changed"  # a file differs: the case's FileChange says how (harness.static.kinds.CaseComparison)
     NEW = "no snapshot yet"
     CORRUPT = "corrupt snapshot"  # a snapshot of it cannot be read
     FAILED = "failed to lower"  # it did not lower, or, declared not to, it fails with another error
     NOW_LOWERS = "now lowers"  # declared not to lower (Variant.does_not_lower), it lowered
     STILL_FAILS = "still fails as declared"  # declared not to lower, it fails with the snapshotted error
+
+
+# A case's change is its most telling file's: a snapshot it cannot be compared with first, then a fact change
+# (which names what the source change did), then the kernel source's class, then any other text.
+CASE_PRECEDENCE = (
+    FileChange.MISSING,
+    FileChange.CORRUPT,
+    FileChange.FACTS,
+    FileChange.SOURCE,
+    FileChange.MOVED,
+    FileChange.RENAMED,
+    FileChange.COMMENTS,
+    FileChange.WHITESPACE,
+    FileChange.TEXT,
+)
+
+
+def case_change(mismatches: Iterable[Mismatch]) -> FileChange:
+    """A case's change (CASE_PRECEDENCE): UNCHANGED where no file differs."""
+    kinds = {found.kind for found in mismatches}
+    return next((kind for kind in CASE_PRECEDENCE if kind in kinds), FileChange.UNCHANGED)
 
 
 @dataclass(frozen=True)
@@ -92,6 +101,7 @@ class Mismatch:
 
     path: str  # as reports name it: the store's folder prefix, then the path inside it
     kind: FileChange
+    subject: str = ""  # what the file is, in the words of its kind (harness.static.kinds): `CUDA`, `facts`
     facts: tuple[FactChange, ...] = ()  # FACTS: one per changed field
     diff: tuple[str, ...] = ()  # unified diff lines (SOURCE, MOVED: with the old text's locals renamed as the new's)
     renaming: tuple[tuple[str, str], ...] = ()  # RENAMED, MOVED: (old name, new name) per renamed local
@@ -121,12 +131,17 @@ class Mismatch:
             renamed = f"; {len(self.renaming)} identifiers renamed" if self.renaming else ""
             return f"{self.kind.value} ({', '.join(self.moved)}{renamed})"
         if self.kind is FileChange.SOURCE:
-            return f"{self.kind.label(self.path)} (local names canonicalized)"
+            return f"{self.label} (local names canonicalized)"
         if self.kind is FileChange.NOW_LOWERS:
             return f"{self.kind.value}, though declared not to ({self.reason})"
         if self.kind is FileChange.ORPHAN:
             return "orphan: no registered variant produces it"
-        return self.kind.label(self.path)
+        return self.label
+
+    @property
+    def label(self) -> str:
+        """The change in a word or two: `CUDA changed`, `facts changed`."""
+        return self.kind.label(self.subject)
 
     @property
     def details(self) -> tuple[str, ...]:
@@ -137,26 +152,25 @@ class Mismatch:
         """`<path>: <headline>`, then the details indented by two spaces."""
         return [f"{self.path}: {self.headline}", *(f"  {line}" for line in self.details)]
 
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "path": self.path,
-                "kind": self.kind.value,
-                "facts": [[list(c.path), c.before, c.after, c.kernel] for c in self.facts],
-                "diff": self.diff,
-                "renaming": self.renaming,
-                "reason": self.reason,
-                "moved": self.moved,
-            }
-        )
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "kind": self.kind.value,
+            "subject": self.subject,
+            "facts": [[list(c.path), c.before, c.after, c.kernel] for c in self.facts],
+            "diff": self.diff,
+            "renaming": self.renaming,
+            "reason": self.reason,
+            "moved": self.moved,
+        }
 
     @classmethod
-    def from_json(cls, text: str) -> Mismatch:
-        """The inverse of to_json; ValueError (or KeyError, TypeError) on anything else."""
-        data = json.loads(text)
+    def from_dict(cls, data: Mapping[str, Any]) -> Mismatch:
+        """The inverse of to_dict; ValueError (or KeyError, TypeError) on anything else."""
         return cls(
             path=data["path"],
             kind=FileChange(data["kind"]),
+            subject=data["subject"],
             facts=tuple(
                 FactChange(tuple(path), before, after, kernel) for path, before, after, kernel in data["facts"]
             ),

@@ -1,20 +1,13 @@
-"""The comparison engine: how a case's snapshots differ from what the harness produced now.
+"""Diffs of two versions of a file: changed fact fields (via deepdiff), and unified diffs of text.
 
-One Mismatch per differing file, with readable field changes and diffs, and the case's class drawn
-from them (`compare_case`). The static check fails a case on these records and the upgrade preview
-counts their class, so a change is classified here and nowhere else."""
+The snapshot kinds (harness.static.kinds) compare their files with these."""
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from harness.static.changes import CaseOutcome, FactChange, FileChange, Mismatch
-from harness.static.renaming import classify, comments
-from harness.static.snapshot import CorruptSnapshot, SnapshotStore, load_yaml, parse_facts, strip_cuda_header
-from harness.targets import SOURCE_SUFFIXES
+from harness.static.changes import FactChange
 
 MAX_DIFF_LINES = 120
 
@@ -84,112 +77,11 @@ def text_diff(old: str, new: str, path: str, prefixes: tuple[str, str], context:
     their sides (`golden/`, `produced/`)."""
     before, after = (f"{prefix}{path}" for prefix in prefixes)
     lines = difflib.unified_diff(old.splitlines(), new.splitlines(), before, after, n=context, lineterm="")
-    return _capped(list(lines))
+    return capped(list(lines))
 
 
-def _capped(lines: list[str]) -> list[str]:
+def capped(lines: list[str]) -> list[str]:
     if len(lines) > MAX_DIFF_LINES:
         hidden = len(lines) - MAX_DIFF_LINES
         lines = lines[:MAX_DIFF_LINES] + [f"... {hidden} more diff lines; the full file is in the pending folder"]
     return lines
-
-
-def describe_mismatch(path: str, golden: str | None, produced: str, prefix: str) -> Mismatch | None:
-    """How one produced file differs from its snapshot; None when they match byte for byte.
-
-    `prefix` is the snapshot store's folder prefix (`golden/`), which names the file in reports."""
-    if golden == produced:
-        return None
-    shown = f"{prefix}{path}"
-    if golden is None:
-        return Mismatch(shown, FileChange.MISSING)
-    if path.endswith(".yaml"):
-        try:
-            old = parse_facts(golden, shown)
-        except CorruptSnapshot as error:
-            # The error names the file first, for readers of the exception; the record keeps the path apart.
-            return Mismatch(shown, FileChange.CORRUPT, reason=str(error).removeprefix(f"{shown}: "))
-        changes = fact_changes(old, load_yaml(produced))
-        if changes:
-            return Mismatch(shown, FileChange.FACTS, facts=tuple(changes))
-    raw = tuple(text_diff(golden, produced, path, (prefix, "produced/")))
-    if not path.endswith(tuple(SOURCE_SUFFIXES.values())):
-        return Mismatch(shown, FileChange.TEXT, diff=raw)
-    old_cuda, new_cuda = strip_cuda_header(golden), strip_cuda_header(produced)
-    found = classify(old_cuda, new_cuda, (f"{shown} (locals renamed as produced)", f"produced/{path}"))
-    if found.renamed_only and not found.renaming:  # the same code token for token
-        same_comments = comments(old_cuda) == comments(new_cuda)
-        return Mismatch(shown, FileChange.WHITESPACE if same_comments else FileChange.COMMENTS, diff=raw)
-    if found.renamed_only:
-        return Mismatch(shown, FileChange.RENAMED, diff=raw, renaming=tuple(found.renaming.items()))
-    # The diff with the renaming undone holds every real change; the raw one is `diff -u` of the two files.
-    canonical = tuple(_capped(found.canonical_diff))
-    if found.moved:
-        return Mismatch(
-            shown, FileChange.MOVED, diff=canonical, renaming=tuple(found.renaming.items()), moved=found.moved
-        )
-    return Mismatch(shown, FileChange.SOURCE, diff=canonical)
-
-
-# A case's class is its most telling file's: a snapshot it cannot be compared with first, then a fact change
-# (which names what the source change did), then the kernel source's class, then any other text.
-CASE_PRECEDENCE = (
-    FileChange.MISSING,
-    FileChange.CORRUPT,
-    FileChange.FACTS,
-    FileChange.SOURCE,
-    FileChange.MOVED,
-    FileChange.RENAMED,
-    FileChange.COMMENTS,
-    FileChange.WHITESPACE,
-    FileChange.TEXT,
-)
-
-
-@dataclass(frozen=True)
-class CaseComparison:
-    """How one case's produced files compare with their snapshots: the static check fails the case on its
-    mismatches, the upgrade preview reports its change and outcome."""
-
-    files: Mapping[str, Mismatch | None]  # per produced file (as named inside the store): its record, None if equal
-    fields: tuple[str, ...] = ()  # the changed fact fields (changed_fields), where a facts file changed
-
-    @property
-    def mismatches(self) -> tuple[Mismatch, ...]:
-        """The differing files' records, in the produced files' order."""
-        return tuple(found for found in self.files.values() if found is not None)
-
-    def change_of(self, path: str) -> FileChange:
-        """One file's change: UNCHANGED where it equals its snapshot."""
-        found = self.files[path]
-        return FileChange.UNCHANGED if found is None else found.kind
-
-    @property
-    def change(self) -> FileChange:
-        """The case's change (CASE_PRECEDENCE): UNCHANGED where every file equals its snapshot."""
-        kinds = {found.kind for found in self.mismatches}
-        return next((kind for kind in CASE_PRECEDENCE if kind in kinds), FileChange.UNCHANGED)
-
-    def outcome(self, declared_failure: bool = False) -> CaseOutcome:
-        """What the comparison says of the case; `declared_failure`: its one file is the `.error` of a case declared
-        not to lower, which either still holds the error or no longer does."""
-        change = self.change
-        if change is FileChange.MISSING:
-            return CaseOutcome.NEW
-        if change is FileChange.CORRUPT:
-            return CaseOutcome.CORRUPT
-        if change is FileChange.UNCHANGED:
-            return CaseOutcome.STILL_FAILS if declared_failure else CaseOutcome.PASSED
-        return CaseOutcome.FAILED if declared_failure else CaseOutcome.CHANGED
-
-
-def compare_case(produced: Mapping[str, str], golden: SnapshotStore) -> CaseComparison:
-    """Every produced file of a case (or a summary) against its snapshot in `golden`."""
-    snapshots = {path: golden.read(path) for path in produced}
-    files = {path: describe_mismatch(path, snapshots[path], text, golden.prefix) for path, text in produced.items()}
-    fields: tuple[str, ...] = ()
-    for path, found in files.items():
-        if found is not None and found.kind is FileChange.FACTS:  # both sides parsed: the snapshot is not corrupt
-            old = parse_facts(snapshots[path] or "", found.path)
-            fields += tuple(changed_fields(old, load_yaml(produced[path])))
-    return CaseComparison(files, fields)

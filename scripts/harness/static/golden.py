@@ -24,11 +24,6 @@ def check_may_write(force: bool, environ: Mapping[str, str] = os.environ) -> Non
         )
 
 
-def accept_line(selector: str) -> str:
-    """The remedy under a failing case: the command that accepts what it shows."""
-    return f'to accept these changes: nox -s regen-golden -- -k "{selector}"'
-
-
 def regen_files(first: Mapping[str, str], second: Mapping[str, str], golden: SnapshotStore) -> dict[str, str]:
     """Write `first` into golden/ if `second` (an independent lowering) agrees; path -> outcome."""
     differing = [path for path in first if first[path] != second.get(path)]

@@ -7,34 +7,32 @@ pytest provides parametrization, `-k`, xdist and JUnit XML, this plugin the rest
 from __future__ import annotations
 
 import functools
-import json
 import os
 import shutil
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 import harness.family
 from harness.static.cases import all_cases, parse_shard, select_shard
-from harness.static.changes import CASE, CASE_ID, LOWERING_SOURCE, MISMATCH, REMEDY, Mismatch, lowering_line
+from harness.static.changes import lowering_line
 from harness.static.golden import RegenRefused, check_may_write
 from harness.static.lowering_cache import LoweringCache
+from harness.static.results import (
+    CheckResult,
+    ResultsError,
+    Status,
+    append_result,
+    read_results,
+    unchanged_cases,
+)
 from harness.static.snapshot import SnapshotStore
 from harness.static.target_identity import identity_lines
-from harness.static.verdict import (
-    CaseKey,
-    Failure,
-    Verdict,
-    build_verdict,
-    capped_text,
-    error_key,
-    footer_lines,
-    terminal_lines,
-)
+from harness.static.verdict import Verdict, build_verdict, capped_text, error_key, footer_lines, terminal_lines
 
 if TYPE_CHECKING:
     from harness.static.session import LoweringSession
@@ -157,16 +155,6 @@ def _group(item: pytest.Item) -> str:
     return marker.args[0] if marker else "session"
 
 
-def pytest_itemcollected(item: pytest.Item) -> None:
-    """Name the check in the JUnit report by its case id: the node id ends in xdist's `@<group>` (below),
-    which pytest's JUnit writer mangles into the name (`test_case[<id>]@<group>]`)."""
-    callspec = getattr(item, "callspec", None)
-    item.user_properties.append((CASE_ID, callspec.id if callspec else getattr(item, "originalname", item.name)))
-    case = callspec.params.get("case") if callspec else None
-    if case is not None:  # a case's item: the verdict groups failures by family, variant and target
-        item.user_properties.append((CASE, json.dumps([case.family.name, case.variant.name, case.target])))
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """After -k/-m: keep this shard's groups, refuse an empty selection."""
@@ -203,37 +191,85 @@ def empty_selection(config: pytest.Config) -> str:
     )
 
 
-# Items report through user_properties because those travel from xdist workers to the controller.
+# -- what an item reports: one CheckResult, written by the process that ran it ------------------------------
+
+RESULT = pytest.StashKey[CheckResult]()
+# The item's phases that did not pass, as (outcome, text) in order; the text whole, before the terminal shortens it.
+NOT_PASSED = pytest.StashKey[list[tuple[str, str]]]()
 
 
-def record_outcomes(request: pytest.FixtureRequest, outcomes: dict[str, str]) -> None:
-    """Attach path -> outcome (created, updated, deleted, unchanged) to the item's report."""
-    for path, outcome in outcomes.items():
-        request.node.user_properties.append(("golden_outcome", f"{outcome} {path}"))
+def _check_id(item: pytest.Item) -> str:
+    """A case's id (`family/variant/target`), another check's parametrization id, or its function's name."""
+    callspec = getattr(item, "callspec", None)
+    return callspec.id if callspec else getattr(item, "originalname", item.name)
 
 
-def record_findings(request: pytest.FixtureRequest, lines: list[str]) -> None:
-    """Attach lines a reviewer must see in the session's output even when the item passes."""
-    request.node.user_properties.extend(("golden_finding", line) for line in lines)
+def record(request: pytest.FixtureRequest, **fields: Any) -> None:
+    """Add fields (harness.static.results.CheckResult's) to the item's result."""
+    item = request.node
+    item.stash[RESULT] = replace(item.stash.get(RESULT, CheckResult(_check_id(item))), **fields)
 
 
-def fail_with_mismatches(
-    request: pytest.FixtureRequest, mismatches: list[Mismatch], remedy: str, note: str | None = None
-) -> NoReturn:
-    """Fail the item with what changed in a line, and attach the records themselves (and the remedy) as
-    JUnit properties, which the session's closing verdict and the CI job summary read instead of the text.
-    The diffs are shown once per change in the verdict the session closes with, not once per case."""
-    request.node.user_properties.extend((MISMATCH, mismatch.to_json()) for mismatch in mismatches)
-    request.node.user_properties.append((REMEDY, remedy))
-    lines = [*(f"{m.path}: {m.headline}" for m in mismatches), note, remedy]
-    pytest.fail("\n".join(line for line in lines if line), pytrace=False)
+def report(request: pytest.FixtureRequest, result: CheckResult | None = None, **fields: Any) -> None:
+    """End the item with `result`, or with what it recorded and `fields`: it fails or is skipped with the result's
+    text, or passes. Every skip of the session is raised here, so pytest folds those of one cause into one line."""
+    if result is None:
+        record(request, **fields)
+        result = request.node.stash[RESULT]
+    request.node.stash[RESULT] = result
+    if result.status is Status.FAILED:
+        pytest.fail(result.text, pytrace=False)
+    if result.status is Status.SKIPPED:
+        pytest.skip(result.text)
 
 
-def record_lowering_source(request: pytest.FixtureRequest, case_id: str) -> None:
-    """Attach where the case's files came from (LOWERING_SOURCE: `lowered` or `cache`) to the item's report."""
-    source = golden_run(request.config).lowerings.sources.get(case_id)
-    if source is not None:  # None: the case failed before its files existed
-        request.node.user_properties.append((LOWERING_SOURCE, source))
+def _text(report: pytest.TestReport) -> str:
+    """A failure's whole text, or a skip's reason."""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return report.longrepr[2].removeprefix("Skipped: ")
+    return report.longreprtext
+
+
+def _final_result(item: pytest.Item) -> CheckResult:
+    """What the item recorded, with pytest's outcome over its phases: a failure or skip the item did not record
+    (an exception, a fixture's error) takes its text from pytest's report."""
+    result = item.stash.get(RESULT, CheckResult(_check_id(item)))
+    not_passed = dict(reversed(item.stash.get(NOT_PASSED, [])))  # outcome -> its first phase's text
+    if "failed" in not_passed:
+        return replace(result, status=Status.FAILED, text=not_passed["failed"])
+    if "skipped" in not_passed:
+        return replace(result, status=Status.SKIPPED, text=not_passed["skipped"])
+    return replace(result, status=Status.PASSED)
+
+
+def _shorten(item: pytest.Item, report: pytest.TestReport) -> None:
+    """A failure without mismatch records (an error) that repeats one this process has shown, its case's names
+    aside, is shown by a line naming the first; a long one by its first and last lines (its result keeps it whole).
+    """
+    result = item.stash.get(RESULT, CheckResult(_check_id(item)))
+    if result.mismatches:
+        return
+    key = error_key(replace(result, text=report.longreprtext))
+    first = golden_run(item.config).shown_errors.setdefault(key, result.check)
+    shown = (
+        f"the same error as {first} (above)" if first != result.check else "\n".join(capped_text(report.longreprtext))
+    )
+    if shown != report.longreprtext:
+        report.longrepr = shown
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    """After the item's last phase, its result as one line of the results file, written by the process that ran it
+    (an xdist worker writes its own items')."""
+    test_report = yield
+    if not test_report.passed:
+        item.stash.setdefault(NOT_PASSED, []).append((test_report.outcome, _text(test_report)))
+    if test_report.failed:
+        _shorten(item, test_report)
+    if test_report.when == "teardown":
+        append_result(Path(item.config.getoption("--pending-dir")), _final_result(item))
+    return test_report
 
 
 # -- the run's state ---------------------------------------------------------------------------------------
@@ -250,11 +286,7 @@ class GoldenRun:
     cache: LoweringCache | None  # the disk cache the options ask for; None: lower every case
     packages: tuple[str, ...]  # where its families come from (`--families`)
     collected_by_worker: dict[str, int] = field(default_factory=dict)  # xdist worker -> items it collected
-    outcomes: Counter[str] = field(default_factory=Counter)  # regen outcome -> how many files
-    findings: list[str] = field(default_factory=list)
-    lowering_sources: Counter[str] = field(default_factory=Counter)  # `lowered` or `cache` -> how many cases
-    failures: list[Failure] = field(default_factory=list)  # the failing checks as the verdict reads them
-    unchanged: list[CaseKey] = field(default_factory=list)  # the cases that passed
+    shown_errors: dict[tuple[str, str], str] = field(default_factory=dict)  # an error's key -> the check shown with it
     _lowerings: LoweringSession | None = field(default=None, repr=False)
 
     @functools.cached_property
@@ -283,57 +315,36 @@ class GoldenRun:
             sys.stderr.write(f"ERROR: {empty_selection(session.config)}\n")
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
-    @pytest.hookimpl(trylast=True)  # after the JUnit writer has taken the full text
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        properties = dict(report.user_properties)
-        if report.failed:
-            self._record_failure(report, properties)
-        if report.when != "call":
-            return
-        if report.passed and CASE in properties:
-            self.unchanged.append(tuple(json.loads(properties[CASE])))
-        for name, value in report.user_properties:
-            if name == "golden_outcome":
-                self.outcomes[value.split(" ", 1)[0]] += 1
-            elif name == "golden_finding":
-                self.findings.append(value)
-            elif name == LOWERING_SOURCE:
-                self.lowering_sources[value] += 1
+    def _results(self, config: pytest.Config) -> list[CheckResult]:
+        try:
+            return read_results(Path(config.getoption("--pending-dir")))
+        except ResultsError:
+            return []  # nothing ran (a collection, an empty selection): pytest says so
 
-    def _record_failure(self, report: pytest.TestReport, properties: dict[str, str]) -> None:
-        """Keep the failure for the verdict. A failure without records (an error) that repeats one shown
-        already, its case's names aside, is shown by a line naming the first; a long one in its first and last
-        lines."""
-        case = tuple(json.loads(properties[CASE])) if CASE in properties else None
-        mismatches = tuple(Mismatch.from_json(value) for name, value in report.user_properties if name == MISMATCH)
-        failure = Failure(properties.get(CASE_ID, report.nodeid), case, mismatches, properties.get(REMEDY, ""))
-        if not mismatches:
-            failure = Failure(failure.check, case, text=report.longreprtext)
-            first = next((f for f in self.failures if not f.mismatches and error_key(f) == error_key(failure)), None)
-            shown = f"the same error as {first.check} (above)" if first else "\n".join(capped_text(failure.text))
-            if shown != failure.text:
-                report.longrepr = shown
-        self.failures.append(failure)
-
-    def _verdict(self, config: pytest.Config) -> Verdict:
+    def _verdict(self, config: pytest.Config, results: list[CheckResult]) -> Verdict:
         pending = f"{config.getoption('--pending-dir')}/"
-        return build_verdict(self.failures, self.unchanged, pending, [c.id for c in all_cases(self.registry)])
+        failures = [r for r in results if r.failed]
+        return build_verdict(failures, unchanged_cases(results), pending, [c.id for c in all_cases(self.registry)])
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-        if self.failures:
-            verdict = self._verdict(config)
+        results = self._results(config)
+        if any(r.failed for r in results):
+            verdict = self._verdict(config, results)
             terminalreporter.write_sep("=", f"what changed: {verdict.heading}")
             for line in terminal_lines(verdict):
                 terminalreporter.write_line(line)
-        if self.findings:
+        findings = [line for r in results for line in r.findings]
+        if findings:
             terminalreporter.write_sep("=", "findings")
-            for line in self.findings:
+            for line in findings:
                 terminalreporter.write_line(line)
         if config.getoption("--regen"):
-            counts = ", ".join(f"{self.outcomes[o]} {o}" for o in OUTCOMES)
+            written = Counter(outcome for r in results for outcome in r.written.values())
+            counts = ", ".join(f"{written[o]} {o}" for o in OUTCOMES)
             terminalreporter.write_sep("=", f"golden files: {counts}")
-        if self.lowering_sources:
-            terminalreporter.write_line(lowering_line(self.lowering_sources, config.getoption("--lowering-cache")))
+        lowering = Counter(r.lowering for r in results if r.lowering)
+        if lowering:
+            terminalreporter.write_line(lowering_line(lowering, config.getoption("--lowering-cache")))
         pending = Path(config.getoption("--pending-dir"))
         identity = identity_lines(SnapshotStore(pending)) if pending.is_dir() else []
         if identity:
@@ -345,8 +356,9 @@ class GoldenRun:
     def pytest_terminal_summary_closing(self, terminalreporter: pytest.TerminalReporter, config: pytest.Config):
         """After pytest's own list of failed items: the last lines say what changed and how to accept it."""
         yield
-        if self.failures:
-            verdict = self._verdict(config)
+        results = self._results(config)
+        if any(r.failed for r in results):
+            verdict = self._verdict(config, results)
             terminalreporter.write_sep("=", f"what changed ({verdict.heading}), and how to accept it")
             for line in footer_lines(verdict):
                 terminalreporter.write_line(line)

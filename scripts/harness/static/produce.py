@@ -1,7 +1,8 @@
-"""What the harness produces for a case: normalized CUDA and facts, and the snapshot files for them.
+"""What the harness makes of a case's files: its source and facts read back, the warnings that fail it, the
+`.error` of a case declared not to lower.
 
-Each function turns what it is given (a lowering, or a case's files) into its product; what a run lowers and
-keeps is its session's (`harness.static.session`)."""
+The files themselves are rendered by their kinds (`harness.static.kinds`); what a run lowers and keeps is its
+session's (`harness.static.session`)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,9 @@ from typing import Any
 
 from harness.family import CaseFacts
 from harness.static.cases import Case
-from harness.static.facts import extract_facts
 from harness.static.lowering import Lowering, LoweringError
-from harness.static.normalize import normalize_error, normalized_source
-from harness.static.snapshot import cuda_header, load_yaml, render_error, render_facts, strip_cuda_header
+from harness.static.normalize import normalize_error
+from harness.static.snapshot import load_yaml, render_error, strip_cuda_header
 
 
 class NowLowers(RuntimeError):
@@ -38,8 +38,7 @@ class Produced:
 def read_produced(case: Case, files: dict[str, str]) -> Produced:
     """The normalized source and facts of a case that lowers, read back from its snapshot files, so a case taken
     from the lowering cache reads as a lowered one."""
-    source, facts = case.snapshot_files
-    return Produced(strip_cuda_header(files[source]), load_yaml(files[facts]))
+    return Produced(strip_cuda_header(files[case.source_file]), load_yaml(files[case.facts_file]))
 
 
 def case_facts(case: Case, produced: Produced) -> CaseFacts:
@@ -69,21 +68,6 @@ def unacknowledged_warnings(case: Case, facts: dict[str, Any]) -> str | None:
         + f"\nFix the kernel in {case.family.file}; if it is right as written, say why on variant "
         f'{case.variant.name!r}: Variant(acknowledged_warnings={{{failing[0][0]!r}: "<why>"}})'
     )
-
-
-def snapshot_files(case: Case, lower: Callable[[], Lowering]) -> dict[str, str]:
-    """`{"<id>.cu": ..., "<id>.yaml": ...}` for one case from its lowering (`lower()`), as snapshotted under golden/
-    (`.hip` for a HIP target); `{"<id>.error": ...}` for one declared not to lower, NowLowers when it lowers."""
-    if case.does_not_lower is not None:
-        (path,) = case.snapshot_files
-        return {path: error_text(case, lower)}
-    lowering = lower()
-    source, facts = case.snapshot_files
-    return {
-        source: cuda_header(case.id, case.target)
-        + normalized_source([(step.name, step.cuda) for step in lowering.kernels]),
-        facts: render_facts(extract_facts(lowering)),
-    }
 
 
 def error_text(case: Case, lower: Callable[[], Lowering]) -> str:

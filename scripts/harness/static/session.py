@@ -7,7 +7,7 @@ in-process) share nothing, and a run sees only the disk cache it was given.
 
 The path of one case: `files` -> its key (`lowering_cache.case_key`, over the kernel as `build` traced it, read
 once per variant) -> the disk cache's entry under that key, or `lower` (`harness.static.lowering`) rendered by
-`produce.snapshot_files`; `produce` and `facts` read those files back, so a cached case reads as a lowered one.
+`kinds.render_case`; `produce` and `facts` read those files back, so a cached case reads as a lowered one.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from typing import Any
 from harness.build import BuildError, BuiltKernel, build_kernel
 from harness.family import CaseFacts, Family, Variant
 from harness.static.cases import Case
+from harness.static.kinds import render_case
 from harness.static.lowering import Lowering, LoweringError, lower
 from harness.static.lowering_cache import LoweringCache, case_key, installed_code, traced_kernel
-from harness.static.produce import Produced, case_facts, read_produced, snapshot_files
+from harness.static.produce import Produced, case_facts, read_produced
 
 # A variant by the ids of its Family and Variant objects (their fields hold dicts: they do not hash); each memo
 # keeps those objects beside what it holds, so their ids stay theirs while the session lives.
@@ -78,15 +79,15 @@ class LoweringSession:
         return lowering
 
     def files(self, case: Case, *, fresh: bool = False) -> dict[str, str]:
-        """The case's snapshot files (`produce.snapshot_files`), once per run: from the disk cache when it holds
+        """The case's snapshot files (`kinds.render_case`), once per run: from the disk cache when it holds
         them, else lowered (and stored there); `fresh` lowers again, past the cache and every memo."""
         if fresh:
-            return snapshot_files(case, lambda: self.lower(case, fresh=True))
+            return render_case(case, lambda: self.lower(case, fresh=True))
         slot = _case_slot(case)
         if slot not in self._files:
 
             def produce() -> dict[str, str]:
-                return snapshot_files(case, lambda: self.lower(case))
+                return render_case(case, lambda: self.lower(case))
 
             if self.cache is None:
                 files, source = produce(), "lowered"

@@ -17,99 +17,36 @@ from harness.family import Family, Registry, target_record
 from harness.static.cases import Case, all_cases, check_groups, family_cases, not_lowering_cases
 from harness.static.changes import FileChange, Mismatch
 from harness.static.claims import NoClaims, judge_claims
-from harness.static.diff import compare_case
-from harness.static.golden import RegenRefused, accept_line, regen_files
+from harness.static.engine import check_case, check_files, first_lines
 from harness.static.lowering import LoweringError
-from harness.static.plugin import (
-    UNSHARDED,
-    fail_with_mismatches,
-    golden_run,
-    is_filtered,
-    record_findings,
-    record_lowering_source,
-    record_outcomes,
-)
-from harness.static.produce import NowLowers, unacknowledged_warnings
+from harness.static.plugin import UNSHARDED, golden_run, is_filtered, record, report
+from harness.static.results import CheckResult, Status
 from harness.static.session import LoweringSession
 from harness.static.snapshot import (
     FORMAT_VERSION,
     MANIFEST,
     CorruptSnapshot,
-    SnapshotStore,
     installed_tilelang_version,
     render_manifest,
 )
 from harness.static.variant_effects import has_pairs, no_effect, render_effects, summary_path, variant_effects
 
 
-def _version_note(golden: SnapshotStore) -> str | None:
-    try:
-        manifest = golden.read_manifest()
-    except CorruptSnapshot:
-        return None  # test_manifest reports it
-    installed = installed_tilelang_version()
-    if manifest is not None and manifest["tilelang"] != installed:
-        return f"note: {golden.prefix} was produced with TileLang {manifest['tilelang']}, this run uses {installed}"
-    return None
+def _not_run(request: pytest.FixtureRequest, reason: str) -> None:
+    """Skip a check over several cases that one of them stops: the reason, in the skip itself (the case's own
+    item, which may not be selected, fails with it). The skip names no item and is raised where every skip of
+    the session is (`report`), so pytest's summary folds the items one cause stops into one line."""
+    report(request, status=Status.SKIPPED, text=reason)
 
 
-def _compare_or_write(request, produced_by: Callable[..., dict[str, str]], selector, golden, pending, regen) -> None:
-    """Shared by every snapshot-producing item: pending copy, then compare or regen."""
-    refusal = now_lowers = None
-    try:
-        produced = produced_by(fresh=False)
-        for path, text in produced.items():
-            pending.write(path, text)
-        if regen:
-            record_outcomes(request, regen_files(produced, produced_by(fresh=True), golden))
-            return
-    except LoweringError as error:
-        refusal = f"{error}\nnothing under {golden.prefix} was written for it"
-    except RegenRefused as error:
-        refusal = str(error)
-    except NowLowers as error:
-        now_lowers = error
-    if now_lowers:  # a CI summary row of its own kind, with the remedy the declaration needs
-        case = now_lowers.case
-        found = [
-            Mismatch(f"{golden.prefix}{path}", FileChange.NOW_LOWERS, reason=case.not_lowering_note)
-            for path in case.snapshot_files
-        ]
-        fail_with_mismatches(request, found, now_lowers.remedy)
-    if refusal:  # failed outside the handler, so pytest does not print the chained error a second time
-        pytest.fail(refusal, pytrace=False)
-    mismatches = compare_case(produced, golden).mismatches
-    if mismatches:
-        fail_with_mismatches(request, list(mismatches), accept_line(selector), _version_note(golden))
-
-
-# A skip's reason shows its cause's first lines: enough to act on whatever `-k` selected, the rest in the item
-# that owns the cause.
-REASON_LINES = 3
-
-
-def _reason(error: Exception) -> str:
-    lines = str(error).splitlines()
-    return "\n".join(lines[:REASON_LINES]) + (
-        f"\n... ({len(lines) - REASON_LINES} more lines)" if len(lines) > REASON_LINES else ""
-    )
-
-
-def _not_run(error: LoweringError) -> None:
-    """A check over several cases when one did not lower: the reason, in the skip itself (the case's own item,
-    which may not be selected, fails with it). The skip names no item, so pytest's summary folds the items one
-    cause stops into one line."""
-    pytest.skip(f"not run, because case {_reason(error)}")
-
-
-def _require_built(lowerings: LoweringSession, cases) -> None:
+def _require_built(request: pytest.FixtureRequest, lowerings: LoweringSession, cases) -> None:
     """Skip a check over cases whose variant does not build, with the reason (test_family_declaration fails with
-    it, once per family, when selected), folded as `_not_run`'s."""
+    it, once per family, when selected)."""
     for case in cases:
         try:
             lowerings.build(case.family, case.variant)
         except BuildError as error:
-            pytest.skip(f"not run, because variant {case.variant.name!r} does not build: {_reason(error)}")
+            _not_run(request, f"not run, because variant {case.variant.name!r} does not build: {first_lines(error)}")
 
 
 def _grouped(values, group_of, id_of=lambda v: getattr(v, "id", None)) -> list:
@@ -146,18 +83,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def test_case(request, case: Case, lowerings: LoweringSession, golden_store, pending_store, regen) -> None:
-    _require_built(lowerings, [case])
-    try:
-        _compare_or_write(
-            request, lambda fresh: lowerings.files(case, fresh=fresh), case.id, golden_store, pending_store, regen
-        )
-    finally:
-        record_lowering_source(request, case.id)
-    # After the snapshot is compared (or written, so the warning is in review): a warning that means a wrong
-    # result fails the case, in a regen too, until the kernel is fixed or the variant says why it is right.
-    refusal = None if case.does_not_lower is not None else unacknowledged_warnings(case, lowerings.produce(case).facts)
-    if refusal:
-        pytest.fail(refusal, pytrace=False)
+    report(request, check_case(case, lowerings, golden_store, pending_store, regen))
 
 
 def test_family_loads(broken) -> None:
@@ -176,25 +102,24 @@ def test_family_declaration(family: Family, lowerings: LoweringSession) -> None:
 def test_family_checks(request, group: str, lowerings: LoweringSession, families: Registry) -> None:
     """The family's own checks on fresh facts (the seeds' claims); only recorded deviations may fail."""
     family, cases = check_groups(families)[group]
-    record_findings(
-        request,
-        [
-            f"{group}: family checks skip {c.id}: {c.not_lowering_note}"
-            for c in not_lowering_cases(family)
-            if c.group == group
-        ],
+    skipped = tuple(
+        f"{group}: family checks skip {c.id}: {c.not_lowering_note}"
+        for c in not_lowering_cases(family)
+        if c.group == group
     )
-    _require_built(lowerings, cases)
+    record(request, findings=skipped)
+    _require_built(request, lowerings, cases)
     empty = None
     try:
         verdict = judge_claims(family, group, [lowerings.facts(c) for c in cases])
     except LoweringError as error:
-        _not_run(error)
+        _not_run(request, f"not run, because case {first_lines(error)}")
     except NoClaims as error:
         empty = str(error)
     if empty:  # outside the handler: one message, no chained error
         pytest.fail(empty, pytrace=False)
-    record_findings(request, [f"{group}: {c.name}: false ({c.why})" for c in verdict.deviations])
+    deviations = tuple(f"{group}: {c.name}: false ({c.why})" for c in verdict.deviations)
+    record(request, findings=skipped + deviations)
     unexpected = [f"{c.name} ({'holds' if c.holds else 'fails'}: {c.observed})" for c in verdict.unexpected]
     assert not unexpected, f"{group}: the family's checks differ from what {family.file} records:\n" + "\n".join(
         unexpected
@@ -205,31 +130,28 @@ def test_variant_effects(
     request, family: Family, lowerings: LoweringSession, golden_store, pending_store, regen
 ) -> None:
     """Which annotations change the CUDA on each target; committed as golden/<family>/SUMMARY.md."""
-    _require_built(lowerings, family_cases(family))
+    _require_built(request, lowerings, family_cases(family))
     try:
         effects = variant_effects(family, lowerings.produce, lowerings.build)
     except LoweringError as error:
-        _not_run(error)
-    record_findings(
-        request,
-        [
-            f"{family.name} on {target}: {target_record(target).language} identical to the variant it is compared with "
-            f"(annotation without effect): {', '.join(variants)}"
-            for target, variants in no_effect(effects).items()
-            if variants  # a target where every annotation has its effect is no finding
-        ],
+        _not_run(request, f"not run, because case {first_lines(error)}")
+    findings = tuple(
+        f"{family.name} on {target}: {target_record(target).language} identical to the variant it is compared with "
+        f"(annotation without effect): {', '.join(variants)}"
+        for target, variants in no_effect(effects).items()
+        if variants  # a target where every annotation has its effect is no finding
     )
-    summary = render_effects(family, effects)
-    path = summary_path(family)
+    summary = {summary_path(family): render_effects(family, effects)}
     selector = f"variant_effects and {family.name}"  # what -k matches: the item's name
-    _compare_or_write(request, lambda fresh: {path: summary}, selector, golden_store, pending_store, regen)
+    result = CheckResult(family.name, accept=selector, findings=findings)
+    report(request, check_files(result, lambda fresh: summary, golden_store, pending_store, regen))
 
 
 def test_manifest(request, golden_store, regen) -> None:
     """golden/MANIFEST.yaml names the TileLang and format that produced every snapshot."""
     text = render_manifest(installed_tilelang_version())
     if regen:
-        record_outcomes(request, {MANIFEST: golden_store.write(MANIFEST, text)})
+        record(request, written={MANIFEST: golden_store.write(MANIFEST, text)})
         return
     try:
         manifest, corrupt = golden_store.read_manifest(), None
@@ -272,11 +194,10 @@ def test_no_orphans(request, golden_store, regen, families: Registry) -> None:
             pytest.skip(f"{len(orphans)} orphan snapshot(s) kept: orphans are deleted only by an unfiltered regen")
         for path in orphans:
             golden_store.delete(path)
-        record_outcomes(request, {path: "deleted" for path in orphans})
+        record(request, written={path: "deleted" for path in orphans})
         return
     if orphans:
-        fail_with_mismatches(
-            request,
-            [Mismatch(f"{golden_store.prefix}{path}", FileChange.ORPHAN) for path in orphans],
-            "to delete them (a variant was renamed or removed?): an unfiltered `nox -s regen-golden`",
-        )
+        found = tuple(Mismatch(f"{golden_store.prefix}{path}", FileChange.ORPHAN) for path in orphans)
+        remedy = "to delete them (a variant was renamed or removed?): an unfiltered `nox -s regen-golden`"
+        text = "\n".join([*(f"{m.path}: {m.headline}" for m in found), remedy])
+        report(request, CheckResult("test_no_orphans", Status.FAILED, mismatches=found, accept="", text=text))

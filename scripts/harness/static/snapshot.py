@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from harness.files import atomic_write
+from harness.static.results import RESULTS
 
 # The snapshot format: what a `.cu` and a `.yaml` under golden/ hold. A change that makes old
 # snapshots unreadable or different bumps it and adds a line here.
@@ -218,11 +219,15 @@ class SnapshotStore:
             folder.rmdir()
 
     def files(self) -> set[str]:
-        """Every snapshot file under the root, as paths relative to it (manifest excluded)."""
+        """Every snapshot file under the root, as paths relative to it (the manifest and a run's results excluded)."""
         if not self.root.is_dir():
             return set()
         found = {p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file()}
-        return {f for f in found if f != MANIFEST and not f.startswith("timing/") and not Path(f).name.startswith(".")}
+        return {
+            f
+            for f in found
+            if f not in (MANIFEST, RESULTS) and not f.startswith("timing/") and not Path(f).name.startswith(".")
+        }
 
     def read_manifest(self) -> dict[str, Any] | None:
         text = self.read(MANIFEST)

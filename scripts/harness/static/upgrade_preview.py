@@ -14,7 +14,6 @@ over all cases, and lists them.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -24,15 +23,17 @@ from typing import Any
 
 from harness.family import Registry
 from harness.static.cases import Case, all_cases, check_groups
-from harness.static.changes import CaseOutcome, FileChange, Mismatch
+from harness.static.changes import CaseOutcome, FileChange, case_change
 from harness.static.claims import NoClaims, judge_claims
-from harness.static.diff import compare_case
+from harness.static.engine import check_case
 from harness.static.lowering import LoweringError
-from harness.static.produce import NowLowers
+from harness.static.results import RESULTS, CheckResult, append_result, unchanged_cases
 from harness.static.session import LoweringSession
 from harness.static.snapshot import SnapshotStore
-from harness.static.verdict import Failure, build_verdict, entries_markdown
-from harness.targets import TARGETS
+from harness.static.verdict import build_verdict, entries_markdown
+from harness.targets import SOURCE_SUFFIXES, TARGETS
+
+SOURCES = tuple(SOURCE_SUFFIXES.values())  # a kernel source snapshot's suffixes
 
 # A case's status, in the report's column order: its outcome, or, for a changed case, how it changed.
 STATUSES: tuple[CaseOutcome | FileChange, ...] = (
@@ -59,7 +60,7 @@ class CaseRow:
     family: str
     target: str
     outcome: CaseOutcome
-    change: FileChange | None = None  # the case's change (harness.static.diff.CaseComparison), where compared
+    change: FileChange | None = None  # the case's change (harness.static.kinds.CaseComparison), where compared
     # The kernel source's own change (`.cu` or `.hip`, Case.source_file): unchanged, whitespace or comments changed
     # only, renamed only, declarations moved only or changed; None when it was not compared (the case did not
     # lower, or has no snapshot yet).
@@ -67,9 +68,8 @@ class CaseRow:
     fields: list[str] = field(default_factory=list)  # changed fact fields
     renamed: int = 0  # identifiers renamed
     error: str = ""
-    # For the grouped report only (not in report.json): the case's family, variant and target, its mismatches.
-    key: tuple[str, str, str] = field(default=("", "", ""), repr=False)
-    mismatches: tuple[Mismatch, ...] = field(default=(), repr=False)
+    # For the grouped report only (not in report.json): the result the row was read from.
+    result: CheckResult | None = field(default=None, repr=False)
 
     @property
     def status(self) -> CaseOutcome | FileChange:
@@ -169,9 +169,9 @@ class Preview:
 
     def verdict_markdown(self) -> str:
         """The changed cases as the static check's verdict groups and orders them (entries, facts first)."""
-        failures = [Failure(r.case, r.key, r.mismatches) for r in self.rows if r.mismatches]
-        unchanged = [r.key for r in self.rows if r.outcome is CaseOutcome.PASSED]
-        return entries_markdown(build_verdict(failures, unchanged)) if failures else "- none\n"
+        results = [r.result for r in self.rows if r.result]
+        failures = [r for r in results if r.failed]
+        return entries_markdown(build_verdict(failures, unchanged_cases(results))) if failures else "- none\n"
 
 
 def _column(status: CaseOutcome | FileChange) -> str:
@@ -186,37 +186,44 @@ def _label(status: CaseOutcome | FileChange | None, target: str) -> str:
         return ""
     if isinstance(status, CaseOutcome):
         return status.value
-    return status.label(TARGETS[target].source_suffix if target in TARGETS else "")
+    return status.label(TARGETS[target].language if target in TARGETS else "")
 
 
 def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore, lowerings: LoweringSession) -> CaseRow:
     """The case lowered with this TileLang, its files written to `pending` and compared with `golden` by the
-    static check's own comparison (harness.static.diff.compare_case), so that both name a change alike."""
-    row = functools.partial(CaseRow, case.id, case.family.name, case.target)
-    try:
-        files = lowerings.files(case)
-    except LoweringError as error:
-        return row(CaseOutcome.FAILED, error=str(error).splitlines()[0])
-    except NowLowers as error:
-        return row(CaseOutcome.NOW_LOWERS, error=error.remedy)
-    for path, text in files.items():
-        pending.write(path, text)
-    comparison = compare_case(files, golden)
-    if case.does_not_lower is not None:
-        outcome = comparison.outcome(declared_failure=True)
-        (path,) = files
-        other = f"fails with another error than {golden.prefix}{path} holds" if outcome is CaseOutcome.FAILED else ""
-        return row(outcome, error=other)
-    key = (case.family.name, case.variant.name, case.target)
-    outcome = comparison.outcome()
-    if outcome is CaseOutcome.NEW:
-        return row(outcome, key=key)
-    source = comparison.files[case.source_file]
-    cuda = comparison.change_of(case.source_file)
-    renamed = len(source.renaming) if source and cuda is FileChange.RENAMED else 0
-    corrupt = "; ".join(m.reason for m in comparison.mismatches if m.kind is FileChange.CORRUPT)
-    fields = list(comparison.fields)
-    return row(outcome, comparison.change, cuda, fields, renamed, corrupt, key, comparison.mismatches)
+    static check's own engine (harness.static.engine.check_case), so that both name a change alike."""
+    return case_row(check_case(case, lowerings, golden, pending))
+
+
+def case_row(result: CheckResult) -> CaseRow:
+    """A case's result as the preview's row: its outcome, or how it changed, and its source's own change."""
+    outcome = result.outcome or CaseOutcome.FAILED  # a variant that does not build: its text says why
+    compared = result.source_change is not None  # a case that lowered, compared with its snapshots
+    source = next((m for m in result.mismatches if m.kind is FileChange.RENAMED and m.path.endswith(SOURCES)), None)
+    return CaseRow(
+        result.check,
+        result.family,
+        result.case[2] if result.case else "",
+        outcome,
+        case_change(result.mismatches) if compared else None,
+        result.source_change,
+        list(result.fields),
+        len(source.renaming) if source else 0,
+        _note(result, outcome),
+        result,
+    )
+
+
+def _note(result: CheckResult, outcome: CaseOutcome) -> str:
+    """What the report says beside a case that failed, lowers against its declaration, or has a corrupt snapshot."""
+    lines = result.text.splitlines()
+    if outcome is CaseOutcome.CORRUPT:
+        return "; ".join(m.reason for m in result.mismatches if m.kind is FileChange.CORRUPT)
+    if outcome is CaseOutcome.NOW_LOWERS:
+        return lines[-1]  # the remedy: remove the declaration, then regen
+    if outcome is CaseOutcome.FAILED and result.mismatches:  # declared not to lower, it fails otherwise
+        return f"fails with another error than {result.mismatches[0].path} holds"
+    return lines[0] if outcome is CaseOutcome.FAILED and lines else ""
 
 
 def changed_checks(lowerings: LoweringSession, families: Registry) -> list[str]:
@@ -243,9 +250,12 @@ def run_preview(
 ) -> Preview:
     pending = SnapshotStore(output / "golden")
     lowerings = LoweringSession()  # no disk cache: every case lowered by the TileLang previewed
+    (output / RESULTS).unlink(missing_ok=True)
     rows = []
     for case in all_cases(families):
-        rows.append(classify_case(case, SnapshotStore(golden), pending, lowerings))
+        result = check_case(case, lowerings, SnapshotStore(golden), pending)
+        append_result(output, result)  # the record a static run keeps, beside report.json
+        rows.append(case_row(result))
         log(f"{rows[-1].case}: {_label(rows[-1].status, rows[-1].target)}")
     preview = Preview(version, pinned, rows, changed_checks(lowerings, families))
     output.mkdir(parents=True, exist_ok=True)

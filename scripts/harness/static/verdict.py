@@ -6,7 +6,7 @@ whose facts change in the same words form an entry: where it applies, a headline
 facts diff, the CUDA/HIP hunks, and the command that accepts it. Failures without mismatch
 records (a harness error, a family declaration error) are shown once per family and error.
 
-The terminal (harness.static.plugin) and the CI job summary (harness.ci.job_summary) render the
+The terminal (harness.static.plugin) and the CI job summary (harness.static.job_summary) render the
 same entries. Standard library only: the CI summary imports it without TileLang.
 """
 
@@ -17,10 +17,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from harness.static.changes import FactChange, FileChange, Mismatch, source_language
+from harness.static.changes import FactChange, FileChange, Mismatch
+from harness.static.results import CaseKey, CheckResult, regen_command
 from harness.targets import TARGETS
-
-CaseKey = tuple[str, str, str]  # family, variant, target
 
 
 @dataclass(frozen=True)
@@ -131,21 +130,6 @@ def facts_headline(changes: Iterable[FactChange]) -> str:
 
 
 @dataclass(frozen=True)
-class Failure:
-    """One failing check, as the verdict reads it."""
-
-    check: str  # its case id, or its name
-    case: CaseKey | None = None  # a case's family, variant and target
-    mismatches: tuple[Mismatch, ...] = ()
-    remedy: str = ""
-    text: str = ""  # its failure text, for a check without mismatch records
-
-    @property
-    def family(self) -> str:
-        return self.case[0] if self.case else ""
-
-
-@dataclass(frozen=True)
 class Section:
     """A block under an entry's headline: a facts diff (shown), a source diff (folded), or text."""
 
@@ -220,13 +204,11 @@ def case_headline(mismatches: Sequence[Mismatch]) -> str:
     words = []
     for mismatch in mismatches:
         if mismatch.kind is FileChange.SOURCE:
-            words.append(f"{source_language(mismatch.path)} changed, no fact changed")
+            words.append(f"{mismatch.label}, no fact changed")
         elif mismatch.kind is FileChange.MOVED:
             words.append(f"declarations moved only ({', '.join(mismatch.moved)})")
         else:
-            words.append(
-                mismatch.kind.label(mismatch.path) if mismatch.kind is not FileChange.CORRUPT else mismatch.headline
-            )
+            words.append(mismatch.label if mismatch.kind is not FileChange.CORRUPT else mismatch.headline)
     return "; ".join(dict.fromkeys(words))
 
 
@@ -242,7 +224,7 @@ def _braced(names: Sequence[str]) -> str:
 @dataclass
 class _Class:
     cases: list[CaseKey] = field(default_factory=list)
-    failures: list[Failure] = field(default_factory=list)
+    failures: list[CheckResult] = field(default_factory=list)
 
     @property
     def variants(self) -> tuple[str, ...]:
@@ -295,10 +277,6 @@ def selector(covered: Sequence[str], failing: Sequence[str], family: str = "", k
     return min(near, key=lambda item: item[1])[2] if near else min(valid)[2]
 
 
-def regen_command(expression: str) -> str:
-    return f'nox -s regen-golden -- -k "{expression}"' if expression else "nox -s regen-golden"
-
-
 def _source_sections(classes: Sequence[_Class], with_variants: bool, pending: str) -> list[Section]:
     """One facts section per distinct facts diff, then one source section per distinct hunk set."""
     facts: dict[tuple[str, ...], list[str]] = {}
@@ -319,7 +297,7 @@ def _source_sections(classes: Sequence[_Class], with_variants: bool, pending: st
     ]
     for labels, mismatch in sources.values():
         changed = sum(1 for line in _hunk_body(mismatch.diff) if line[:1] in "+-")
-        language = source_language(mismatch.path)
+        language = mismatch.subject or "source"
         where = f", {', '.join(labels)}" if several else ""
         golden_path = mismatch.path
         inside = golden_path.split("/", 1)[1] if "/" in golden_path else golden_path
@@ -332,7 +310,7 @@ def _source_sections(classes: Sequence[_Class], with_variants: bool, pending: st
 
 
 def _case_entries(
-    failures: Sequence[Failure], unchanged: set[CaseKey], failing: Sequence[str], pending: str, known: Sequence[str]
+    failures: Sequence[CheckResult], unchanged: set[CaseKey], failing: Sequence[str], pending: str, known: Sequence[str]
 ):
     classes: dict[tuple, _Class] = {}
     for failure in failures:
@@ -377,7 +355,7 @@ def capped_text(text: str, limit: int = FAILURE_TEXT_LINES) -> tuple[str, ...]:
     return (*lines[:head], f"... {len(lines) - head - tail} lines left out ...", *lines[-tail:])
 
 
-def error_key(failure: Failure) -> tuple[str, str]:
+def error_key(failure: CheckResult) -> tuple[str, str]:
     """Failures of one family with the same error, the case's own names aside, are shown once."""
     text = failure.text.strip().splitlines()
     last = text[-1] if text else ""
@@ -388,7 +366,7 @@ def error_key(failure: Failure) -> tuple[str, str]:
 
 
 def build_verdict(
-    failures: Sequence[Failure],
+    failures: Sequence[CheckResult],
     unchanged: Iterable[CaseKey] = (),
     pending: str = "build/golden-pending",
     known: Iterable[str] = (),
@@ -408,10 +386,13 @@ def build_verdict(
             headline = (
                 f"{first.headline}: {paths}" if len(failure.mismatches) == 1 else case_headline(failure.mismatches)
             )
+            accept = "" if failure.accept is None else regen_command(failure.accept)
             entries.append(
-                Entry(failure.check, headline, tuple(sections), (failure.check,), _remedy_command(failure), first.path)
+                Entry(
+                    failure.check, headline, tuple(sections), (failure.check,), accept, first.path, failure.accept or ""
+                )
             )
-    texts: dict[tuple[str, str], list[Failure]] = {}
+    texts: dict[tuple[str, str], list[CheckResult]] = {}
     for failure in failures:
         if not failure.mismatches:
             texts.setdefault(error_key(failure), []).append(failure)
@@ -429,26 +410,15 @@ def build_verdict(
                 error=True,
             )
         )
-    return Verdict(tuple(entries), _accept_all(failures, entries))
+    return Verdict(tuple(entries), _accept_all(entries))
 
 
-def _remedy_command(failure: Failure) -> str:
-    """The command a check without a case records (`... : nox -s regen-golden ...`), from its remedy line."""
-    start = failure.remedy.find("nox -s regen-golden")
-    return failure.remedy[start:].strip("`") if start >= 0 else ""
-
-
-def _remedy_selector(command: str) -> str:
-    found = re.search(r'-k "([^"]*)"', command)
-    return found[1] if found else ""
-
-
-def _accept_all(failures: Sequence[Failure], entries: Sequence[Entry]) -> str:
+def _accept_all(entries: Sequence[Entry]) -> str:
     """Every entry's -k in one command, when each entry has one and they fit; else the unfiltered regen."""
     accepting = [entry for entry in entries if entry.accept]
     if not accepting:
         return ""
-    expressions = [entry.selector or _remedy_selector(entry.accept) for entry in accepting]
+    expressions = [entry.selector for entry in accepting]
     if not all(expressions):
         return "nox -s regen-golden"  # an orphan, or the manifest: only an unfiltered regen settles them
     if len(expressions) == 1:

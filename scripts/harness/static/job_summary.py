@@ -1,124 +1,54 @@
-"""A static session's JUnit XML -> GitHub job summary (Markdown) and error annotations.
+"""A static session's results -> GitHub job summary (Markdown) and error annotations.
 
-Each failing check of the static session attaches its findings to the report as JUnit properties
-(`harness.static.changes`: its case id and case, one mismatch record per snapshot file, the remedy);
-this module reads those records, never the printed messages, and renders the same verdict the
-session closes with (`harness.static.verdict`): one entry per change, its facts first, its CUDA/HIP
-folded. A check without records (a family check, the manifest) is shown by its failure text.
+Every check of the static session leaves one result in the pending folder (`harness.static.results`: its
+case, one mismatch record per snapshot file, the regen that accepts them); this module reads those records,
+never the printed messages, and renders the same verdict the session closes with (`harness.static.verdict`):
+one entry per change, its facts first, its CUDA/HIP folded. A check without mismatch records (a family check,
+the manifest) is shown by its failure text.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import xml.etree.ElementTree as ElementTree
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from harness.ci.workflow_commands import MAX_ANNOTATIONS, append_step_summary, capped, workflow_command
-from harness.static.changes import CASE, CASE_ID, LOWERING_SOURCE, MISMATCH, REMEDY, Mismatch, lowering_line
+from harness.github import MAX_ANNOTATIONS, append_step_summary, capped, workflow_command
+from harness.static.changes import lowering_line
+from harness.static.results import CaseKey, CheckResult, ResultsError, Status, read_results, unchanged_cases
 from harness.static.snapshot import SnapshotStore
 from harness.static.target_identity import identity_lines
-from harness.static.verdict import (
-    CaseKey,
-    Failure,
-    Verdict,
-    build_verdict,
-    entries_markdown,
-    folded,
-    overview_lines,
-)
+from harness.static.verdict import Verdict, build_verdict, entries_markdown, folded, overview_lines
 
 # A step summary may hold 1 MiB; stay below it and list what did not fit by name.
 MAX_SUMMARY_BYTES = 900_000
-
-
-class JUnitReportError(ValueError):
-    """The JUnit file is missing, unreadable or holds no test case."""
-
-
-@dataclass(frozen=True)
-class FailedCheck:
-    """One failing pytest item of the static session."""
-
-    case_id: str  # its case id property (e.g. <family>/<variant>/<target>); its JUnit name without one
-    message: str  # the full failure text (with the traceback, when pytest printed one)
-    short_message: str  # pytest's one-paragraph form: the exception text, without traceback
-    mismatches: tuple[Mismatch, ...] = ()
-    remedy: str = ""  # how to accept (or delete) what the mismatches show
-    case: CaseKey | None = None  # a case's family, variant and target
-
-    def failure(self) -> Failure:
-        """The check as the verdict reads it."""
-        return Failure(self.case_id, self.case, self.mismatches, self.remedy, "" if self.mismatches else self.message)
 
 
 @dataclass(frozen=True)
 class StaticReport:
     checks: int
     skipped: int
-    failed: tuple[FailedCheck, ...]
+    failed: tuple[CheckResult, ...]
     lowering: Mapping[str, int] = field(default_factory=dict)  # cases `lowered` and taken from the `cache`
     unchanged: tuple[CaseKey, ...] = ()  # the cases that passed
 
     def verdict(self) -> Verdict:
-        return build_verdict([check.failure() for check in self.failed], self.unchanged)
+        return build_verdict(self.failed, self.unchanged)
 
 
-def read_junit(path: Path) -> StaticReport:
-    """Parse pytest's JUnit XML; a report with no test case is an error, never a pass."""
-    if not path.is_file():
-        raise JUnitReportError(
-            f"{path}: no JUnit report; the static session stopped before running its checks (see its log above)"
-        )
-    try:
-        root = ElementTree.parse(path).getroot()
-    except ElementTree.ParseError as error:
-        raise JUnitReportError(f"{path}: not valid JUnit XML ({error})") from None
-    cases = root.findall(".//testcase")
-    if not cases:
-        raise JUnitReportError(f"{path}: the report holds no test case; a run that checks nothing cannot pass")
-    failed = []
-    unchanged = []
-    skipped = 0
-    lowering: Counter[str] = Counter(
-        p.get("value") or ""
-        for p in root.findall(".//testcase/properties/property")
-        if p.get("name") == LOWERING_SOURCE
+def static_report(results: Sequence[CheckResult]) -> StaticReport:
+    """The counts, failures and cases of a run's results (harness.static.results.read_results)."""
+    return StaticReport(
+        checks=len(results),
+        skipped=sum(r.status is Status.SKIPPED for r in results),
+        failed=tuple(r for r in results if r.failed),
+        lowering=dict(Counter(r.lowering for r in results if r.lowering)),
+        unchanged=tuple(unchanged_cases(results)),
     )
-    for case in cases:
-        outcome = case.find("failure")
-        if outcome is None:
-            outcome = case.find("error")
-        properties = [(p.get("name"), p.get("value") or "") for p in case.findall("properties/property")]
-        found = dict(properties)  # the case id, the case and the remedy are recorded once per check
-        try:
-            key = tuple(json.loads(found[CASE])) if CASE in found else None
-            mismatches = tuple(Mismatch.from_json(value) for name, value in properties if name == MISMATCH)
-        except (ValueError, KeyError, TypeError) as error:
-            unreadable = f"an unreadable {MISMATCH} property of {case.get('name')} ({error})"
-            raise JUnitReportError(f"{path}: {unreadable}") from None
-        if outcome is None:
-            skipped += case.find("skipped") is not None
-            if key and case.find("skipped") is None:
-                unchanged.append(key)
-            continue
-        short_message = outcome.get("message") or ""
-        failed.append(
-            FailedCheck(
-                case_id=found.get(CASE_ID) or case.get("name", "?"),
-                message=(outcome.text or short_message).strip("\n"),
-                short_message=short_message,
-                mismatches=mismatches,
-                remedy=found.get(REMEDY, ""),
-                case=key,
-            )
-        )
-    return StaticReport(len(cases), skipped, tuple(failed), dict(lowering), tuple(unchanged))
 
 
 def error_annotations(report: StaticReport, limit: int = MAX_ANNOTATIONS) -> list[str]:
@@ -138,7 +68,7 @@ def _cell(text: str) -> str:
 
 def kind_counts(report: StaticReport) -> dict[str, int]:
     """Snapshot files per kind of change (`HIP changed` for a `.hip`) across the failed checks, most frequent first."""
-    counts = Counter(mismatch.kind.label(mismatch.path) for check in report.failed for mismatch in check.mismatches)
+    counts = Counter(mismatch.label for check in report.failed for mismatch in check.mismatches)
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
@@ -176,7 +106,7 @@ def render_job_summary(
     if len(entries.encode()) > MAX_SUMMARY_BYTES:
         titles = ", ".join(entry.title for entry in verdict.entries)
         entries = (
-            f"The changes did not fit in the summary (see the job log and the JUnit XML in the artifact): {titles}\n"
+            f"The changes did not fit in the summary (see the job log, and the results in the artifact): {titles}\n"
         )
     parts.append(entries)
     counts = kind_counts(report)
@@ -184,7 +114,7 @@ def render_job_summary(
         rows = ["| check | snapshot | change |", "| --- | --- | --- |"]
         for check in report.failed:
             for mismatch in check.mismatches:
-                rows.append(f"| `{_cell(check.case_id)}` | `{mismatch.path}` | {_cell(mismatch.headline)} |")
+                rows.append(f"| `{_cell(check.check)}` | `{mismatch.path}` | {_cell(mismatch.headline)} |")
         by_kind = ", ".join(f"{n} {name}" for name, n in counts.items())
         parts.append(folded(f"Every failing snapshot file: {by_kind}", "\n".join(rows)))
     return "\n".join(parts) + "\n" + identity_section
@@ -198,29 +128,29 @@ def _identity_section(identity: Sequence[str]) -> str:
 
 
 def publish(
-    junit: Path,
+    pending: Path,
     title: str,
     artifact: str | None,
     environ: Mapping[str, str] = os.environ,
     out: TextIO = sys.stdout,
     produced: bool = True,
-    pending: Path | None = None,
     comment: Path | None = None,
 ) -> int:
-    """Print the annotations, append the summary to $GITHUB_STEP_SUMMARY (stdout when unset); 1 without a report.
+    """Print the annotations, append the summary to $GITHUB_STEP_SUMMARY (stdout when unset); 1 without results.
 
-    `pending`: the folder of produced snapshots, whose targets with identical source the summary names.
+    `pending`: the run's pending folder, which holds its results and, unless `produced` is False, the snapshots
+    it produced, whose targets with identical source the summary names.
     `comment`: a file that gets the summary too (or the error), for the pull request comment."""
     try:
-        report = read_junit(junit)
-    except JUnitReportError as error:
+        report = static_report(read_results(pending))
+    except ResultsError as error:
         print(workflow_command("error", str(error), title=title), file=out)
         if comment is not None:
             _write(comment, f"## {title}\n\n{error}\n")
         return 1
     for line in error_annotations(report):
         print(line, file=out)
-    identity = identity_lines(SnapshotStore(pending)) if pending is not None and pending.is_dir() else []
+    identity = identity_lines(SnapshotStore(pending)) if produced else []
     summary = render_job_summary(report, title, artifact, produced, identity)
     if comment is not None:
         _write(comment, summary + "\n")

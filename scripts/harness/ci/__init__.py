@@ -1,1 +1,0 @@
-"""CI output: a static session's JUnit XML -> GitHub job summary and annotations."""

@@ -6,7 +6,7 @@ Compiles every registered variant that `nox -s gpu` runs on this GPU (harness.gp
 lowers, it agrees with its static snapshot in golden/, it fits) once and checks it
 (harness.gpu.numerics.check_numerics) on `--count` fresh seeds, printed so that `--seeds` replays them. Then prints:
 1. no false alarm: per family, variant and output, over the seeds, each statistic in the units of its threshold
-   (`ErrorStats.against`, harness.gpu.gate.Thresholds): the kernel's max and mean abs error over the precision
+   (`ErrorStats.against`, harness.gpu.numerics_gate.Thresholds): the kernel's max and mean abs error over the precision
    twin's, its |bias| and |scale| beyond the twin's in the twin's mean abs errors (relative ones for the scale),
    each as min / median / max; and the most of a bound any seed took, with its seed. Then every failure.
 2. sensitivity: per family, on its first variant, mutants of the kernel's returned first output (applied in place,
@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.gpu.gate import MIN_SEEDS
+from harness.gpu.numerics_gate import MIN_SEEDS
 
 DEFAULT_COUNT = 20
 COST_SEEDS = 3
@@ -188,7 +188,7 @@ def spread(values: Sequence[float]) -> str:
 
 def no_false_alarm(results: dict[str, Any]) -> tuple[list[str], list[str]]:
     """The distributions' table and the failures (each a line)."""
-    from harness.gpu.gate import NAMES, STATISTICS, THRESHOLDS
+    from harness.gpu.numerics_gate import NAMES, STATISTICS, THRESHOLDS
 
     limits = {
         "max_abs": f"max abs error / twin's (<= {THRESHOLDS.max_factor:g})",
@@ -289,7 +289,7 @@ def first_variants(cases: Sequence[Any]) -> list[Any]:
 
 def failed_by(seed: Any) -> list[str]:
     """What failed a seed: its error, the Tolerance, or the statistics beyond their bounds."""
-    from harness.gpu.gate import NAMES
+    from harness.gpu.numerics_gate import NAMES
 
     if seed.error:
         return [f"error: {seed.error}"]

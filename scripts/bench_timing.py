@@ -8,7 +8,7 @@ against itself (identical pairs: every warning or failure is a false alarm), the
 followed by a delay sized to cost 1, 2, 3 and 5 % of the kernel's time (`torch.cuda._sleep`,
 calibrated on the run: the cost of the extra launch alone is measured first and subtracted, and
 each achieved slowdown is measured again over many rounds and printed beside its target). Each
-trial is one verdict of the gate as a run makes it (harness.gpu.gate.compare_ab: a first
+trial is one verdict of the gate as a run makes it (harness.gpu.ab_gate.compare_ab: a first
 measurement, a second one for a suspect). A variant whose kernel is too short for a level (the
 extra launch alone costs more) says so instead of measuring it.
 
@@ -36,8 +36,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.gpu.gate import FAIL, FAIL_SLOWER, OK, WARN, WARN_SLOWER, Comparison, compare_ab, compare_ratios
+from harness.gpu.ab_gate import compare_ab
 from harness.gpu.timing import REPEAT_MS, TIMERS, WARMUP_MS, Pair, slower_by
+from harness.gpu.timing_gate import FAIL, FAIL_SLOWER, OK, WARN, WARN_SLOWER, Comparison, compare_ratios
 
 REPO = Path(__file__).resolve().parents[1]
 IDENTICAL_WITHIN = 0.01  # baseline criterion 1: byte-identical kernels, max/min - 1 of their ratios

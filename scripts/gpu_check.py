@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.gpu.device import Device, gpu_unavailable
-from harness.gpu.gate import MIN_SEEDS
+from harness.gpu.numerics_gate import MIN_SEEDS
 from harness.gpu.timing import DEFAULT_ROUNDS, REPEAT_MS, TIMERS, WARMUP_MS
 
 SNAPSHOTTED = "kernels"  # the package the static check snapshots (its default --families)

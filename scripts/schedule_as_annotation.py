@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from harness.static.session import LoweringSession
 
 try:
-    from harness.gpu.gate import MIN_SEEDS  # standard library only until it runs
+    from harness.gpu.numerics_gate import MIN_SEEDS  # standard library only until it runs
     from harness.static.lowering import tilelang_unavailable
     from harness.targets import TARGETS
 except ModuleNotFoundError as missing:  # a Python without this project (or without anything installed)

@@ -20,7 +20,7 @@ from harness.gpu.numerics import (
     SeedCheck,
 )
 from harness.gpu.results import GpuRun, SnapshotCheck, VariantResult
-from harness.gpu.stages import KernelSession, RemoteSession
+from harness.gpu.stages import KernelSession
 from harness.gpu.timing import PairedTiming, Timing, throughput
 from harness.static.cases import Case
 from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul, torch_matmul_relu
@@ -409,7 +409,7 @@ def cpu_session(progress: Callable[[str], None] = lambda key: None) -> KernelSes
     return KernelSession(progress, device="cpu", memory=CPU_CACHE, bench=steady_bench, compiler=cpu_compiler)
 
 
-class CpuWorker(RemoteSession):
+class CpuWorker(KernelSession):
     """A real worker's handler on the CPU (`python -m harness.gpu.worker gpu_fakes:CpuWorker`): the check's stages
     as cpu_session runs them, its cases found in ISOLATED."""
 

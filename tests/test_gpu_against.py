@@ -10,10 +10,10 @@ from pathlib import Path
 import gpu_fakes as fake
 import pytest
 
-from harness.gpu import check, gate
+from harness.gpu import ab_gate, check, gate
 from harness.gpu.against import NEW, BaseUnavailable, Plan, load_base, plan, resolve
 from harness.gpu.check import CheckPlan, run_gpu_check
-from harness.gpu.stages import InProcessKernels, KernelSession
+from harness.gpu.stages import Kernels, KernelSession
 from harness.gpu.timing import interleaved_bench
 from harness.static.cases import Case
 
@@ -28,13 +28,13 @@ def rounds(slower: float, count: int = 7, noise: float = 0.002) -> list[float]:
 @pytest.mark.parametrize(
     ("first", "again", "level"),
     [
-        (0.025, 0.024, gate.FAIL),  # slower by 2 % or more, twice: fails
-        (0.025, 0.005, gate.WARN),  # the second measurement does not agree: a warning
-        (0.02, 0.02, gate.FAIL),  # 2 % is "2 % or more"
-        (0.015, None, gate.WARN),  # from 1 %: a warning, not measured again
-        (0.009, None, gate.OK),
-        (-0.015, None, gate.FASTER),
-        (-0.009, None, gate.OK),
+        (0.025, 0.024, ab_gate.FAIL),  # slower by 2 % or more, twice: fails
+        (0.025, 0.005, ab_gate.WARN),  # the second measurement does not agree: a warning
+        (0.02, 0.02, ab_gate.FAIL),  # 2 % is "2 % or more"
+        (0.015, None, ab_gate.WARN),  # from 1 %: a warning, not measured again
+        (0.009, None, ab_gate.OK),
+        (-0.015, None, ab_gate.FASTER),
+        (-0.009, None, ab_gate.OK),
     ],
 )
 def test_the_verdict_on_a_time_ratio_and_its_confirmation(first, again, level):
@@ -44,26 +44,26 @@ def test_the_verdict_on_a_time_ratio_and_its_confirmation(first, again, level):
         asked.append(list(keys))
         return {key: rounds(again) for key in keys}
 
-    comparison = gate.compare_ab("main (abc)", {"f/v": rounds(first)}, confirm)
+    comparison = ab_gate.compare_ab("main (abc)", {"f/v": rounds(first)}, confirm)
     verdict = comparison.verdicts["f/v"]
     assert verdict.level == level
     assert verdict.slower_by == pytest.approx(first)
     # only a suspect (2 % or more) is measured a second time
-    assert asked == ([["f/v"]] if first >= gate.AB_FAIL_SLOWER else [])
+    assert asked == ([["f/v"]] if first >= ab_gate.AB_FAIL_SLOWER else [])
 
 
 def test_the_spread_is_the_range_of_the_rounds_over_their_median():
-    verdict = gate.judge_ab("f/v", [1.00, 1.01, 1.03])
+    verdict = ab_gate.judge_ab("f/v", [1.00, 1.01, 1.03])
     assert verdict.spread == pytest.approx(0.03 / 1.01)
 
 
 def test_a_confirmed_slowdown_fails_the_variant_and_a_warning_does_not():
     passing = fake.result(fake.case(fake.gemm_family("f", [fake.variant("v")]), "v"), 0).numerics
-    ab = gate.compare_ab("main (abc)", {"f/v": rounds(0.03)}, lambda keys: {k: rounds(0.03) for k in keys})
+    ab = ab_gate.compare_ab("main (abc)", {"f/v": rounds(0.03)}, lambda keys: {k: rounds(0.03) for k in keys})
     judged = gate.judge_variant([], True, passing, None, ab.verdicts["f/v"])
     assert judged.status == gate.FAIL
     assert "timing against the base: 3.0% slower than the base" in judged.failures[0]
-    assert gate.judge_variant([], True, passing, None, gate.judge_ab("f/v", rounds(0.015))).status == gate.PASS
+    assert gate.judge_variant([], True, passing, None, ab_gate.judge_ab("f/v", rounds(0.015))).status == gate.PASS
 
 
 # -- which variants are compared ------------------------------------------------------------------
@@ -219,7 +219,7 @@ def ab_run(tmp_path, monkeypatch, pr_ms: float, base_ms: float = 1.0):
     )  # fmt: skip
     status = run_gpu_check(
         plan, output=tmp_path / "report", timing_dir=tmp_path / "timing", environ={},
-        kernels=InProcessKernels(session), log=lambda line: None,
+        kernels=Kernels.in_process(session), log=lambda line: None,
     )  # fmt: skip
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     summary = (tmp_path / "report" / "summary.md").read_text()
@@ -229,7 +229,7 @@ def ab_run(tmp_path, monkeypatch, pr_ms: float, base_ms: float = 1.0):
 def test_a_kernel_3_percent_slower_than_the_bases_fails_the_run(tmp_path, monkeypatch):
     status, report, summary = ab_run(tmp_path, monkeypatch, pr_ms=1.03)
     verdict = report["against"]["verdicts"]["tiny/changed"]
-    assert status == 1 and verdict["level"] == gate.FAIL
+    assert status == 1 and verdict["level"] == ab_gate.FAIL
     assert verdict["slower_by"] == pytest.approx(0.03) and verdict["again"]
     assert report["against"]["unchanged"] == ["tiny/same"]
     assert "tiny/same" not in report["against"]["verdicts"]
@@ -240,10 +240,10 @@ def test_a_kernel_3_percent_slower_than_the_bases_fails_the_run(tmp_path, monkey
 
 def test_the_same_time_as_the_bases_passes(tmp_path, monkeypatch):
     status, report, _ = ab_run(tmp_path, monkeypatch, pr_ms=1.0)
-    assert status == 0 and report["against"]["verdicts"]["tiny/changed"]["level"] == gate.OK
+    assert status == 0 and report["against"]["verdicts"]["tiny/changed"]["level"] == ab_gate.OK
 
 
 def test_a_kernel_faster_than_the_bases_is_reported(tmp_path, monkeypatch):
     status, report, summary = ab_run(tmp_path, monkeypatch, pr_ms=0.95)
-    assert status == 0 and report["against"]["verdicts"]["tiny/changed"]["level"] == gate.FASTER
+    assert status == 0 and report["against"]["verdicts"]["tiny/changed"]["level"] == ab_gate.FASTER
     assert "5.0% faster than the base" in json.dumps(report)

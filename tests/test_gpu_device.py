@@ -30,7 +30,7 @@ from harness.gpu.device import (
     target_for_gcn_arch,
 )
 from harness.gpu.report import NOT_RUN, render_markdown, report_data
-from harness.gpu.stages import InProcessKernels, KernelSession
+from harness.gpu.stages import Kernels, KernelSession
 from harness.static.snapshot import FORMAT_VERSION, SnapshotStore, cuda_header
 from harness.targets import TARGETS
 
@@ -227,7 +227,7 @@ def test_a_run_with_nothing_runnable_on_the_device_stops_with_status_2_before_co
         ),
         output=tmp_path / "report",
         timing_dir=tmp_path,
-        kernels=InProcessKernels(compiler),
+        kernels=Kernels.in_process(compiler),
         log=logged.append,
     )
     assert status == 2 and not (tmp_path / "report").exists()

@@ -20,7 +20,7 @@ import harness.family
 from harness.family import Family
 from harness.gpu import check, numerics, stages
 from harness.gpu.check import CheckPlan, run_gpu_check
-from harness.gpu.stages import InProcessKernels, IsolatedKernels, KernelSession
+from harness.gpu.stages import Kernels, KernelSession
 from harness.gpu.worker import CRASHED, DID_NOT_FINISH, RAISED, TimeLimits, WorkerProcess
 from harness.static.cases import Case
 
@@ -99,7 +99,7 @@ def test_an_exception_in_each_stage_fails_its_variant_alone(tmp_path, monkeypatc
     monkeypatch.setattr(numerics, "check_output", check_output)
     monkeypatch.setattr(KernelSession, "numerics", numerics_of)
     cases = [fake.case(STAGES, v.name) for v in STAGES.variants] + [fake.case(INPUTS, "v")]
-    status, report, summary = gpu_run(tmp_path, monkeypatch, cases, InProcessKernels(fake.cpu_session()))
+    status, report, summary = gpu_run(tmp_path, monkeypatch, cases, Kernels.in_process(fake.cpu_session()))
 
     found = variants(report)
     assert status == 1 and report["counts"]["pass"] == 1 and found["stages/right"]["status"] == "pass"
@@ -132,7 +132,7 @@ LIMITS = TimeLimits(floor_s=600, cap_s=600, start_s=600, compile_s=600)
 HANG_S = 3
 
 
-class ShortLimitForTheHang(IsolatedKernels):
+class ShortLimitForTheHang(Kernels):
     """The stages in a real worker process, each request within the limit the check gives it, but the hanging
     variant's numerics within HANG_S."""
 
@@ -141,7 +141,7 @@ class ShortLimitForTheHang(IsolatedKernels):
 
 
 def isolated_kernels(log=lambda line: None):
-    return ShortLimitForTheHang("gpu_fakes:CpuWorker", LIMITS, log)
+    return ShortLimitForTheHang.in_worker("gpu_fakes:CpuWorker", LIMITS, log)
 
 
 def test_a_hanging_and_a_dying_kernel_fail_alone_and_the_others_get_their_verdicts(tmp_path, monkeypatch):
@@ -179,7 +179,7 @@ def test_a_worker_answers_within_its_limit_or_is_stopped():
 
 def test_a_worker_has_imported_pytorch_before_it_says_it_is_ready():
     """So its start-up limit pays for the import (seconds on a busy machine), not its first variant's limit."""
-    made = "from harness.gpu.stages import RemoteSession; before = 'torch' in sys.modules; RemoteSession(print)"
+    made = "from harness.gpu.stages import KernelSession; before = 'torch' in sys.modules; KernelSession(print)"
     check = f"import sys; {made}; print(before, 'torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=SUBPROCESS_LIMIT_S)
     assert result.returncode == 0, result.stderr

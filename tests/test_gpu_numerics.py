@@ -13,8 +13,8 @@ import torch
 
 from harness.family import Family, Tolerance, Variant
 from harness.gpu.compile import Argument
-from harness.gpu.gate import validate_seeds
 from harness.gpu.numerics import Output, OutputCheck, SeedCheck, check_numerics, fresh_seeds, make_inputs
+from harness.gpu.numerics_gate import validate_seeds
 from kernels._gemm import float32_matmul, gemm_inputs
 
 SHAPE = {"M": 64, "N": 48, "K": 32}

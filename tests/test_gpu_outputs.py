@@ -10,8 +10,8 @@ import torch
 
 from harness.family import FROM_INPUTS, RETURNED, Accumulated, PrecisionBudget, Tolerance, Written
 from harness.gpu.compile import Argument
-from harness.gpu.gate import THRESHOLDS
 from harness.gpu.numerics import check_numerics
+from harness.gpu.numerics_gate import THRESHOLDS
 from harness.gpu.report import _of_bound
 from kernels._gemm import TOLERANCE, gemm_inputs
 

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from harness.family import Family, FamilyError, Tolerance
-from harness.gpu.gate import THRESHOLDS
 from harness.gpu.numerics import ErrorStats, Output, check_numerics, error_stats, prepare
+from harness.gpu.numerics_gate import THRESHOLDS
 
 SHAPE = {"M": 64, "N": 48, "K": 32}
 SEEDS = [1, 2, 3]

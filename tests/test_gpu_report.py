@@ -13,8 +13,9 @@ import pytest
 from harness.family import Sweep, Variant, Work
 from harness.gpu.baseline import baseline_key, baseline_path, render_baseline
 from harness.gpu.check import compare_with_baseline
-from harness.gpu.gate import DOES_NOT_FIT, FAIL, FAIL_SLOWER, PASS, THRESHOLDS, WARN_SLOWER, compare_ratios
+from harness.gpu.gate import DOES_NOT_FIT, PASS
 from harness.gpu.numerics import NumericsResult, Output, OutputCheck, SeedCheck
+from harness.gpu.numerics_gate import THRESHOLDS
 from harness.gpu.report import (
     MARKDOWN_HEADER,
     NOT_RUN,
@@ -29,6 +30,7 @@ from harness.gpu.report import (
 )
 from harness.gpu.results import VariantFailure, reference_name
 from harness.gpu.sweep import conclusions
+from harness.gpu.timing_gate import FAIL, FAIL_SLOWER, WARN_SLOWER, compare_ratios
 from harness.gpu.worker import RAISED
 
 V0 = fake.V0

@@ -6,8 +6,8 @@ import pytest
 from script_runner import load_script
 
 from harness.gpu.baseline import Baseline
-from harness.gpu.gate import FAIL_SLOWER, WARN_SLOWER, compare_ratios
 from harness.gpu.gpu_state import summarize
+from harness.gpu.timing_gate import FAIL_SLOWER, WARN_SLOWER, compare_ratios
 
 bench = load_script("bench_timing")
 Repetition, criteria, identical_groups, spread = bench.Repetition, bench.criteria, bench.identical_groups, bench.spread

@@ -115,7 +115,7 @@ class Variant:
 class PrecisionBudget:
     """How far one output's error may exceed its precision twin's beyond the harness's bounds, and why.
 
-    Each factor given replaces that bound's own (`harness.gpu.gate.Thresholds`); one left None keeps it.
+    Each factor given replaces that bound's own (`harness.gpu.numerics_gate.Thresholds`); one left None keeps it.
     For a kernel that rounds differently from the twin on purpose (fp16 products before an fp32 sum, where the
     twin sums in fp32), so the family keeps the twin's gate on every other statistic and output.
     """

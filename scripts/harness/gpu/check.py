@@ -14,9 +14,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.family import Family
+from harness.gpu.ab_gate import AbComparison, compare_ab
 from harness.gpu.against import Plan
 from harness.gpu.baseline import (
     BaselineRefused,
@@ -30,19 +31,11 @@ from harness.gpu.baseline import (
 )
 from harness.gpu.compile import CompiledCase
 from harness.gpu.device import Device, NoCudaDevice, UnknownTarget, require_cuda
-from harness.gpu.gate import CORRUPT, RECORDED, AbComparison, Comparison, compare_ab, compare_ratios, validate_seeds
 from harness.gpu.gpu_state import summarize
 from harness.gpu.numerics import NumericsResult, fresh_seeds
+from harness.gpu.numerics_gate import validate_seeds
 from harness.gpu.results import GpuRun, SnapshotCheck, VariantFailure, VariantResult, fits_in, shape_name
-from harness.gpu.stages import (
-    Compiled,
-    InProcessKernels,
-    IsolatedKernels,
-    Kernels,
-    KernelSession,
-    TimingRequest,
-    raised,
-)
+from harness.gpu.stages import Compiled, Kernels, KernelSession, TimingRequest, raised
 from harness.gpu.sweep import SweepCurve, SweepPoint
 from harness.gpu.timing import (
     DEFAULT_ROUNDS,
@@ -55,11 +48,13 @@ from harness.gpu.timing import (
     Timing,
     throughput,
 )
+from harness.gpu.timing_gate import CORRUPT, RECORDED, Comparison, compare_ratios
 from harness.gpu.worker import RAISED, TimeLimits
 from harness.static.cases import Case
 from harness.static.snapshot import CorruptSnapshot, SnapshotStore, parse_facts, strip_cuda_header
 
 Log = Callable[[str], None]
+T = TypeVar("T")
 # against(device, cases) -> what the A/B timing compares (harness.gpu.against.plan on the device's target)
 Against = Callable[[Device, Sequence[Case]], Plan]
 
@@ -138,45 +133,59 @@ def check_cases(
     """Compile, check and time what `plan` selects on the current GPU; raises NoCudaDevice without one,
     UnknownTarget when the project snapshots no target for it, NothingToRun when the selection is empty on it.
 
-    The stages run in `kernels`: a worker process (harness.gpu.stages.IsolatedKernels, each request within its
+    The stages run in `kernels`: a worker process (harness.gpu.stages.Kernels.in_worker, each request within its
     limits) or, by default, this process with `bench`. A stage's failure ends that variant's check; the
     others go on."""
     device = require_cuda()
     seeds = validate_seeds(fresh_seeds() if plan.seeds is None else plan.seeds)
     cases, left_out = selection_stage(device, plan.select, plan.not_run, log)
-    kernels = kernels or InProcessKernels(KernelSession(bench=bench))
-    failures: dict[str, VariantFailure] = {}
+    kernels = kernels or Kernels.in_process(KernelSession(bench=bench))
     ab_plan = None if plan.against is None else plan.against(device, cases)
     base_cases = [] if ab_plan is None else list(ab_plan.pairs.values())
+    # Each stage answers for each variant it is given, with what it found or the variant's failure; a failure
+    # ends that variant's check, and the next stage is given the others.
+    failures: dict[str, VariantFailure] = {}
+
+    def kept(answers: Mapping[str, T | VariantFailure]) -> dict[str, T]:
+        failures.update({key: a for key, a in answers.items() if isinstance(a, VariantFailure)})
+        return {key: a for key, a in answers.items() if not isinstance(a, VariantFailure)}
 
     started = time.perf_counter()
-    compiled, sources = compile_stage(kernels, [*cases, *base_cases], kernels.limits, failures)
-    compiled, base_compiled = compiled[: len(cases)], compiled[len(cases) :]
+    built = kept(compile_stage(kernels, [*cases, *base_cases], kernels.limits))
+    compiled = [compiled_case(case, built) for case in cases]
+    base_compiled = [compiled_case(case, built) for case in base_cases]
     compile_seconds = time.perf_counter() - started
-    built = sum(not c.error and c.case.key not in failures for c in compiled)
-    log(f"compiled {built}/{len(compiled)} kernels in {compile_seconds:.1f} s")
-    snapshots = snapshot_stage(compiled, sources, SnapshotStore(plan.golden), plan.snapshotted, failures)
+    log(f"compiled {sum(not c.error and c.case.key in built for c in compiled)}/{len(compiled)} kernels in "
+        f"{compile_seconds:.1f} s")  # fmt: skip
+    store = SnapshotStore(plan.golden)
+    snapshots = {c.case.key: SnapshotCheck(f"{store.root.as_posix()}/{c.case.id}.yaml") for c in compiled}
+    snapshots |= kept(snapshot_stage([c for c in compiled if c.case.key in built], built, store, plan.snapshotted))
     runnable = {
         c.case.key: c for c in compiled
         if c.case.key not in failures
         and not_runnable(c, snapshots[c.case.key], device.shared_memory_per_block_bytes) is None
     }  # fmt: skip
 
-    launch_s = reference_stage(kernels, runnable, device, seeds[0], failures)
+    launch_s = kept(work_stage(runnable, device))
+    launch_s |= kept(reference_stage(kernels, {k: c for k, c in runnable.items() if k in launch_s}, launch_s, seeds[0]))
     checked = [c for key, c in runnable.items() if key not in failures]
     log(f"numerics: {len(checked)} kernels x seeds {seeds}")
-    numerics = numerics_stage(kernels, checked, seeds, launch_s, failures)
+    numerics = kept(numerics_stage(kernels, checked, seeds, launch_s))
 
     timing_seed = fresh_seeds(1)[0] if plan.timing_seed is None else plan.timing_seed
     request = TimingRequest(plan.rounds, timing_seed, seeds[0], plan.timer, plan.warmup_ms, plan.repeat_ms)
     passing, pair_limits, note, others = timing_plan(kernels, runnable, numerics, launch_s, request, log)
-    measured = time_stage(kernels, passing, request, pair_limits, failures)
+    measured = kept(time_stage(kernels, passing, request, pair_limits))
     ab = (
         None
         if ab_plan is None
         else ab_stage(kernels, ab_plan, base_compiled, passing, request, pair_limits, failures, log)
     )
-    results = [variant_result(c, device, snapshots, failures, numerics, measured) for c in compiled]
+    results = [
+        VariantResult(c, device, snapshots[c.case.key], failure=failures.get(c.case.key),
+                      numerics=numerics.get(c.case.key), paired=measured.get(c.case.key))
+        for c in compiled
+    ]  # fmt: skip
     timed = [r for r in results if r.paired is not None]
     reference_timings, reference_throughput = reference_figures(timed, device)
 
@@ -208,8 +217,8 @@ def remeasurer(
     def remeasure(keys: Sequence[str]) -> dict[str, float]:
         log(f"re-measuring {list(keys)} to confirm a suspected regression")
         again = time_stage(kernels, {k: passing[k] for k in keys}, dataclasses.replace(request, seed=request.seed + 1),
-                           limits, {})  # fmt: skip
-        return {k: again[k].ratio for k in keys if k in again}
+                           limits)  # fmt: skip
+        return {k: t.ratio for k, t in again.items() if not isinstance(t, VariantFailure)}
 
     return remeasure
 
@@ -234,59 +243,41 @@ def selection_stage(
     return cases, left_out
 
 
-def reference_stage(
-    kernels: Kernels,
-    runnable: Mapping[str, CompiledCase],
-    device: Device,
-    seed: int,
-    failures: dict[str, VariantFailure],
-) -> dict[str, float]:
-    """Each runnable variant's timed pair made on `seed`, and the seconds one launch may be expected to take: the
-    larger of its work at the device's peaks and one call of its reference (what its time limits scale)."""
-    launch_s = {key: work_seconds(c.case, device, failures) for key, c in runnable.items()}
+def work_stage(runnable: Mapping[str, CompiledCase], device: Device) -> dict[str, float | VariantFailure]:
+    """What one launch of each variant's work takes at the device's datasheet peaks (0 where they are unknown); the
+    report computes throughput from the work too, so a family's `work` that raises fails its variant here."""
+    peak = device.peak
+    answers: dict[str, float | VariantFailure] = {}
     for key, c in runnable.items():
-        if key not in failures:
-            answer = kernels.reference(c.case, seed, kernels.limits.limit(3, launch_s[key]))
-            if isinstance(answer, VariantFailure):
-                failures[key] = answer
-            else:
-                launch_s[key] = max(launch_s[key], answer)
-    return launch_s
+        try:
+            work = c.case.family.work(c.case.params)
+        except Exception as error:
+            answers[key] = raised("work", c.case, error)
+            continue
+        answers[key] = 0.0 if peak is None else max(work.flops / (peak.tflops * 1e12), work.bytes / (peak.gbps * 1e9))
+    return answers
+
+
+def reference_stage(
+    kernels: Kernels, runnable: Mapping[str, CompiledCase], work_s: Mapping[str, float], seed: int
+) -> dict[str, float | VariantFailure]:
+    """Each variant's timed pair made on `seed`, and the seconds one launch may be expected to take: the larger of
+    its work at the device's peaks (`work_s`) and one call of its reference (what its time limits scale)."""
+    answers: dict[str, float | VariantFailure] = {}
+    for key, c in runnable.items():
+        answer = kernels.reference(c.case, seed, kernels.limits.limit(3, work_s[key]))
+        answers[key] = answer if isinstance(answer, VariantFailure) else max(work_s[key], answer)
+    return answers
 
 
 def numerics_stage(
-    kernels: Kernels,
-    checked: Sequence[CompiledCase],
-    seeds: Sequence[int],
-    launch_s: Mapping[str, float],
-    failures: dict[str, VariantFailure],
-) -> dict[str, NumericsResult]:
-    """Each variant's numeric verdict on every seed, each within its own limit; a stopped one gets its failure."""
-    numerics: dict[str, NumericsResult] = {}
-    for c in checked:
-        key = c.case.key
-        answer = kernels.numerics(c.case, seeds, kernels.limits.limit(3 * len(seeds), launch_s[key]))
-        if isinstance(answer, VariantFailure):
-            failures[key] = answer
-        else:
-            numerics[key] = answer
-    return numerics
-
-
-def variant_result(
-    compiled: CompiledCase,
-    device: Device,
-    snapshots: Mapping[str, SnapshotCheck],
-    failures: Mapping[str, VariantFailure],
-    numerics: Mapping[str, NumericsResult],
-    measured: Mapping[str, Any],
-) -> VariantResult:
-    """What each stage found of one variant, in one record."""
-    key = compiled.case.key
-    return VariantResult(
-        compiled, device, snapshots[key], failure=failures.get(key), numerics=numerics.get(key),
-        paired=measured.get(key),
-    )  # fmt: skip
+    kernels: Kernels, checked: Sequence[CompiledCase], seeds: Sequence[int], launch_s: Mapping[str, float]
+) -> dict[str, NumericsResult | VariantFailure]:
+    """Each variant's numeric verdict on every seed, each within its own limit, or the failure that stopped it."""
+    return {
+        c.case.key: kernels.numerics(c.case, seeds, kernels.limits.limit(3 * len(seeds), launch_s[c.case.key]))
+        for c in checked
+    }
 
 
 def reference_figures(timed: Sequence[VariantResult], device: Device) -> tuple[dict[str, Timing], dict[str, Any]]:
@@ -340,33 +331,20 @@ def timer_record(request: TimingRequest) -> dict[str, Any]:
     }
 
 
-def compile_stage(
-    kernels: Kernels, cases: Sequence[Case], limits: TimeLimits, failures: dict[str, VariantFailure]
-) -> tuple[list[CompiledCase], dict[str, str | None]]:
-    """Every case compiled, in the selection's order, and each kernel's source; a case whose compilation failed
-    outright gets its VariantFailure."""
+def compile_stage(kernels: Kernels, cases: Sequence[Case], limits: TimeLimits) -> dict[str, Compiled | VariantFailure]:
+    """Every case compiled (with its kernel's source), or the failure of its compilation."""
     found = kernels.compile(cases, limits.compile_limit(len(cases)))
-    compiled = []
-    for case in cases:
-        answer = found.get(case.key)
-        if isinstance(answer, Compiled):
-            compiled.append(dataclasses.replace(answer.compiled, case=case))
-            continue
-        missing = f"{case.family.file}: variant {case.variant.name!r}: the compiler gave no result for it"
-        failures[case.key] = answer or VariantFailure("compile", RAISED, missing)
-        compiled.append(CompiledCase(case, None))
-    return compiled, {key: a.source for key, a in found.items() if isinstance(a, Compiled)}
+    missing = "the compiler gave no result for it"
+    return {
+        case.key: found.get(case.key)
+        or VariantFailure("compile", RAISED, f"{case.family.file}: variant {case.variant.name!r}: {missing}")
+        for case in cases
+    }
 
 
-def work_seconds(case: Case, device: Device, failures: dict[str, VariantFailure]) -> float:
-    """What one launch of the variant's work takes at the device's datasheet peaks (0 where they are unknown)."""
-    peak = device.peak
-    try:
-        work = case.family.work(case.params)
-    except Exception as error:  # the report computes throughput from it too: fail here, not there
-        failures[case.key] = raised("work", case, error)
-        return 0.0
-    return 0.0 if peak is None else max(work.flops / (peak.tflops * 1e12), work.bytes / (peak.gbps * 1e9))
+def compiled_case(case: Case, built: Mapping[str, Compiled]) -> CompiledCase:
+    """The case as compiled (its case object, not the worker's copy), or as not compiled."""
+    return dataclasses.replace(built[case.key].compiled, case=case) if case.key in built else CompiledCase(case, None)
 
 
 def time_stage(
@@ -374,23 +352,23 @@ def time_stage(
     cases: Mapping[str, Case],
     request: TimingRequest,
     limits: Mapping[str, float],
-    failures: dict[str, VariantFailure],
     against: Mapping[str, Case] | None = None,
-) -> dict[str, PairedTiming]:
+) -> dict[str, PairedTiming | VariantFailure]:
     """Every pair timed together; a variant whose timing fails is dropped and the others are timed again
     without it (its failure may have ended the worker, and every pair's rounds go together). With `against`
     (variant -> the base's case), each variant is timed next to the base's kernel instead of its reference."""
     left = dict(cases)
+    answers: dict[str, PairedTiming | VariantFailure] = {}
     while left:
         timed = kernels.time(left, request, limits, None if against is None else {k: against[k] for k in left})
         if timed.failure is None:
-            return timed.measured
+            return answers | timed.measured
         blamed = [timed.failed] if timed.failed in left else list(left)  # not known: every pair
         for key in blamed:
-            failures[key] = timed.failure
+            answers[key] = timed.failure
             del left[key]
         kernels.drop(blamed)
-    return {}
+    return answers
 
 
 def ab_stage(
@@ -421,11 +399,11 @@ def ab_stage(
     log(f"timing against {label}: {len(pairs)} changed variants, each next to the base's kernel")
 
     def rounds(keys: Sequence[str], seed: int) -> dict[str, tuple[float, ...]]:
-        lost: dict[str, VariantFailure] = {}
         timed = time_stage(kernels, {k: passing[k] for k in keys}, dataclasses.replace(request, seed=seed), limits,
-                           lost, against=pairs)  # fmt: skip
+                           against=pairs)  # fmt: skip
+        lost = {k: t for k, t in timed.items() if isinstance(t, VariantFailure)}
         not_compared.update({k: f"timing against the base failed: {f.message}" for k, f in lost.items()})
-        return {k: t.time_ratios for k, t in timed.items()}
+        return {k: t.time_ratios for k, t in timed.items() if k not in lost}
 
     first = rounds(list(pairs), request.seed)
     return compare_ab(label, first, lambda keys: rounds(keys, request.seed + 1), not_compared=not_compared,
@@ -434,26 +412,22 @@ def ab_stage(
 
 def snapshot_stage(
     compiled: Sequence[CompiledCase],
-    sources: Mapping[str, str | None],
+    built: Mapping[str, Compiled],
     store: SnapshotStore,
     snapshotted: Callable[[Case], bool],
-    failures: dict[str, VariantFailure],
-) -> dict[str, SnapshotCheck]:
+) -> dict[str, SnapshotCheck | VariantFailure]:
     """Each compiled kernel against its static snapshot; a test-only family's has none to agree with."""
-    checks = {}
+    answers: dict[str, SnapshotCheck | VariantFailure] = {}
     for c in compiled:
         key = c.case.key
-        checks[key] = SnapshotCheck(f"{store.root.as_posix()}/{c.case.id}.yaml")
-        if key in failures:
-            continue
         if not snapshotted(c.case):
-            checks[key] = SnapshotCheck("none: a test-only family, never snapshotted")
+            answers[key] = SnapshotCheck("none: a test-only family, never snapshotted")
             continue
         try:
-            checks[key] = check_snapshot(c, sources.get(key), store)
+            answers[key] = check_snapshot(c, built[key].source, store)
         except Exception as error:
-            failures[key] = raised("snapshot", c.case, error)
-    return checks
+            answers[key] = raised("snapshot", c.case, error)
+    return answers
 
 
 def check_snapshot(compiled: CompiledCase, source: str | None, store: SnapshotStore) -> SnapshotCheck:
@@ -554,11 +528,11 @@ def run_gpu_check(
 ) -> int:
     """The `nox -s gpu` run: 0 when the gate passes, 1 when it fails, 2 when nothing could be checked.
 
-    The kernels run in a worker process (harness.gpu.stages.IsolatedKernels) unless `kernels` says where."""
+    The kernels run in a worker process (harness.gpu.stages.Kernels.in_worker) unless `kernels` says where."""
     from harness.gpu.report import write_reports
 
     started = time.perf_counter()
-    kernels = kernels or IsolatedKernels(log=log)
+    kernels = kernels or Kernels.in_worker(log=log)
     try:
         try:
             if record:

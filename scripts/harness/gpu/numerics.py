@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.declaration import FamilyCallError, check_inputs, expected_outputs, logical_outputs, twin_outputs
 from harness.family import Family, OutputKind, Returned, Tolerance
-from harness.gpu import gate
+from harness.gpu import numerics_gate
 from harness.gpu.calls import call_arguments, every_output, inputs_unchanged, returned_outputs
 from harness.gpu.poison import CudaCache, Memory, poison, unpoisoned
 
@@ -47,9 +47,9 @@ class Output:
     tolerance: Tolerance
 
     @property
-    def thresholds(self) -> gate.Thresholds:
+    def thresholds(self) -> numerics_gate.Thresholds:
         """The bounds this output's error is held to: the harness's, widened where its Tolerance budgets more."""
-        return gate.THRESHOLDS.with_budget(self.tolerance.precision_budget)
+        return numerics_gate.THRESHOLDS.with_budget(self.tolerance.precision_budget)
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class ErrorStats:
 
     @property
     def relative_mean_abs(self) -> float:
-        return gate.ratio(self.mean_abs, self.magnitude)
+        return numerics_gate.ratio(self.mean_abs, self.magnitude)
 
     def value(self, statistic: str) -> float:
         """What a bound holds: the error's size, sign aside."""
@@ -78,10 +78,10 @@ class ErrorStats:
         twin's relative mean abs errors (scale_fraction).
         """
         return {
-            "max_abs": gate.ratio(self.max_abs, twin.max_abs),
-            "mean_abs": gate.ratio(self.mean_abs, twin.mean_abs),
-            "bias": gate.ratio(abs(self.bias) - abs(twin.bias), twin.mean_abs),
-            "scale": gate.ratio(abs(self.scale) - abs(twin.scale), twin.relative_mean_abs),
+            "max_abs": numerics_gate.ratio(self.max_abs, twin.max_abs),
+            "mean_abs": numerics_gate.ratio(self.mean_abs, twin.mean_abs),
+            "bias": numerics_gate.ratio(abs(self.bias) - abs(twin.bias), twin.mean_abs),
+            "scale": numerics_gate.ratio(abs(self.scale) - abs(twin.scale), twin.relative_mean_abs),
         }
 
     def as_dict(self) -> dict[str, float]:
@@ -102,22 +102,22 @@ class OutputCheck:
     # What the gate (harness.gpu.gate) says of these measurements.
     @property
     def within_tolerance(self) -> bool:
-        return gate.within_tolerance(self)
+        return numerics_gate.within_tolerance(self)
 
     @property
     def used(self) -> dict[str, float]:
-        return gate.fractions_of_bounds(self)
+        return numerics_gate.fractions_of_bounds(self)
 
     @property
     def exceeded(self) -> list[str]:
-        return gate.exceeded(self)
+        return numerics_gate.exceeded(self)
 
     @property
     def passed(self) -> bool:
-        return gate.output_passes(self)
+        return numerics_gate.output_passes(self)
 
     def failures(self) -> list[str]:
-        return gate.output_failures(self)
+        return numerics_gate.output_failures(self)
 
     @property
     def tightest(self) -> tuple[str, float] | None:
@@ -146,12 +146,12 @@ class SeedCheck:
 
     @property
     def passed(self) -> bool:
-        return gate.seed_passes(self)
+        return numerics_gate.seed_passes(self)
 
     @property
     def within_tolerance(self) -> bool:
         """Whether the Tolerance alone (the gate before precision twins) passes this seed."""
-        return gate.seed_passes(self, gate.within_tolerance)
+        return numerics_gate.seed_passes(self, numerics_gate.within_tolerance)
 
     # Over all outputs: what the report shows per seed.
     @property
@@ -167,7 +167,7 @@ class SeedCheck:
         return max((o.max_abs_error for o in self.outputs), default=0.0)
 
     def failure(self) -> str | None:
-        return gate.seed_failure(self)
+        return numerics_gate.seed_failure(self)
 
 
 @dataclass
@@ -179,7 +179,7 @@ class NumericsResult:
 
     @property
     def passed(self) -> bool:
-        return gate.numerics_pass(self)
+        return numerics_gate.numerics_pass(self)
 
     def failures(self) -> list[str]:
         return [f for s in self.seeds if (f := s.failure())]
@@ -188,7 +188,7 @@ class NumericsResult:
         return {
             "reference": self.reference,
             "precision_twin": self.precision_twin,
-            "thresholds": asdict(gate.THRESHOLDS) if self.precision_twin else None,
+            "thresholds": asdict(numerics_gate.THRESHOLDS) if self.precision_twin else None,
             "tolerances": [
                 {
                     "output": o.name,
@@ -250,7 +250,7 @@ class NumericsCase:
         ]
 
 
-def fresh_seeds(count: int = gate.MIN_SEEDS) -> list[int]:
+def fresh_seeds(count: int = numerics_gate.MIN_SEEDS) -> list[int]:
     """New seeds for every run (recorded in the report, so a failure can be replayed)."""
     return [secrets.randbits(31) for _ in range(count)]
 
@@ -311,7 +311,7 @@ def check_numerics(
         )
         for c in cases
     }
-    for seed in gate.validate_seeds(seeds):
+    for seed in numerics_gate.validate_seeds(seeds):
         for case in cases:
             results[case.key].seeds.append(check_seed(case, seed, device, memory))
     return results

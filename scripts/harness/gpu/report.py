@@ -14,30 +14,14 @@ from typing import Any
 
 from harness.files import atomic_write
 from harness.github import append_step_summary, capped, on_actions, workflow_command
-from harness.gpu.gate import (
-    AB_FAIL_SLOWER,
-    AB_WARN_SLOWER,
-    CORRUPT,
-    DOES_NOT_FIT,
-    FAIL,
-    FASTER,
-    KEY_MISMATCH,
-    MISSING,
-    NAMES,
-    NEW,
-    OK,
-    PASS,
-    STATISTICS,
-    THRESHOLDS,
-    WARN,
-    AbComparison,
-    TimingVerdict,
-    slower_than_base,
-)
+from harness.gpu.ab_gate import AB_FAIL_SLOWER, AB_WARN_SLOWER, FASTER, AbComparison, slower_than_base
+from harness.gpu.gate import DOES_NOT_FIT, PASS
 from harness.gpu.numerics import NumericsResult, OutputCheck
+from harness.gpu.numerics_gate import NAMES, STATISTICS, THRESHOLDS
 from harness.gpu.results import GpuRun, VariantResult
 from harness.gpu.sweep import SweepCurve, conclusions
 from harness.gpu.timing import Throughput
+from harness.gpu.timing_gate import CORRUPT, FAIL, KEY_MISMATCH, MISSING, NEW, OK, WARN, TimingVerdict
 
 # 3: numerics per output, each with its own tolerance; 4: and beside its precision twin's error; 5: a variant's
 # failure (stage, kind: raised, did not finish, crashed), those that did not finish or crashed first among failures;

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.gpu import against, gate
+from harness.gpu import ab_gate, against, gate, timing_gate
 from harness.gpu.compile import CompiledCase
 from harness.gpu.device import Device
 from harness.gpu.numerics import NumericsResult
@@ -161,11 +161,11 @@ class GpuRun:
     gpu_state_note: str | None = None
     other_processes: list[int] = field(default_factory=list)
     pairs: dict[str, Pair] = field(default_factory=dict, repr=False)  # what was timed, to time it again
-    comparison: gate.Comparison | None = None  # the baseline's, once compared or recorded
-    remeasure: gate.Remeasure | None = field(default=None, repr=False)  # for the baseline's confirmation
+    comparison: timing_gate.Comparison | None = None  # the baseline's, once compared or recorded
+    remeasure: timing_gate.Remeasure | None = field(default=None, repr=False)  # for the baseline's confirmation
     # family/variant -> why it is not run on this device's target (harness.gpu.check.not_run_on): never a pass
     not_run: dict[str, str] = field(default_factory=dict)
-    ab: gate.AbComparison | None = None  # the changed variants against the base commit (`--against`), when asked
+    ab: ab_gate.AbComparison | None = None  # the changed variants against the base commit (`--against`), when asked
 
     def verdict(self, result: VariantResult) -> gate.VariantVerdict:
         timing = None if self.comparison is None else self.comparison.verdicts.get(result.key)
@@ -193,8 +193,8 @@ class GpuRun:
         return max(timed, key=lambda v: v.ratio) if timed else None
 
     def warnings(self) -> list[str]:
-        slower = [] if self.comparison is None else self.comparison.of_level(gate.WARN)
-        ab = [] if self.ab is None else self.ab.of_level(gate.WARN)
+        slower = [] if self.comparison is None else self.comparison.of_level(timing_gate.WARN)
+        ab = [] if self.ab is None else self.ab.of_level(timing_gate.WARN)
         not_compared = [] if self.ab is None else [f"{k}: not timed against the base: {why}" for k, why in
                                                     self.ab.not_compared.items() if why != against.NEW]  # fmt: skip
         return (

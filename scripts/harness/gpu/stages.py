@@ -7,10 +7,11 @@ rounds, one request: harness.gpu.timing.measure_pairs, exactly as in one process
 in a variant's stage is that variant's `VariantFailure`, naming its family file, the variant and the
 last frame of the family's own code it passed through; the other variants go on.
 
-The check runs the session in a worker process (`IsolatedKernels`, over harness.gpu.worker: a
-kernel that never finishes, or one that leaves its CUDA context unusable, fails its variant and
-a fresh worker takes the rest) or in its own (`InProcessKernels`: the same stages with nothing to
-stop a hang, for the scripts that time the kernels again afterwards).
+The check asks its stages of `Kernels`, which reaches one KernelSession through a transport: a worker
+process (`Kernels.in_worker`, over harness.gpu.worker: a kernel that never finishes, or one that leaves
+its CUDA context unusable, fails its variant and a fresh worker takes the rest) or this process
+(`Kernels.in_process`: the same stages with nothing to stop a hang, for the scripts that time the
+kernels again afterwards).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Any, Protocol
+from typing import Any
 
 from harness.declaration import FamilyCallError
 from harness.family import Family
@@ -91,7 +92,8 @@ def where(error: BaseException, family: Family) -> str:
 
 
 class KernelSession:
-    """The stages on `device` ("cuda", or "cpu" with a test's stand-ins), holding the kernels it compiled.
+    """The stages on `device` ("cuda", or "cpu" with a test's stand-ins), holding the kernels it compiled; a worker's
+    handler as it is (harness.gpu.worker), and the in-process transport's. Its answers can be pickled.
 
     `progress(key)` says which variant a timing request goes on with (a worker tells its driver)."""
 
@@ -104,17 +106,35 @@ class KernelSession:
         bench: Bench | None = None,
         compiler: Callable[[Sequence[Case]], list[CompiledCase]] = compile_cases,
     ) -> None:
+        # Before a worker says it is ready, so its start-up limit pays for PyTorch's import (seconds on a busy
+        # machine), not the limit of the first variant it is asked about.
+        import torch  # noqa: F401
+
         self.progress, self.device, self.memory, self.bench, self.compiler = progress, device, memory, bench, compiler
         self.compiled: dict[str, CompiledCase] = {}
         self.pairs: dict[str, Pair] = {}
         self.base_pairs: dict[str, Pair] = {}  # variant -> it and the base's kernel of it (`--against`)
+        # package -> its families, loaded once: a case referred to twice is the same objects
+        self.families: dict[str, tuple[Family, ...]] = {}
         self._state: Any = None
 
     @property
     def cuda(self) -> bool:
         return self.device.startswith("cuda")
 
-    def compile(self, cases: Sequence[Case]) -> dict[str, Compiled | VariantFailure]:
+    def resolve(self, case: Case | CaseRef) -> Case:
+        """A case as given (in this process), or found by its reference among its package's families (a worker)."""
+        if isinstance(case, Case):
+            return case
+        package, family_name, variant, target = case
+        if package not in self.families:
+            self.families[package] = load_package(package).families
+        family = next(f for f in self.families[package] if f.name == family_name)
+        return Case(family, family.variant(variant), target)
+
+    def compile(self, given: Sequence[Case | CaseRef]) -> dict[str, Compiled | VariantFailure]:
+        """Every case compiled, with its source; the kernels stay here, the answer holds what the driver reads."""
+        cases = [self.resolve(case) for case in given]
         try:
             built = self.compiler(cases)
         except Exception as error:  # compile_cases keeps each case's own errors; this is all of them
@@ -135,7 +155,7 @@ class KernelSession:
                 continue
             if compiled.kernel is not None and not compiled.error:
                 self.compiled[key] = compiled
-            found[key] = Compiled(compiled, source)
+            found[key] = Compiled(dataclasses.replace(compiled, case=None, kernel=None, binary=None), source)
         return found
 
     def reference(self, key: str, seed: int) -> float | VariantFailure:
@@ -232,51 +252,6 @@ class KernelSession:
         return self._state
 
 
-class RemoteSession:
-    """A worker's handler (harness.gpu.worker): a KernelSession that finds cases by reference and answers with
-    what can be pickled."""
-
-    def __init__(self, progress: Callable[[str], None], **session: Any) -> None:
-        # Made before the worker says it is ready, so its start-up limit pays for PyTorch's import (seconds on a
-        # busy machine), not the limit of the first variant it is asked about.
-        import torch  # noqa: F401
-
-        self.session = KernelSession(progress, **session)
-        # package -> its families, loaded once by this worker: a case resolved twice is the same objects
-        self.families: dict[str, tuple[Family, ...]] = {}
-
-    def resolve(self, ref: CaseRef) -> Case:
-        package, family_name, variant, target = ref
-        if package not in self.families:
-            self.families[package] = load_package(package).families
-        family = next(f for f in self.families[package] if f.name == family_name)
-        return Case(family, family.variant(variant), target)
-
-    def compile(self, refs: Sequence[CaseRef]) -> dict[str, Compiled | VariantFailure]:
-        found = self.session.compile([self.resolve(ref) for ref in refs])
-        return {
-            key: Compiled(dataclasses.replace(c.compiled, case=None, kernel=None, binary=None), c.source)
-            if isinstance(c, Compiled)
-            else c
-            for key, c in found.items()
-        }
-
-    def reference(self, key: str, seed: int) -> float | VariantFailure:
-        return self.session.reference(key, seed)
-
-    def numerics(self, key: str, seeds: Sequence[int]) -> NumericsResult | VariantFailure:
-        return self.session.numerics(key, seeds)
-
-    def gpu_state(self) -> tuple[str | None, list[int]]:
-        return self.session.gpu_state()
-
-    def time(self, keys: Sequence[str], request: TimingRequest, against: Mapping[str, str] | None = None) -> Timed:
-        return self.session.time(keys, request, against)
-
-    def unusable(self) -> str | None:
-        return self.session.unusable()
-
-
 def base_keys(against: Mapping[str, Case] | None) -> dict[str, str] | None:
     """variant -> its base case's key, as a request carries it."""
     return None if against is None else {key: case.key for key, case in against.items()}
@@ -288,84 +263,61 @@ def case_ref(case: Case) -> CaseRef:
     return (package, case.family.name, case.variant.name, case.target)
 
 
-class Kernels(Protocol):
-    """Where the check's stages run; every answer is the variant's result or its VariantFailure."""
+class InProcess:
+    """A transport to a KernelSession in this process: no time limit (a hang hangs the run), and the timed pairs
+    stay reachable from here (scripts time them again). It has a worker's interface, and never stops."""
 
-    pairs: dict[str, Pair]  # the timed pairs, where they can be called from here
-    limits: TimeLimits  # what each request is allowed
+    def __init__(self, session: KernelSession) -> None:
+        self.session = session
 
-    def compile(self, cases: Sequence[Case], limit_s: float) -> dict[str, Compiled | VariantFailure]: ...
-    def reference(self, case: Case, seed: int, limit_s: float) -> float | VariantFailure: ...
-    def numerics(self, case: Case, seeds: Sequence[int], limit_s: float) -> NumericsResult | VariantFailure: ...
-    def gpu_state(self) -> tuple[str | None, list[int]]: ...
-    def time(
-        self,
-        cases: Mapping[str, Case],
-        request: TimingRequest,
-        limits: Mapping[str, float],
-        against: Mapping[str, Case] | None = None,
-    ) -> Timed: ...
-    def drop(self, keys: Sequence[str]) -> None: ...
-    def close(self) -> None: ...
+    def ask(self, op: str, *args: Any, limit: Callable[[str | None], float]) -> tuple[Any, None]:
+        return getattr(self.session, op)(*args), None
 
-
-class InProcessKernels:
-    """The stages in this process: exceptions contained, no time limit (a hang hangs the run)."""
-
-    def __init__(self, session: KernelSession | None = None) -> None:
-        self.session = session or KernelSession()
-        self.pairs = self.session.pairs
-        self.limits = LIMITS  # computed, not enforced
-
-    def compile(self, cases: Sequence[Case], limit_s: float) -> dict[str, Compiled | VariantFailure]:
-        return self.session.compile(cases)
-
-    def reference(self, case: Case, seed: int, limit_s: float) -> float | VariantFailure:
-        return self.session.reference(case.key, seed)
-
-    def numerics(self, case: Case, seeds: Sequence[int], limit_s: float) -> NumericsResult | VariantFailure:
-        return self.session.numerics(case.key, seeds)
-
-    def gpu_state(self) -> tuple[str | None, list[int]]:
-        return self.session.gpu_state()
-
-    def time(
-        self,
-        cases: Mapping[str, Case],
-        request: TimingRequest,
-        limits: Mapping[str, float],
-        against: Mapping[str, Case] | None = None,
-    ) -> Timed:
-        return self.session.time(list(cases), request, base_keys(against))
-
-    def drop(self, keys: Sequence[str]) -> None:
-        """Nothing to forget: the kernels stay for whoever times them again."""
-
-    def close(self) -> None:
+    def stop(self) -> None:
         """The kernels stay with the session."""
 
 
-class IsolatedKernels:
-    """The stages in a worker process, each request within its limit. After a worker was stopped (it did not
-    finish, crashed, or its CUDA context is unusable) the next request starts a fresh one, which first compiles
-    the variants still to be checked (those not dropped)."""
+class Kernels:
+    """The check's stages, asked of one KernelSession through a transport (`in_worker` or `in_process`); every
+    answer is the variant's result or its VariantFailure. After a worker was stopped (it did not finish, crashed,
+    or its CUDA context is unusable) the next request starts a fresh one, which first compiles the variants still
+    to be checked (those not dropped)."""
 
     def __init__(
         self,
-        handler: str = "harness.gpu.stages:RemoteSession",
+        start: Callable[[], Any],
         limits: TimeLimits = LIMITS,
         log: Callable[[str], None] = print,
-        start: Callable[..., Any] = WorkerProcess,
+        *,
+        by_reference: bool = True,
+        pairs: dict[str, Pair] | None = None,
     ) -> None:
-        self.handler, self.limits, self.log, self.start = handler, limits, log, start
+        self.start, self.limits, self.log = start, limits, log
+        self.by_reference = by_reference  # a worker finds a case by reference; this process takes the case itself
+        self.pairs: dict[str, Pair] = {} if pairs is None else pairs  # where they can be called from here
         self.worker: Any = None
         self.wanted: dict[str, Case] = {}  # compiled, not dropped: what a fresh worker compiles
         self.lost: dict[str, VariantFailure] = {}  # compiled before, but not in a fresh worker
-        self.pairs: dict[str, Pair] = {}  # they live in the worker
+
+    @classmethod
+    def in_worker(
+        cls,
+        handler: str = "harness.gpu.stages:KernelSession",
+        limits: TimeLimits = LIMITS,
+        log: Callable[[str], None] = print,
+    ) -> Kernels:
+        """The stages in a worker process running `handler` (`module:factory`), each request within its limit."""
+        return cls(lambda: WorkerProcess(handler, limits, log), limits, log)
+
+    @classmethod
+    def in_process(cls, session: KernelSession | None = None) -> Kernels:
+        """The stages in this process, in `session` (limits computed, not enforced)."""
+        session = session or KernelSession()
+        return cls(lambda: InProcess(session), by_reference=False, pairs=session.pairs)
 
     def compile(self, cases: Sequence[Case], limit_s: float) -> dict[str, Compiled | VariantFailure]:
         try:
-            found = self._ask("compile", [case_ref(c) for c in cases], limit=lambda key: limit_s)
+            found = self._ask("compile", self._sent(cases), limit=lambda key: limit_s)
         except Stopped as stopped:
             return {c.key: _stopped("compile", c, stopped) for c in cases}
         self.wanted = {c.key: c for c in cases if isinstance(found.get(c.key), Compiled)}
@@ -403,6 +355,7 @@ class IsolatedKernels:
             return Timed(failed=stopped.key, failure=_stopped("timing", cases[stopped.key], stopped))
 
     def drop(self, keys: Sequence[str]) -> None:
+        """Forget variants no later stage asks about: a fresh worker does not compile them."""
         for key in keys:
             self.wanted.pop(key, None)
 
@@ -410,6 +363,9 @@ class IsolatedKernels:
         if self.worker is not None:
             self.worker.stop()
             self.worker = None
+
+    def _sent(self, cases: Sequence[Case]) -> list[Case | CaseRef]:
+        return [case_ref(c) if self.by_reference else c for c in cases]
 
     def _variant(self, stage: str, case: Case, limit_s: float, *args: Any) -> Any:
         if case.key in self.lost:
@@ -435,13 +391,13 @@ class IsolatedKernels:
     def _worker(self) -> Any:
         if self.worker is not None:
             return self.worker
-        worker = self.start(self.handler, self.limits, self.log)
+        worker = self.start()
         if self.wanted:
             cases = list(self.wanted.values())
             self.log(f"a fresh worker compiles the {len(cases)} variants still to be checked")
             try:
                 result, _ = worker.ask(
-                    "compile", [case_ref(c) for c in cases], limit=lambda key: self.limits.compile_limit(len(cases))
+                    "compile", self._sent(cases), limit=lambda key: self.limits.compile_limit(len(cases))
                 )
             except Stopped as stopped:
                 worker.stop()

@@ -13,11 +13,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.config import ConfigError, read_config
 from harness.gpu.device import Device, gpu_unavailable
 from harness.gpu.numerics_gate import MIN_SEEDS
 from harness.gpu.timing import DEFAULT_ROUNDS, REPEAT_MS, TIMERS, WARMUP_MS
-
-SNAPSHOTTED = "kernels"  # the package the static check snapshots (its default --families)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -59,14 +58,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--families",
         nargs="+",
-        default=[SNAPSHOTTED],
+        default=None,
         metavar="PACKAGE",
-        help=f"packages of family files (default: {SNAPSHOTTED}); others, such as the test-only "
-        "tests.gpu_families, have no snapshots to agree with and never record a baseline",
+        help="packages of family files (default: those the static check snapshots, pyproject.toml's "
+        "[tool.tilelang-golden] families); others, such as the test-only tests.gpu_families, have no snapshots "
+        "to agree with and never record a baseline",
     )
-    parser.add_argument("--golden-dir", type=Path, default=Path("golden"), help="static snapshots (default: golden)")
     parser.add_argument(
-        "--timing-dir", type=Path, default=Path("golden/timing"), help="timing baselines (default: golden/timing)"
+        "--golden-dir", type=Path, default=None, help="static snapshots (default: [tool.tilelang-golden] golden)"
+    )
+    parser.add_argument(
+        "--timing-dir", type=Path, default=None, help="timing baselines (default: [tool.tilelang-golden] timing)"
     )
     parser.add_argument(
         "--against",
@@ -86,6 +88,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--force-record-under-ci", action="store_true", help="allow --record-baseline although CI is set"
     )
     options = parser.parse_args(argv)
+    try:
+        settings = read_config()
+    except ConfigError as error:
+        parser.error(str(error))
+    options.snapshotted = settings.families  # what the static check snapshots: what a variant must agree with
+    options.families = options.families or list(settings.families)
+    options.golden_dir = options.golden_dir or settings.golden
+    options.timing_dir = options.timing_dir or settings.timing
     if options.seeds is not None and len(set(options.seeds)) < MIN_SEEDS:
         parser.error(f"--seeds needs at least {MIN_SEEDS} distinct seeds")
     if options.against_all and not options.against:
@@ -111,7 +121,6 @@ def main(argv: list[str] | None = None) -> int:
     broken = [b for each in loaded for b in each.broken]
     for each in broken:
         print(f"gpu check: family not checked: {each.error}", file=sys.stderr)
-    snapshotted = f"{SNAPSHOTTED}/"
 
     def chosen(key: str) -> bool:  # a variant's `family/variant`
         return not options.select or any(fnmatch.fnmatchcase(key, pattern) for pattern in options.select)
@@ -139,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         seeds=options.seeds,
         rounds=options.rounds,
         golden=options.golden_dir,
-        snapshotted=lambda case: case.family.file.startswith(snapshotted),
+        snapshotted=lambda case: case.family.package in options.snapshotted,
         warmup_ms=options.warmup_ms,
         repeat_ms=options.repeat_ms,
         timer=options.timer,
@@ -152,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         timing_dir=options.timing_dir,
         record=options.record_baseline,
         force_record=options.force_record_under_ci,
-        complete_selection=not options.select and not broken and options.families == [SNAPSHOTTED],
+        complete_selection=not options.select and not broken and options.families == list(options.snapshotted),
     )
     return 1 if broken and status == 0 else status
 

@@ -25,7 +25,8 @@ ALLOWED = {
     "harness.environment": set(),  # below both halves: CI or not
     "harness.github": set(),  # below both halves: workflow commands and the step summary, escaped and capped
     "harness.targets": set(),  # a project setting both halves read
-    "harness.family": {"harness.targets"},  # to check the targets a family narrows to
+    "harness.config": set(),  # a repository's settings ([tool.tilelang-golden]), read by both halves
+    "harness.family": {"harness.targets", "harness.config"},  # the targets a family narrows to; default packages
     "harness.analysis": set(),  # what families' checks compute: with harness.family, all they may import
     "harness.dtypes": set(),  # below both halves: element types by TVM's and torch's names
     # a chain of jit kernels traced on the meta device: what build makes of a Chain
@@ -34,6 +35,7 @@ ALLOWED = {
     # a family's callables against the kernel's signature: checked by both halves
     "harness.declaration": {"harness.family", "harness.build", "harness.dtypes"},
     "harness.static": {
+        "harness.config",
         "harness.family",
         "harness.analysis",
         "harness.build",
@@ -45,6 +47,7 @@ ALLOWED = {
         "harness.github",
     },
     "harness.gpu": {
+        "harness.config",
         "harness.family",
         "harness.build",
         "harness.dtypes",

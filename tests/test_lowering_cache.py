@@ -215,7 +215,8 @@ def test_the_session_reports_lowered_and_cached_cases_and_regen_never_reads_the_
 
 class FakeConfig:
     def __init__(self, **options: object) -> None:
-        self.options = {"--regen": False, "--refresh-cache": False, "--no-cache": False, "--families": ["kernels"]}
+        self.options = {"--regen": False, "--refresh-cache": False, "--no-cache": False, "--families": ["kernels"],
+                        "--golden-dir": None}  # fmt: skip
         self.options.update(options)
         self.options.setdefault("--lowering-cache", "unused")
         self.stash = pytest.Stash()

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from harness.config import DEFAULT_FAMILIES
 from harness.targets import TARGETS, Target
 
 # A variant's full parameter set: its problem dimensions, then its own parameters.
@@ -299,7 +300,10 @@ class Family:
     # Optional: the project's targets (harness.targets.TARGETS) this family is snapshotted and run on, e.g. a
     # kernel written for one architecture's instructions. Default: all of them.
     targets: Sequence[str] | None = None
-    file: str = field(default="", compare=False)  # kernels/<name>.py, set by discovery
+    file: str = field(
+        default="", compare=False
+    )  # its file, as the repository names it (kernels/<name>.py): by discovery
+    package: str = field(default="", compare=False)  # the importable package it was found in (`kernels`): by discovery
 
     def __post_init__(self) -> None:
         """Refuse a declaration that cannot be used, naming the file, the variant and the fix; the first problem
@@ -552,22 +556,28 @@ class Registry:
     broken: tuple[BrokenFamily, ...]
 
 
+def shown_file(package: Any, package_name: str, name: str) -> str:
+    """A family module's file as messages name it: its path from the repository's root (the working directory),
+    `src/acme/ops/attention.py`; a package outside the repository by its dotted name, `acme/ops/attention.py`."""
+    path = Path(list(package.__path__)[0]) / f"{name}.py"
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return f"{package_name.replace('.', '/')}/{name}.py"
+
+
 def family_modules(package: Any) -> list[str]:
     """Module names of a package's family files: every module not starting with `_`."""
     return sorted(info.name for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_"))
 
 
-# The package a run's families come from unless it names others (`--families`).
-DEFAULT_FAMILIES = "kernels"
-
-
 def load_families(*packages: str) -> Registry:
-    """Import every family module of each package (default: DEFAULT_FAMILIES), in order; a module that fails is
-    reported, the others still load. A run loads its families once and passes them on: nothing here is cached, so
-    two runs in one process (the tests) see the families each names."""
+    """Import every family module of each package (default: harness.config's DEFAULT_FAMILIES), in order; a module
+    that fails is reported, the others still load. A run loads its families once and passes them on: nothing here
+    is cached, so two runs in one process (the tests) see the families each names."""
     families: list[Family] = []
     broken: list[BrokenFamily] = []
-    for package_name in packages or (DEFAULT_FAMILIES,):
+    for package_name in packages or DEFAULT_FAMILIES:
         found = _load_package(package_name, taken={f.name: f.file for f in families})
         families += found.families
         broken += found.broken
@@ -580,7 +590,7 @@ def _load_package(package_name: str, taken: Mapping[str, str]) -> Registry:
     families: list[Family] = []
     broken: list[BrokenFamily] = []
     for name in family_modules(package):
-        file = f"{package_name.replace('.', '/')}/{name}.py"
+        file = shown_file(package, package_name, name)
         try:
             module = importlib.import_module(f"{package_name}.{name}")
             if getattr(module, "annotations", None) is __future__.annotations:
@@ -620,5 +630,6 @@ def _load_package(package_name: str, taken: Mapping[str, str]) -> Registry:
             )
             continue
         object.__setattr__(family, "file", file)
+        object.__setattr__(family, "package", package_name)
         families.append(family)
     return Registry(tuple(families), tuple(broken))

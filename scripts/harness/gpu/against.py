@@ -125,9 +125,12 @@ def load_base(tree: PurePath) -> Registry:
     for family in loaded.families:
         renamed = dataclasses.replace(family)  # the base's own object stays as its module holds it
         object.__setattr__(renamed, "name", f"{family.name}{BASE_NAME}")
-        object.__setattr__(renamed, "file", (tree / family.file).as_posix())
+        object.__setattr__(renamed, "file", (tree / FAMILIES / PurePath(family.file).name).as_posix())
+        object.__setattr__(renamed, "package", ".".join((*tree.parts, FAMILIES)))  # how a worker finds it again
         families.append(renamed)
-    broken = tuple(dataclasses.replace(b, file=(tree / b.file).as_posix()) for b in loaded.broken)
+    broken = tuple(
+        dataclasses.replace(b, file=(tree / FAMILIES / PurePath(b.file).name).as_posix()) for b in loaded.broken
+    )
     return Registry(tuple(families), broken)
 
 

@@ -259,7 +259,7 @@ def base_keys(against: Mapping[str, Case] | None) -> dict[str, str] | None:
 
 def case_ref(case: Case) -> CaseRef:
     """How a worker finds the case: its family file's package (`kernels/x.py` -> `kernels`), names and target."""
-    package = ".".join(PurePath(case.family.file).parent.parts)
+    package = case.family.package or ".".join(PurePath(case.family.file).parent.parts)
     return (package, case.family.name, case.variant.name, case.target)
 
 

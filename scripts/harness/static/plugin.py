@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import harness.family
+from harness.config import ConfigError, read_config
 from harness.static.cases import all_cases, parse_shard, select_shard
 from harness.static.changes import lowering_line
 from harness.static.golden import RegenRefused, check_may_write
@@ -51,13 +52,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--force-regen-under-ci", action="store_true", help="allow --regen although CI is set (for a regen job)"
     )
     group.addoption("--shard", default=None, metavar="I/N", help="run only shard I of N (numbered from 1)")
-    group.addoption("--golden-dir", default="golden", help="snapshot folder (default: golden)")
+    group.addoption(
+        "--golden-dir", default=None, help="snapshot folder (default: pyproject.toml's [tool.tilelang-golden] golden)"
+    )
     group.addoption(
         "--families",
         nargs="+",
-        default=[harness.family.DEFAULT_FAMILIES],
+        default=None,
         metavar="PACKAGE",
-        help=f"importable packages of family files, in order (default: {harness.family.DEFAULT_FAMILIES})",
+        help="importable packages of family files, in order (default: pyproject.toml's [tool.tilelang-golden] "
+        "families, else kernels)",
     )
     group.addoption(
         "--lowering-cache",
@@ -284,7 +288,8 @@ class GoldenRun:
     PLUGIN = "golden-run"
 
     cache: LoweringCache | None  # the disk cache the options ask for; None: lower every case
-    packages: tuple[str, ...]  # where its families come from (`--families`)
+    packages: tuple[str, ...]  # where its families come from (`--families`, else the repository's settings)
+    golden: Path  # its snapshot folder (`--golden-dir`, else the repository's settings)
     collected_by_worker: dict[str, int] = field(default_factory=dict)  # xdist worker -> items it collected
     shown_errors: dict[tuple[str, str], str] = field(default_factory=dict)  # an error's key -> the check shown with it
     _lowerings: LoweringSession | None = field(default=None, repr=False)
@@ -372,7 +377,13 @@ def golden_run(config: pytest.Config) -> GoldenRun:
     """This process's run, made on first use: by `-n auto`'s count of workers, which traces every kernel before
     pytest_configure (the controller keeps those traces when it runs the items itself), or by pytest_configure."""
     if GOLDEN_RUN not in config.stash:
-        config.stash[GOLDEN_RUN] = GoldenRun(_lowering_cache(config), tuple(config.getoption("--families")))
+        try:
+            settings = read_config()
+        except ConfigError as error:
+            raise pytest.UsageError(str(error)) from None
+        packages = tuple(config.getoption("--families") or settings.families)
+        golden = Path(config.getoption("--golden-dir") or settings.golden)
+        config.stash[GOLDEN_RUN] = GoldenRun(_lowering_cache(config), packages, golden)
     return config.stash[GOLDEN_RUN]
 
 
@@ -384,7 +395,7 @@ def families(pytestconfig: pytest.Config) -> harness.family.Registry:
 
 @pytest.fixture(scope="session")
 def golden_store(pytestconfig: pytest.Config) -> SnapshotStore:
-    return SnapshotStore(Path(pytestconfig.getoption("--golden-dir")))
+    return SnapshotStore(golden_run(pytestconfig).golden)
 
 
 @pytest.fixture(scope="session")

@@ -191,8 +191,12 @@ class SnapshotStore:
 
     @property
     def prefix(self) -> str:
-        """How reports name this store's files: its folder's name and a slash (`golden/`), as `diff -ru` does."""
-        return f"{self.root.name}/"
+        """How reports name this store's files: its folder from the repository's root (the working directory) and a
+        slash (`golden/`, `tests/golden/`), as `diff -ru` does; a folder outside the repository by its name."""
+        try:
+            return f"{self.root.resolve().relative_to(Path.cwd().resolve()).as_posix()}/"
+        except ValueError:
+            return f"{self.root.name}/"
 
     def read(self, relative: str) -> str | None:
         path = self.root / relative

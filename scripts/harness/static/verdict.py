@@ -299,9 +299,9 @@ def _source_sections(classes: Sequence[_Class], with_variants: bool, pending: st
         changed = sum(1 for line in _hunk_body(mismatch.diff) if line[:1] in "+-")
         language = mismatch.subject or "source"
         where = f", {', '.join(labels)}" if several else ""
-        golden_path = mismatch.path
-        inside = golden_path.split("/", 1)[1] if "/" in golden_path else golden_path
-        full = f"diff -u {golden_path} {pending.rstrip('/')}/{inside}"
+        # A case's file is family/variant/target.suffix inside either folder, whatever the snapshot folder's path.
+        inside = "/".join(mismatch.path.split("/")[-3:])
+        full = f"diff -u {mismatch.path} {pending.rstrip('/')}/{inside}"
         sections.append(Section(f"{language}{where}: {changed} changed lines", mismatch.diff, True, full))
     for labels, mismatch in others.values():
         where = f", {', '.join(labels)}" if several else ""

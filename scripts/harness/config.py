@@ -1,0 +1,74 @@
+"""A repository's settings for the harness: `[tool.tilelang-golden]` in its `pyproject.toml`.
+
+    [tool.tilelang-golden]
+    families = ["acme.ops"]        # importable packages of family files, in order (default: ["kernels"])
+    golden = "tests/golden"        # the snapshot folder (default: "golden")
+    timing = "tests/golden/timing" # the GPU timing baselines (default: "<golden>/timing")
+
+Every key is optional and the defaults are this project's own layout, so a repository laid out like it needs no
+section. Paths are relative to the repository's root, where the sessions run. A command-line option given for a
+run (`--families`, `--golden-dir`, `--timing-dir`) wins over the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+PYPROJECT = "pyproject.toml"
+SECTION = "tilelang-golden"  # under [tool]
+DEFAULT_FAMILIES = ("kernels",)
+DEFAULT_GOLDEN = "golden"
+
+
+class ConfigError(ValueError):
+    """The settings cannot be used; the message names the file, the key and what it must be."""
+
+
+@dataclass(frozen=True)
+class Config:
+    families: tuple[str, ...] = DEFAULT_FAMILIES
+    golden: Path = Path(DEFAULT_GOLDEN)
+    timing: Path = Path(DEFAULT_GOLDEN) / "timing"
+
+
+def read_config(root: Path | None = None) -> Config:
+    """The settings of the repository at `root` (default: the working directory); the defaults without a
+    `pyproject.toml` or without the section."""
+    path = (root or Path.cwd()) / PYPROJECT
+    if not path.is_file():
+        return Config()
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{PYPROJECT}: not valid TOML ({error})") from None
+    section = document.get("tool", {}).get(SECTION, {})
+    where = f"{PYPROJECT} [tool.{SECTION}]"
+    if not isinstance(section, dict):
+        raise ConfigError(f"{where}: expected a table of settings")
+    unknown = sorted(set(section) - {"families", "golden", "timing"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {unknown}; the settings are families, golden and timing")
+    families = section.get("families", list(DEFAULT_FAMILIES))
+    if not (isinstance(families, list) and families and all(_is_package(name) for name in families)):
+        raise ConfigError(
+            f'{where}: families must be a non-empty list of importable package names (families = ["acme.ops"]), '
+            f"got {families!r}"
+        )
+    golden = _folder(section, "golden", DEFAULT_GOLDEN, where)
+    timing = _folder(section, "timing", f"{golden.as_posix()}/timing", where)
+    return Config(tuple(families), golden, timing)
+
+
+def _is_package(name: Any) -> bool:
+    return isinstance(name, str) and all(part.isidentifier() for part in name.split("."))
+
+
+def _folder(section: dict[str, Any], key: str, default: str, where: str) -> Path:
+    value = section.get(key, default)
+    if not isinstance(value, str) or not value or Path(value).is_absolute() or ".." in Path(value).parts:
+        raise ConfigError(f"{where}: {key} must be a folder inside the repository, as a relative path, got {value!r}")
+    return Path(value)

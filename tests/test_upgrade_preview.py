@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -11,13 +12,14 @@ from conftest import REPO, SMALL_CASE
 
 import harness.family
 import harness.static.upgrade_preview as preview_module
+from harness.family import Registry
 from harness.static.cases import Case, all_cases
 from harness.static.changes import CaseOutcome, FileChange
 from harness.static.diff import changed_fields
 from harness.static.lowering import LoweringError
 from harness.static.results import read_results
 from harness.static.snapshot import SnapshotStore
-from harness.static.upgrade_preview import CaseRow, Preview, classify_case, render_markdown
+from harness.static.upgrade_preview import CaseRow, Preview, classify_case, render_markdown, run_preview
 
 CASE = next(c for c in all_cases(harness.family.load_families()) if c.id == SMALL_CASE)
 
@@ -246,3 +248,20 @@ def test_a_hip_target_is_compared_through_its_hip_snapshot(tmp_path, lowerings):
     text = render_markdown(preview)
     assert "1 cases: 1 HIP changed." in text and f"| {case.id} | HIP changed | HIP changed |" in text
     assert "CUDA changed" not in text.replace("CUDA/HIP changed", ""), "a HIP source's change is named HIP everywhere"
+
+
+def test_a_preview_writes_its_reports_and_the_static_runs_results_and_groups_changes_as_the_verdict(golden, tmp_path):
+    """run_preview over one case whose facts were altered: its row, the grouped change read from its result, and
+    that result in the output's RESULTS.jsonl as a static run writes it."""
+    facts = golden / f"{SMALL_CASE}.yaml"
+    facts.write_text(facts.read_text().replace("dynamic_shared_memory_bytes: 8192", "dynamic_shared_memory_bytes: 1"))
+    family = dataclasses.replace(CASE.family, variants=[CASE.variant], targets=[CASE.target])
+    object.__setattr__(family, "file", CASE.family.file)
+    output = tmp_path / "preview"
+    preview = run_preview(Registry((family,), ()), "9.9.9", "0.1.15", golden, output, log=lambda line: None)
+    (row,) = preview.rows
+    assert (row.status, row.fields) == (FileChange.FACTS, ["dynamic_shared_memory_bytes"])
+    (result,) = read_results(output)
+    assert result.check == SMALL_CASE and result.mismatches == row.result.mismatches
+    assert "shared memory (dynamic_shared_memory_bytes 1 -> 8192" in (output / "report.md").read_text()
+    assert json.loads((output / "report.json").read_text())["cases"][0]["status"] == "facts changed"

@@ -1,7 +1,9 @@
-"""pytest plugin for the golden sessions: options, sharding, write policy, regen counts.
+"""pytest plugin for the golden sessions: options, sharding, write policy, each check's result, the verdict.
 
 `nox -s static` and `nox -s regen-golden` run `pytest -p harness.static.plugin --pyargs harness.static.session_items`;
-pytest provides parametrization, `-k`, xdist and JUnit XML, this plugin the rest.
+pytest provides parametrization, `-k` and xdist, this plugin the rest: every item's result is one line of the
+pending folder's results (harness.static.results), written by the process that ran it, and the terminal's verdict
+and counts are read from those lines.
 """
 
 from __future__ import annotations
@@ -281,9 +283,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
 
 @dataclass(eq=False)
 class GoldenRun:
-    """One static session in one process, kept in pytest's config stash (`golden_run`): this process's lowerings,
-    and what the items reported (read on the controller, where xdist brings the workers' reports), for the
-    summary the session closes with. It is a plugin too: the hooks that only get a report reach it so."""
+    """One static session in one process, kept in pytest's config stash (`golden_run`): its families and snapshot
+    folder, this process's lowerings, and the errors it has shown. The summary the session closes with reads the
+    results every process wrote (harness.static.results). It is a plugin too: its hooks reach it so."""
 
     PLUGIN = "golden-run"
 

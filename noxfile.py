@@ -22,8 +22,6 @@ nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
 nox.options.sessions = ["static", "tests"]
 
-# The static session's items live in the package; --pyargs collects that module by its name.
-GOLDEN = ["-p", "harness.static.plugin", "--pyargs", "harness.static.session_items"]
 STATIC_VENV = Path(".nox") / "static"  # nox's folder for the static session, which regen-golden runs in too
 
 CPU_LOCK = "requirements.txt"
@@ -109,7 +107,7 @@ def install_project(session: nox.Session) -> None:
 def static(session: nox.Session) -> None:
     """Lower every variant for every target and compare with golden/ (never writes there)."""
     install(session)
-    session.run("python", "-m", "pytest", *GOLDEN, "-n", "auto", "--dist", "loadgroup", *session.posargs)
+    session.run("python", "-m", "harness", "static", *session.posargs)  # `tilelang-golden static` (harness.cli)
 
 
 @nox.session(name="regen-golden", venv_backend="none")
@@ -118,7 +116,7 @@ def regen_golden(session: nox.Session) -> None:
     two must lower with the same packages, and a second venv would cost minutes to build."""
     session.run(sys.executable, "-m", "nox", "--install-only", "-s", "static")
     python = STATIC_VENV / "bin" / "python"
-    session.run(str(python), "-m", "pytest", *GOLDEN, "--regen", "-n", "auto", "--dist", "loadgroup", *session.posargs)
+    session.run(str(python), "-m", "harness", "regen", *session.posargs)
 
 
 @nox.session(name="upgrade-preview")
@@ -157,7 +155,7 @@ def gpu(session: nox.Session) -> None:
 
     `nox --no-venv --no-install -s gpu` runs it in the calling Python, for a runner that already
     has CUDA PyTorch and this project (`pip install --no-deps -e .`); options after `--` go to
-    scripts/gpu_check.py.
+    `tilelang-golden gpu` (harness/gpu/command.py).
     """
     import sys
 
@@ -167,7 +165,7 @@ def gpu(session: nox.Session) -> None:
         session.install("--require-hashes", "-r", GPU_LOCK)  # PyPI's CUDA torch and its triton
         install_project(session)
         python = "python"
-    session.run(python, "scripts/gpu_check.py", *session.posargs)
+    session.run(python, "-m", "harness", "gpu", *session.posargs)
 
 
 DEPENDABOT = ".github/dependabot.yml"

@@ -16,9 +16,8 @@ from scratch_repo import FAMILIES, make_scratch_repo
 from harness.config import Config, ConfigError, read_config
 from harness.static.results import RESULTS
 
-# What `nox -s static` runs, in one process (-n 0) and on one target, so the life cycle stays short.
-STATIC = ["-m", "pytest", "-p", "harness.static.plugin", "--pyargs", "harness.static.session_items",
-          "-p", "no:cacheprovider", "--no-cache", "-n", "0", "-k", "sm_90"]  # fmt: skip
+# `tilelang-golden static` (what `nox -s static` runs), in one process (-n 0) on one target, to stay short.
+STATIC = ["-m", "harness", "static", "-p", "no:cacheprovider", "--no-cache", "-n", "0", "-k", "sm_90"]
 
 
 def test_a_repository_without_settings_has_this_projects_layout(tmp_path):
@@ -52,8 +51,8 @@ def test_unusable_settings_are_refused_naming_the_file_and_the_key(tmp_path, sec
 
 
 def static(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The static session in the adopting repository: its root the working directory, its package importable as
-    an installed project's is."""
+    """`tilelang-golden static` in the adopting repository: its root the working directory, its package
+    importable as an installed project's is."""
     environ = {k: v for k, v in os.environ.items() if k not in ("CI", "TL_LOWER_TRACE")}
     environ["PYTHONPATH"] = os.pathsep.join([str(root / "src"), environ.get("PYTHONPATH", "")])
     command = [sys.executable, *STATIC, *args]
@@ -94,3 +93,18 @@ def test_the_static_check_runs_in_an_adopting_repository_green_red_green(tmp_pat
     (family.parent / "moe.py").write_text("import no_such_module\n")
     broken = static(root, "-k", "moe")
     assert broken.returncode == 1 and "src/acme/ops/moe.py: importing it raised ModuleNotFoundError" in broken.stdout
+
+
+def test_the_command_names_its_commands_and_refuses_another():
+    from harness.cli import COMMANDS, main
+
+    assert set(COMMANDS) == {"static", "regen", "gpu", "summary"}
+    result = subprocess.run([sys.executable, "-m", "harness", "stat"], capture_output=True, text=True, timeout=60)
+    assert (
+        result.returncode == 2
+        and "unknown command 'stat'" in result.stderr
+        and "tilelang-golden static" in (result.stderr)
+    )
+    with pytest.raises(SystemExit) as helped:
+        main(["gpu", "--help"])
+    assert helped.value.code == 0

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from conftest import SMALL_CASE
-from script_runner import load_script
 
 from harness.github import MAX_ANNOTATIONS, escape_data, escape_property
 from harness.static import job_summary as ci_summary
@@ -15,7 +14,7 @@ from harness.static.changes import FactChange, FileChange, Mismatch
 from harness.static.job_summary import StaticReport, error_annotations, render_job_summary, static_report
 from harness.static.results import RESULTS, CheckResult, Status, append_result, read_results
 
-main = load_script("ci_summary").main
+main = ci_summary.main
 
 
 def write_results(folder: Path, *results: CheckResult) -> Path:

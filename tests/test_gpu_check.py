@@ -12,7 +12,6 @@ import gpu_fakes as fake
 import pytest
 import torch
 from conftest import REPO, SUBPROCESS_LIMIT_S
-from script_runner import load_script
 
 from harness.family import Work
 from harness.gpu.check import CheckPlan, check_snapshot, device_cases, not_runnable, run_gpu_check
@@ -40,7 +39,7 @@ V0 = fake.V0
 def run_entry(*args: str, **env: str) -> subprocess.CompletedProcess:
     environ = {**os.environ, "CUDA_VISIBLE_DEVICES": "", **env}
     return subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "gpu_check.py"), *args],
+        [sys.executable, "-m", "harness", "gpu", *args],
         cwd=REPO,
         env=environ,
         capture_output=True,
@@ -380,7 +379,7 @@ def test_nvcc_is_found_where_tilelang_looks(tmp_path):
 
 
 def test_without_nvcc_the_entry_stops_before_compiling_with_status_2(monkeypatch, capsys, tmp_path):
-    entry = load_script("gpu_check")
+    from harness.gpu import command as entry
     from harness.gpu import device
 
     monkeypatch.setattr(device, "require_cuda", fake.device)

@@ -11,12 +11,11 @@ from types import SimpleNamespace
 
 import gpu_fakes as fake
 import pytest
-from script_runner import load_script
 from test_gpu_check import FACTS
 
 from harness.build import BuiltKernel
 from harness.chain import Launch
-from harness.gpu import check, compile
+from harness.gpu import check, command, compile
 from harness.gpu.baseline import baseline_key
 from harness.gpu.check import CheckPlan, check_snapshot, device_selection, run_gpu_check
 from harness.gpu.compile import CompiledCase, compile_cases, read_driver_resources
@@ -109,7 +108,7 @@ def test_an_unknown_gcn_arch_stops_naming_the_target_to_add(monkeypatch):
 
 def test_the_entry_stops_with_status_2_on_a_device_without_a_target(monkeypatch, capsys):
     fake.torch_device(monkeypatch, (10, 3), {**fake.H200_PROPERTIES, "name": "NVIDIA B300"})
-    assert load_script("gpu_check").main([]) == 2
+    assert command.main([]) == 2
     err = capsys.readouterr().err
     assert "gpu check stopped, nothing was checked: this GPU has compute capability 10.3 (sm_103)" in err
     assert f"add 'sm_103a' to TARGETS in {TARGETS_FILE}" in err

@@ -21,6 +21,9 @@ READS_IR = {
 # Which layers each layer may import from (besides itself and the standard library).
 ALLOWED = {
     "harness": set(),
+    # the `tilelang-golden` command (and `python -m harness`): above both halves, it runs them
+    "harness.cli": {"harness.static", "harness.gpu"},
+    "harness.__main__": {"harness.cli"},
     "harness.files": set(),  # below both halves: atomic writes
     "harness.environment": set(),  # below both halves: CI or not
     "harness.github": set(),  # below both halves: workflow commands and the step summary, escaped and capped

@@ -5,8 +5,6 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from script_runner import load_script
-
 from harness.static.results import CheckResult, append_result
 from harness.static.snapshot import SnapshotStore, cuda_header
 from harness.static.target_identity import NAMED_DIFFERENCES, identical_target_pairs, identity_lines
@@ -64,7 +62,8 @@ def test_the_job_summary_lists_identical_targets_from_the_pending_folder(tmp_pat
     snapshot(pending, "f/a", "sm_89", KERNEL)
     append_result(pending.root, CheckResult("f/a/sm_80", case=("f", "a", "sm_80")))
     out = io.StringIO()
-    main = load_script("ci_summary").main
+    from harness.static.job_summary import main
+
     assert main([str(pending.root)], environ={}, out=out) == 0
     assert "### Targets with byte-identical kernel source\n\n- sm_80 = sm_89: 1 of 1 variants\n" in out.getvalue()
     out = io.StringIO()

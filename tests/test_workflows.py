@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 import yaml
-from script_runner import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOWS = REPO / ".github" / "workflows"
@@ -214,7 +213,7 @@ def test_the_gpu_verdict_follows_pull_request_commits_only(event, branch, conclu
 
 def test_the_static_shards_upload_the_verdict_and_the_pull_request_number_for_the_comment():
     golden = _static_jobs()["golden"]
-    summary = next(step for step in golden["steps"] if "scripts/ci_summary.py" in step.get("run", ""))
+    summary = next(step for step in golden["steps"] if "-m harness summary" in step.get("run", ""))
     assert "--comment-file build/verdict/verdict.md" in summary["run"]
     number = next(step for step in golden["steps"] if "build/verdict/pull-request" in step.get("run", ""))
     assert number["env"] == {"PULL_REQUEST": "${{ github.event.pull_request.number }}"}
@@ -326,8 +325,9 @@ def test_the_check_runs_the_gpu_session_of_the_pull_request_as_the_workflow_asks
     (call,) = [line.strip() for line in script.splitlines() if nox_sessions_called(line)]
     assert call == '"$HOME/venv/bin/nox" --envdir "$HOME/nox" -s gpu -- --output "$work/out" "$@"'
     assert "report=${GPU_CHECK_REPORT:-/report}" in script and "work=$HOME/check" in script
-    gpu_check = load_script("gpu_check")  # the session's entry script: its parser must accept what it is given
-    options = gpu_check.parse_args(["--output", "/report/out", "--against", "a" * 40])
+    from harness.gpu.command import parse_args  # the session's command: its parser must accept what it is given
+
+    options = parse_args(["--output", "/report/out", "--against", "a" * 40])
     assert options.output == Path("/report/out") and options.against == "a" * 40
     assert script.index("kill -KILL -1") < script.index('"$report/report.tar.part"'), "nothing outlives the check"
 
@@ -734,10 +734,9 @@ def test_static_failure_reports_through_the_harness(job_name):
     commands = _commands(job)
     static = next(run for run in commands if "nox -s static" in run)
     assert "--pending-dir" not in static, f"{job_name}: the summary reads the default pending folder's results"
-    summary = [step for step in job["steps"] if "scripts/ci_summary.py" in step.get("run", "")]
+    summary = [step for step in job["steps"] if "-m harness summary" in step.get("run", "")]
     assert len(summary) == 1 and summary[0]["if"] == "${{ !cancelled() }}"
-    assert shlex.split(summary[0]["run"])[1:3] == ["scripts/ci_summary.py", "build/golden-pending"]
-    assert (REPO / "scripts" / "ci_summary.py").is_file()
+    assert shlex.split(summary[0]["run"])[1:5] == ["-m", "harness", "summary", "build/golden-pending"]
     upload = [
         step
         for step in job["steps"]
@@ -768,8 +767,8 @@ def test_regen_forces_writes_under_ci_and_a_job_that_runs_no_code_checks_its_pat
 
 def test_each_shard_titles_its_summary_and_the_orphan_job_promises_no_produced_files():
     jobs = workflows()["static.yml"]["jobs"]
-    summaries = {name: next(s["run"] for s in job["steps"] if "ci_summary.py" in s.get("run", "")) for name, job in
-                 jobs.items() if any("ci_summary.py" in s.get("run", "") for s in job["steps"])}  # fmt: skip
+    summaries = {name: next(s["run"] for s in job["steps"] if "harness summary" in s.get("run", "")) for name, job in
+                 jobs.items() if any("harness summary" in s.get("run", "") for s in job["steps"])}  # fmt: skip
     assert '--title "Golden snapshots, shard $SHARD"' in summaries["golden"]
     assert "--no-produced-files" in summaries["orphans"] and "--artifact" not in summaries["orphans"]
     uploads = [s for s in jobs["orphans"]["steps"] if "upload-artifact" in s.get("uses", "")]

@@ -1,4 +1,4 @@
-"""Test-only families for proving the GPU check on a GPU: `scripts/gpu_check.py --families tests.gpu_families`.
+"""Test-only families for proving the GPU check on a GPU: `tilelang-golden gpu --families tests.gpu_families`.
 
 Each is broken on purpose: a kernel that does not finish, one that writes to an illegal address,
 inputs that raise. None is snapshotted: the static check reads only

@@ -31,7 +31,7 @@ REPORT_FORMAT = 7
 REPORT = "report.json"
 NOT_RUN = "not_run"  # the count of variants not run on this device's target (GpuRun.not_run)
 SUMMARY = "summary.md"
-MARKDOWN_HEADER = "<!-- Written by `nox -s gpu` (scripts/gpu_check.py) from one run; report.json holds the data. -->"
+MARKDOWN_HEADER = "<!-- Written by `nox -s gpu` (tilelang-golden gpu) from one run; report.json holds the data. -->"
 
 
 def plot_name(family: str) -> str:
@@ -49,7 +49,7 @@ def report_data(run: GpuRun) -> dict[str, Any]:
     fastest = run.fastest()
     return {
         "format": REPORT_FORMAT,
-        "written_by": "nox -s gpu (scripts/gpu_check.py)",
+        "written_by": "nox -s gpu (tilelang-golden gpu)",
         "passed": run.passed,
         "device": run.device.as_dict(),
         "seeds": run.seeds,

@@ -202,7 +202,7 @@ class WorkerProcess:
 
 def import_path(path: Sequence[str] = sys.path, cwd: str | None = None) -> list[str]:
     """This process's module search path, for the worker to import the same harness and families (a script's
-    folder included, as `python scripts/gpu_check.py` puts it first)."""
+    folder included, as `python scripts/<script>.py` puts it first)."""
     here = cwd or os.getcwd()
     return [entry or here for entry in path]
 

@@ -1,4 +1,4 @@
-"""Numeric and timing checks of every registered variant on the GPU at hand (`nox -s gpu`).
+"""`tilelang-golden gpu`: numeric and timing checks of every registered variant on the GPU at hand (`nox -s gpu`).
 
 Exit status: 0 the gate passed, 1 it failed, 2 nothing could be checked (no CUDA device, no
 snapshot target for it, no nvcc, no selected variant for its target, a refused baseline
@@ -20,7 +20,7 @@ from harness.gpu.timing import DEFAULT_ROUNDS, REPEAT_MS, TIMERS, WARMUP_MS
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="tilelang-golden gpu", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--output", type=Path, default=Path("build/gpu-report"), help="report folder (default: build/gpu-report)"
     )
@@ -164,7 +164,3 @@ def main(argv: list[str] | None = None) -> int:
         complete_selection=not options.select and not broken and options.families == list(options.snapshotted),
     )
     return 1 if broken and status == 0 else status
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import SUBPROCESS_LIMIT_S
+from conftest import REPO, SUBPROCESS_LIMIT_S
 from scratch_repo import FAMILIES, make_scratch_repo
 
 from harness.config import Config, ConfigError, read_config
@@ -108,3 +110,35 @@ def test_the_command_names_its_commands_and_refuses_another():
     with pytest.raises(SystemExit) as helped:
         main(["gpu", "--help"])
     assert helped.value.code == 0
+
+
+def test_the_harness_builds_as_a_wheel_with_its_command(tmp_path):
+    """What a repository installs from a git URL: the package and its `tilelang-golden` console script. Built from
+    a copy of the project, so the build leaves nothing in the checkout."""
+    source = tmp_path / "source"
+    shutil.copytree(
+        REPO / "scripts" / "harness", source / "scripts" / "harness", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    shutil.copytree(REPO / "kernels", source / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", source)
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-index",
+        "-w",
+        str(tmp_path / "dist"),
+        str(source),
+    ]
+    built = subprocess.run(command, capture_output=True, text=True, timeout=SUBPROCESS_LIMIT_S)
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = (tmp_path / "dist").glob("tilelang_golden-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for module in ("harness/cli.py", "harness/config.py", "harness/static/results.py", "harness/static/kinds.py",
+                   "harness/gpu/command.py", "harness/static/session_items.py"):  # fmt: skip
+        assert module in names, f"{module} is not in {wheel.name}"
+    (entry_points,) = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
+    assert "tilelang-golden = harness.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -191,12 +191,9 @@ class SnapshotStore:
 
     @property
     def prefix(self) -> str:
-        """How reports name this store's files: its folder from the repository's root (the working directory) and a
-        slash (`golden/`, `tests/golden/`), as `diff -ru` does; a folder outside the repository by its name."""
-        try:
-            return f"{self.root.resolve().relative_to(Path.cwd().resolve()).as_posix()}/"
-        except ValueError:
-            return f"{self.root.name}/"
+        """How reports name this store's files: its folder as the repository names it, from its root, and a slash
+        (`golden/`, `tests/golden/`), as `diff -ru` does; a folder given by an absolute path by its name."""
+        return f"{self.root.name if self.root.is_absolute() else self.root.as_posix()}/"
 
     def read(self, relative: str) -> str | None:
         path = self.root / relative

@@ -19,7 +19,8 @@ from harness.gpu.numerics_gate import MIN_SEEDS
 from harness.gpu.timing import DEFAULT_ROUNDS, REPEAT_MS, TIMERS, WARMUP_MS
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The command's options: what it checks, how it times, where its files are, what it compares against."""
     parser = argparse.ArgumentParser(prog="tilelang-golden gpu", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--output", type=Path, default=Path("build/gpu-report"), help="report folder (default: build/gpu-report)"
@@ -87,6 +88,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--force-record-under-ci", action="store_true", help="allow --record-baseline although CI is set"
     )
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options given, the repository's settings ([tool.tilelang-golden]) where none is, then refused where
+    they cannot be used together."""
+    parser = build_parser()
     options = parser.parse_args(argv)
     try:
         settings = read_config()

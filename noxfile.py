@@ -1,172 +1,21 @@
-"""Sessions: static (compare snapshots), regen-golden (rewrite them), tests (the harness's own tests),
-lint, workflows (the GitHub workflows run by act), gpu, upgrade-preview, and lock (regenerate the hashed locks).
-
-Sessions only install locked dependencies (every file by its hash) and call pytest or a script; the
-logic lives in scripts/harness. Python tools run as `python -m TOOL`, never through their console scripts,
-whose first line names the venv's absolute path: a venv restored from a cache at another path still works.
-docs/ci.md says which lock serves which session and why torch's CPU
-build is installed on its own.
+"""This repository's sessions: the ones every repository using the harness has (static, regen-golden, tests, gpu,
+upgrade-preview, lock: scripts/harness/init_files/noxfile.py, which `tilelang-golden init` writes as a repository's
+noxfile.py), and the harness's own: lint, wheel, and workflows (the GitHub workflows run by act).
 """
 
 from __future__ import annotations
 
-import os
-import re
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 
 import nox
 
-nox.options.default_venv_backend = "venv"
-nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["static", "tests"]
+# The sessions every adopting repository runs, as `init` writes them there: this repository is their first user.
+sys.path.insert(0, str(Path(__file__).parent / "scripts" / "harness" / "init_files"))
+from noxfile import *  # noqa: E402, F403  (the sessions register themselves with nox on import)
 
-STATIC_VENV = Path(".nox") / "static"  # nox's folder for the static session, which regen-golden runs in too
-
-CPU_LOCK = "requirements.txt"
-GPU_LOCK = "requirements-gpu.txt"
 LINT_LOCK = "requirements-lint.txt"
 WORKFLOWS_LOCK = "requirements-workflows.txt"
-# torch's CPU build is served by PyTorch's own index only. The sessions take torch, and nothing
-# else, from there; every other package comes from PyPI. pip has no per-package index, hence two steps.
-TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-# For pip-compile: the index's page of torch alone, so no other package can resolve from it. It is
-# named inside requirements.in, where every pip-compile run reads it, Dependabot's included.
-TORCH_CPU_PAGE = f"{TORCH_CPU_INDEX}/torch/"
-PYPI = "https://pypi.org/simple"
-PIP_TOOLS = "pip-tools==7.6.2"
-# lock -> its input. Each lock's options are pip-compile's flags below (its header records them) and the
-# options inside its input; Dependabot rebuilds the flags from the lock's content, not from its header
-# (tests/test_locks.py holds the list it keeps), so no lock may need a flag outside that list.
-LOCKS: dict[str, str] = {
-    CPU_LOCK: "requirements.in",
-    GPU_LOCK: "requirements-gpu.in",
-    LINT_LOCK: "requirements-lint.in",
-    "requirements-nox.txt": "requirements-nox.in",
-    WORKFLOWS_LOCK: "requirements-workflows.in",
-}
-PIP_COMPILE = [
-    "pip-compile",
-    "--quiet",
-    "--generate-hashes",
-    "--allow-unsafe",  # setuptools is a dependency of torch; hash-checking mode needs it locked too
-    "--strip-extras",
-    "--no-emit-index-url",  # the installs name their index; a mirror of the machine that ran it stays out
-    # Hashes from the sources of this run only, never carried over from the lock being replaced (pip-tools
-    # reuses them by default, which kept a hash of another file; left out of the header by pip-compile).
-    "--no-reuse-hashes",
-]
-# Where PyTorch's page is out of reach, a folder holding its `+cpu` wheel may stand in for it (the lock
-# then carries that file's hash only); the folder is struck from the lock, which names the page alone.
-TORCH_CPU_WHEELS = "TORCH_CPU_WHEELS"
-
-
-def lock_entries(text: str) -> dict[str, str]:
-    """A pip-compile lock's entries by normalized name: each one's lines (pin, hashes, `# via`)."""
-    entries: dict[str, str] = {}
-    name = None
-    for line in text.splitlines(keepends=True):
-        if line[:1].isspace() and name:
-            entries[name] += line
-            continue
-        pin = re.match(r"([A-Za-z0-9][A-Za-z0-9._-]*)==", line)
-        name = re.sub(r"[-_.]+", "-", pin[1]).lower() if pin else None
-        if name:
-            entries[name] = line
-    return entries
-
-
-def install(session: nox.Session, *, without: tuple[str, ...] = ()) -> None:
-    """The CPU lock, every file by its hash: torch from PyTorch's CPU index, then the rest from PyPI.
-
-    `without` leaves packages of the lock out (upgrade-preview installs its own TileLang).
-    """
-    entries = lock_entries(Path(CPU_LOCK).read_text())
-    tmp = Path(session.create_tmp())
-    torch_lock = tmp / "torch-cpu.txt"
-    torch_lock.write_text(entries["torch"])
-    # --no-deps: only torch comes from that index; its dependencies are in the lock, from PyPI.
-    session.install("--require-hashes", "--no-deps", "--index-url", TORCH_CPU_INDEX, "-r", str(torch_lock))
-    # The lock's entries alone: its `--find-links` line names PyTorch's page for pip-compile, and torch
-    # is installed by now; where that page is out of reach, pip would retry it for every package.
-    lock = tmp / "cpu-lock.txt"
-    lock.write_text("".join(entry for name, entry in entries.items() if name not in without))
-    # torch is installed by now, so this step takes nothing from PyPI under torch's name.
-    session.install("--require-hashes", "-r", str(lock))
-    install_project(session)
-
-
-def install_project(session: nox.Session) -> None:
-    """This project (the harness and the families), editable, with nothing else: its dependencies are the
-    lock's, and setuptools, which builds it, is in the lock too."""
-    session.install("--no-deps", "--no-build-isolation", "-e", ".")
-
-
-@nox.session
-def static(session: nox.Session) -> None:
-    """Lower every variant for every target and compare with golden/ (never writes there)."""
-    install(session)
-    session.run("python", "-m", "harness", "static", *session.posargs)  # `tilelang-golden static` (harness.cli)
-
-
-@nox.session(name="regen-golden", venv_backend="none")
-def regen_golden(session: nox.Session) -> None:
-    """Rewrite the selected snapshots (all by default; `-- -k EXPR` for some), in the static session's venv: the
-    two must lower with the same packages, and a second venv would cost minutes to build."""
-    session.run(sys.executable, "-m", "nox", "--install-only", "-s", "static")
-    python = STATIC_VENV / "bin" / "python"
-    session.run(str(python), "-m", "harness", "regen", *session.posargs)
-
-
-@nox.session(name="upgrade-preview")
-def upgrade_preview(session: nox.Session) -> None:
-    """What TileLang VERSION would change: `nox -s upgrade-preview -- VERSION [OPTIONS]` (a report).
-
-    It never writes golden/. OPTIONS go to scripts/upgrade_preview.py, e.g. `-- 0.1.13 --gpu`.
-    """
-    if not session.posargs or session.posargs[0].startswith("-"):
-        session.error(
-            "name the TileLang version to preview first, then any options of scripts/upgrade_preview.py: "
-            "nox -s upgrade-preview -- 0.1.14 [--gpu]"
-        )
-    version, *options = session.posargs
-    # The lock without TileLang (by hash), then only TileLang (and what it strictly requires) from PyPI:
-    # the requested version has no hash in the lock, so it is installed outside hash-checking mode.
-    install(session, without=("tilelang",))
-    try:
-        session.install(f"tilelang=={version}")
-    except nox.command.CommandFailed:
-        session.error(f"TileLang {version} could not be installed here (no such version, or no wheel for this Python)")
-    session.run("python", "scripts/upgrade_preview.py", "--output", f"build/upgrade-preview/{version}", *options)
-
-
-@nox.session
-def tests(session: nox.Session) -> None:
-    """The harness's own tests: all of them, or the paths given (`nox -s tests -- tests/test_facts.py`)."""
-    install(session)  # the CPU lock has matplotlib and NVML too: the GPU report's plot is tested here
-    # No path here: pytest runs its configured testpaths (tests/) unless the options name paths.
-    session.run("python", "-m", "pytest", "-n", "auto", *session.posargs)
-
-
-@nox.session
-def gpu(session: nox.Session) -> None:
-    """Numeric and timing checks of every variant on the CUDA GPU at hand (docs/gpu.md); not run by CI.
-
-    `nox --no-venv --no-install -s gpu` runs it in the calling Python, for a runner that already
-    has CUDA PyTorch and this project (`pip install --no-deps -e .`); options after `--` go to
-    `tilelang-golden gpu` (harness/gpu/command.py).
-    """
-    import sys
-
-    if session.venv_backend == "none":
-        python = sys.executable  # the runner's own Python and packages
-    else:
-        session.install("--require-hashes", "-r", GPU_LOCK)  # PyPI's CUDA torch and its triton
-        install_project(session)
-        python = "python"
-    session.run(python, "-m", "harness", "gpu", *session.posargs)
-
 
 DEPENDABOT = ".github/dependabot.yml"
 # The GPU check's image, and the runner's, which only names the upstream image for Dependabot (tests/test_runners.py
@@ -193,41 +42,20 @@ def lint(session: nox.Session) -> None:
 
 
 @nox.session
+def wheel(session: nox.Session) -> None:
+    """The harness's wheel under dist/ (what `pip install` of this repository's git URL builds), built by the
+    setuptools of the CPU lock, by hash, in place of an isolated build's unpinned one."""
+    lock = Path(session.create_tmp()) / "setuptools.txt"
+    lock.write_text(lock_entries(Path(CPU_LOCK).read_text())["setuptools"])  # noqa: F405 (the shared sessions')
+    session.install("--require-hashes", "-r", str(lock))
+    session.run("python", "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", "dist", ".")
+
+
+@nox.session
 def workflows(session: nox.Session) -> None:
     """The workflows under .github/ executed by act, offline, on a reduced copy of this repository, scenario by
-    scenario (ci/README.md); `-- -k NAME` runs some. The copy's jobs reuse the static, tests and lint venvs."""
+    scenario (ci/README.md); `-- -k NAME` runs some. The copy's jobs reuse the static, tests, lint and wheel venvs."""
     session.install("--require-hashes", "-r", WORKFLOWS_LOCK)
     # The venvs the copy's jobs restore from the stand-in cache, made or brought up to date here.
-    session.run("python", "-m", "nox", "--install-only", "-s", "static", "tests", "lint")
+    session.run("python", "-m", "nox", "--install-only", "-s", "static", "tests", "lint", "wheel")
     session.run("python", "-m", "pytest", "ci", "-p", "no:cacheprovider", *session.posargs)
-
-
-def lock_env(environ: Mapping[str, str], find_links: str | None = None) -> dict[str, str | None]:
-    """pip's environment for pip-compile: no configuration file and no PIP_* setting of the caller, PyPI only.
-
-    So the locks come out the same on any machine: a wheel folder or a mirror configured for pip would
-    otherwise offer its own files (a local `torch-2.13.0+cpu` satisfies `torch==2.13.0`).
-    `find_links` adds one folder (PIP_FIND_LINKS), for the stand-in above.
-    """
-    env: dict[str, str | None] = dict.fromkeys(name for name in environ if name.startswith("PIP_"))
-    env.update(PIP_CONFIG_FILE=os.devnull, PIP_INDEX_URL=PYPI, PIP_FIND_LINKS=find_links)
-    return env
-
-
-@nox.session(python="3.11", default=False)
-def lock(session: nox.Session) -> None:
-    """Regenerate every hashed lock from its .in file with pip-compile, for CPython 3.11 (CI's Python).
-
-    Options after `--` go to every pip-compile run, e.g. `-- --upgrade-package numpy` (the pins in
-    the .in files are kept; only what they leave open moves). TORCH_CPU_WHEELS=DIR: the stand-in above.
-    """
-    session.install(PIP_TOOLS)
-    stand_in = os.environ.get(TORCH_CPU_WHEELS)
-    for output, source in LOCKS.items():
-        find_links = stand_in if stand_in and TORCH_CPU_PAGE in Path(source).read_text() else None
-        session.run(
-            *PIP_COMPILE, "--output-file", output, source, *session.posargs, env=lock_env(os.environ, find_links)
-        )
-        if find_links:
-            lock = Path(output)
-            lock.write_text(lock.read_text().replace(f"--find-links {find_links}\n", ""))

@@ -16,7 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,10 +127,19 @@ class Run:
         return "".join(e.get("msg", "") for e in self.log if "job" in e and job_name(e) == job)
 
 
-class World:
-    """A reduced copy of the repository on GitHub, as seen by act: its git history, the stand-ins' state."""
+# The lock each seeded session's venv is keyed on (noxfile.py's sessions; tests/test_workflows.py holds the jobs').
+SESSION_LOCKS = {"lint": "requirements-lint.txt"}
 
-    def __init__(self, root: Path, python: Path) -> None:
+
+def reduced_copy(target: Path) -> None:
+    reduce_copy(REPO, target)
+
+
+class World:
+    """A repository on GitHub, as seen by act: its git history, the stand-ins' state. By default the reduced copy of
+    this one; `fill` makes another (an adopting repository, ci/test_adoption.py)."""
+
+    def __init__(self, root: Path, python: Path, fill: Callable[[Path], None] = reduced_copy) -> None:
         self.root = root
         self.repo = root / "repo"
         self.state = root / "state"
@@ -139,7 +148,7 @@ class World:
         self.main_push: int | None = None  # the run of the push to main whose caches pull requests read
         for folder in (self.repo, self.state / "cache", self.state / "artifacts"):
             folder.mkdir(parents=True)
-        reduce_copy(REPO, self.repo)
+        fill(self.repo)
         git(self.repo, "init", "--quiet", "--initial-branch", "main")
         git(self.repo, "add", "--all")
         git(self.repo, "commit", "--quiet", "-m", "main")
@@ -172,7 +181,7 @@ class World:
         again: a venv runs from any path here because the sessions call tools as `python -m`."""
         version = platform.python_version()
         for session in sessions:
-            lock = "requirements-lint.txt" if session == "lint" else "requirements.txt"
+            lock = SESSION_LOCKS.get(session, "requirements.txt")
             key = f"nox-{session}-Linux-py{version}-{hash_files(self.repo / lock)}"
             shutil.copytree(REPO / ".nox" / session, self.state / "cache" / key / ".nox" / session,
                             copy_function=link_or_copy, symlinks=True)  # fmt: skip
@@ -187,6 +196,12 @@ class World:
             assert text.count(old) == 1, f"{name}: {old!r} is not there exactly once"
             path.write_text(text.replace(old, new))
         git(self.repo, "commit", "--quiet", "--allow-empty", "--all", "-m", f"pull request {number}")
+        return self.merge(number)
+
+    def merge(self, number: int) -> str:
+        """The merge commit GitHub checks out for pull request `number` at its branch's head (first parent: main);
+        returns the head's SHA."""
+        git(self.repo, "checkout", "--quiet", f"pr-{number}")
         head = self.sha()
         git(self.repo, "checkout", "--quiet", "--detach", "main")
         git(self.repo, "merge", "--quiet", "--no-ff", "-m", f"Merge {head} into main", head)

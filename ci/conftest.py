@@ -14,5 +14,5 @@ from act import World
 def world(tmp_path_factory: pytest.TempPathFactory) -> World:
     # Outside this checkout: git in a job's workspace must not find this repository above it.
     world = World(tmp_path_factory.mktemp("workflows"), Path(sys.executable))
-    world.seed_venvs(["static", "tests", "lint"])
+    world.seed_venvs(["static", "tests", "lint", "wheel"])
     return world

@@ -37,19 +37,27 @@ def test_a_regen_with_a_filter_hands_back_a_patch_of_golden_only(world):
     world.pull_request(20, KERNEL_CHANGE)  # the branch a maintainer dispatches on
     world.checkout("pr-20")
     run_id, run = dispatch(world, "tile64x512")
-    assert run.jobs() == {"regen-golden": "success", "the patch touches golden/ only": "success"}, run.jobs()
+    assert run.jobs() == {"regen-golden": "success", "the patch touches the snapshot folder only": "success"}, (
+        run.jobs()
+    )
     patch = world.artifact(run_id, "golden-regen") / "golden.patch"
     touched = subprocess.run(["git", "apply", "--numstat", str(patch)], capture_output=True, text=True, check=True)
     paths = {line.split("\t")[2] for line in touched.stdout.splitlines()}
     assert paths and all(path.startswith(f"golden/{FAMILY}/tile64x512/") for path in paths), paths
-    assert "git apply --index golden.patch" in run.summary("the patch touches golden/ only")
+    assert "git apply --index golden.patch" in run.summary("the patch touches the snapshot folder only")
 
 
 def test_a_patch_that_touches_anything_else_is_refused(world):
-    world.pull_request(21, {"noxfile.py": ("\n\ndef lock_env(", f"{TAMPERING_SESSION}\n\ndef lock_env(")})
+    world.pull_request(
+        21, {"noxfile.py": ("\n\n@nox.session\ndef lint(", f"{TAMPERING_SESSION}\n\n@nox.session\ndef lint(")}
+    )
     world.checkout("pr-21")
     run_id, run = dispatch(world, "")
-    assert run.jobs() == {"regen-golden": "success", "the patch touches golden/ only": "failure"}, run.jobs()
-    (error,) = run.commands("the patch touches golden/ only", "error")
-    assert "refused" in error["arg"] and ".github/workflows/static.yml" in run.output("the patch touches golden/ only")
+    assert run.jobs() == {"regen-golden": "success", "the patch touches the snapshot folder only": "failure"}, (
+        run.jobs()
+    )
+    (error,) = run.commands("the patch touches the snapshot folder only", "error")
+    assert "refused" in error["arg"] and ".github/workflows/static.yml" in run.output(
+        "the patch touches the snapshot folder only"
+    )
     assert not world.artifact(run_id, "golden-regen").exists(), "no checked patch to apply"

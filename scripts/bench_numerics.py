@@ -30,6 +30,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # kernels/, imported from the repository's root
+
 from harness.gpu.numerics_gate import MIN_SEEDS
 
 DEFAULT_COUNT = 20

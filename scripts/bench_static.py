@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # kernels/, imported from the repository's root
+
 REPO = Path(__file__).resolve().parents[1]
 # The static check must take at most this times the serial lowering time divided by the cores.
 WALL_LIMIT = 1.2

@@ -36,6 +36,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # kernels/, imported from the repository's root
+
 from harness.gpu.ab_gate import compare_ab
 from harness.gpu.timing import REPEAT_MS, TIMERS, WARMUP_MS, Pair, slower_by
 from harness.gpu.timing_gate import FAIL, FAIL_SLOWER, OK, WARN, WARN_SLOWER, Comparison, compare_ratios

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # kernels/, imported from the repository's root
+
 if TYPE_CHECKING:
     from harness.static.session import LoweringSession
 

@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import REPO, SUBPROCESS_LIMIT_S
-from scratch_repo import FAMILIES, make_scratch_repo
+from scratch_repo import FAMILIES, GOLDEN, PACKAGE, build_harness_wheel, make_scratch_repo
 
+from harness import init
 from harness.config import Config, ConfigError, read_config
 from harness.static.results import RESULTS
 
+INIT_FILES = REPO / "scripts" / "harness" / "init_files"
 # `tilelang-golden static` (what `nox -s static` runs), in one process (-n 0) on one target, to stay short.
 STATIC = ["-m", "harness", "static", "-p", "no:cacheprovider", "--no-cache", "-n", "0", "-k", "sm_90"]
 
@@ -26,6 +28,16 @@ def test_a_repository_without_settings_has_this_projects_layout(tmp_path):
     assert read_config(tmp_path) == Config()
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
     assert read_config(tmp_path) == Config(("kernels",), Path("golden"), Path("golden/timing"))
+
+
+def test_the_targets_setting_narrows_every_family_to_those_targets(tmp_path):
+    root = tmp_path / "acme"
+    make_scratch_repo(root)
+    with (root / "pyproject.toml").open("a") as settings:
+        settings.write('targets = ["gfx942", "sm_90"]\n')
+    collected = static(root, "--collect-only", "-q", "-k", "not no_orphans")
+    checks = [line for line in collected.stdout.splitlines() if "::test_case[" in line]
+    assert checks and {line.split("/")[-1].rstrip("]") for line in checks} == {"sm_90", "gfx942"}, collected.stdout
 
 
 def test_settings_are_read_and_the_timing_folder_follows_the_golden_one(tmp_path):
@@ -38,11 +50,13 @@ def test_settings_are_read_and_the_timing_folder_follows_the_golden_one(tmp_path
 @pytest.mark.parametrize(
     "section, problem",
     [
-        ('familys = ["a"]', "unknown keys ['familys']; the settings are families, golden and timing"),
+        ('familys = ["a"]', "unknown keys ['familys']; the settings are families, golden, timing, targets, harness"),
         ('families = "acme.ops"', "families must be a non-empty list of importable package names"),
         ('families = ["src/acme/ops"]', "families must be a non-empty list of importable package names"),
         ('golden = "/abs/golden"', "golden must be a folder inside the repository"),
         ('timing = "../timing"', "timing must be a folder inside the repository"),
+        ('targets = ["sm_90", "sm_91"]', "targets must be a non-empty list of some of ['sm_80'"),
+        ("harness = 1", "harness must be a pip requirement"),
     ],
 )
 def test_unusable_settings_are_refused_naming_the_file_and_the_key(tmp_path, section, problem):
@@ -52,13 +66,18 @@ def test_unusable_settings_are_refused_naming_the_file_and_the_key(tmp_path, sec
     assert problem in str(refused.value)
 
 
-def static(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`tilelang-golden static` in the adopting repository: its root the working directory, its package
-    importable as an installed project's is."""
+def adopting_environment(root: Path) -> dict[str, str]:
+    """The adopting repository's package importable as an installed project's is; not under CI."""
     environ = {k: v for k, v in os.environ.items() if k not in ("CI", "TL_LOWER_TRACE")}
     environ["PYTHONPATH"] = os.pathsep.join([str(root / "src"), environ.get("PYTHONPATH", "")])
+    return environ
+
+
+def static(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`tilelang-golden static` in the adopting repository, its root the working directory."""
     command = [sys.executable, *STATIC, *args]
-    return subprocess.run(command, cwd=root, env=environ, capture_output=True, text=True, timeout=SUBPROCESS_LIMIT_S)
+    return subprocess.run(command, cwd=root, env=adopting_environment(root), capture_output=True, text=True,
+                          timeout=SUBPROCESS_LIMIT_S)  # fmt: skip
 
 
 def test_the_static_check_runs_in_an_adopting_repository_green_red_green(tmp_path):
@@ -95,12 +114,27 @@ def test_the_static_check_runs_in_an_adopting_repository_green_red_green(tmp_pat
     (family.parent / "moe.py").write_text("import no_such_module\n")
     broken = static(root, "-k", "moe")
     assert broken.returncode == 1 and "src/acme/ops/moe.py: importing it raised ModuleNotFoundError" in broken.stdout
+    (family.parent / "moe.py").unlink()
+
+    # What `nox -s upgrade-preview` runs there once it has installed the other TileLang: here the same one, so
+    # every case of the repository's own families, from its snapshot folder, is identical.
+    with (root / "pyproject.toml").open("a") as settings:
+        settings.write('targets = ["sm_90"]\n')  # the targets setting: the preview lowers what the check lowers
+    command = [sys.executable, "-m", "harness", "upgrade-preview", "--output", "build/preview"]
+    preview = subprocess.run(command, cwd=root, env=adopting_environment(root), capture_output=True, text=True,
+                             timeout=SUBPROCESS_LIMIT_S)  # fmt: skip
+    assert preview.returncode == 0, preview.stdout + preview.stderr
+    rows = json.loads((root / "build" / "preview" / "report.json").read_text())["cases"]
+    assert sorted(row["case"] for row in rows) == sorted(
+        p.removeprefix("tests/golden/").removesuffix(".cu") for p in written
+    )
+    assert {row["status"] for row in rows} == {"identical"}, rows
 
 
 def test_the_command_names_its_commands_and_refuses_another():
     from harness.cli import COMMANDS, main
 
-    assert set(COMMANDS) == {"static", "regen", "gpu", "summary"}
+    assert set(COMMANDS) == {"static", "regen", "gpu", "upgrade-preview", "summary", "config", "init"}
     result = subprocess.run([sys.executable, "-m", "harness", "stat"], capture_output=True, text=True, timeout=60)
     assert (
         result.returncode == 2
@@ -112,33 +146,113 @@ def test_the_command_names_its_commands_and_refuses_another():
     assert helped.value.code == 0
 
 
-def test_the_harness_builds_as_a_wheel_with_its_command(tmp_path):
-    """What a repository installs from a git URL: the package and its `tilelang-golden` console script. Built from
-    a copy of the project, so the build leaves nothing in the checkout."""
-    source = tmp_path / "source"
-    shutil.copytree(
-        REPO / "scripts" / "harness", source / "scripts" / "harness", ignore=shutil.ignore_patterns("__pycache__")
-    )
-    shutil.copytree(REPO / "kernels", source / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(REPO / "pyproject.toml", source)
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "wheel",
-        "--no-deps",
-        "--no-build-isolation",
-        "--no-index",
-        "-w",
-        str(tmp_path / "dist"),
-        str(source),
-    ]
-    built = subprocess.run(command, capture_output=True, text=True, timeout=SUBPROCESS_LIMIT_S)
-    assert built.returncode == 0, built.stdout + built.stderr
-    (wheel,) = (tmp_path / "dist").glob("tilelang_golden-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
-    for module in ("harness/cli.py", "harness/config.py", "harness/static/results.py", "harness/static/kinds.py",
-                   "harness/gpu/command.py", "harness/static/session_items.py"):  # fmt: skip
+def test_the_harness_builds_as_a_wheel_with_its_command_and_what_init_writes(tmp_path):
+    """What a repository installs from a git URL: the package, its `tilelang-golden` console script and the files
+    `init` writes (their content, where the package links to this repository's own), and none of this repository's
+    families. Built from a copy of the project, so the build leaves nothing in the checkout."""
+    wheel = build_harness_wheel(tmp_path)
+    archive = zipfile.ZipFile(wheel)
+    names = archive.namelist()
+    for module in ("harness/cli.py", "harness/config.py", "harness/init.py", "harness/static/results.py",
+                   "harness/gpu/command.py", "harness/gpu/timing_worker.py", "harness/upgrade_command.py"):  # fmt: skip
         assert module in names, f"{module} is not in {wheel.name}"
+    assert not [name for name in names if name.startswith("kernels/")], "this repository's families stay out"
+    for name, shipped in init.shipped().items():
+        packaged = archive.read(f"harness/init_files/{shipped_path(shipped)}")
+        assert packaged == shipped.read_bytes(), f"{name}: the wheel holds other content than init writes"
     (entry_points,) = [name for name in names if name.endswith(".dist-info/entry_points.txt")]
-    assert "tilelang-golden = harness.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "tilelang-golden = harness.cli:main" in archive.read(entry_points).decode()
+    (metadata,) = [name for name in names if name.endswith(".dist-info/METADATA")]
+    assert "Requires-Dist: tilelang" in archive.read(metadata).decode(), "a plain pip install gets what it imports"
+
+
+def shipped_path(file: Any) -> str:
+    return Path(str(file)).relative_to(INIT_FILES).as_posix()
+
+
+def init_in(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", "init", *args], cwd=root, capture_output=True, text=True,
+                          timeout=SUBPROCESS_LIMIT_S)  # fmt: skip
+
+
+HARNESS = "tilelang-golden @ https://example.invalid/tilelang_golden-0.1.0-py3-none-any.whl"
+
+
+def test_init_writes_what_a_repository_needs_and_adds_its_settings(tmp_path):
+    root = tmp_path / "acme"
+    make_scratch_repo(root, settings=False)
+    done = init_in(root, "--families", PACKAGE, "--golden", GOLDEN, "--harness", HARNESS)
+    assert done.returncode == 0, done.stdout + done.stderr
+    expected = {".github/workflows/static.yml", ".github/workflows/regen.yml", ".github/workflows/comment.yml",
+                ".github/workflows/gpu.yml", "noxfile.py", "requirements.in", "requirements-common.in",
+                "requirements-gpu.in", "requirements-nox.in", ".gitignore", "deploy/arc/image/serve",
+                "deploy/arc/values/base.yaml"}  # fmt: skip
+    for name in expected:
+        assert (root / name).is_file(), f"init did not write {name}"
+        assert f"written  {name}" in done.stdout
+    assert os.access(root / "deploy/arc/image/serve", os.X_OK), "the image's entry point stays executable"
+    # The workflows are this repository's own, byte for byte: it runs what it ships.
+    assert (root / ".github/workflows/static.yml").read_bytes() == (REPO / ".github/workflows/static.yml").read_bytes()
+    assert read_config(root) == Config((PACKAGE,), Path(GOLDEN), Path(GOLDEN) / "timing", None, HARNESS)
+    assert "nox -s lock" in done.stdout and "nox -s regen-golden" in done.stdout, "it says what to run next"
+
+    again = init_in(root, "--families", PACKAGE)
+    assert again.returncode == 0 and "written" not in again.stdout, again.stdout
+    assert f"{len(init.shipped())} files are already as init writes them" in again.stdout
+    assert (root / "pyproject.toml").read_text().count("[tool.tilelang-golden]") == 1, "the settings once"
+
+
+def test_init_never_overwrites_and_says_what_to_merge(tmp_path):
+    root = tmp_path / "acme"
+    make_scratch_repo(root)
+    (root / "noxfile.py").write_text("import nox\n")
+    (root / ".github" / "workflows").mkdir(parents=True)
+    (root / ".github/workflows/static.yml").write_text("name: ours\n")
+    done = init_in(root, "--harness", HARNESS)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert (root / "noxfile.py").read_text() == "import nox\n", "left as it was"
+    assert (root / ".github/workflows/static.yml").read_text() == "name: ours\n"
+    assert "2 files exist with other content and were left as they are" in done.stdout
+    assert "from noxfile_golden import *" in done.stdout, "the lines that add the sessions to an existing noxfile"
+    assert "merge by hand with `tilelang-golden init --print .github/workflows/static.yml`" in done.stdout
+    assert (root / ".github/workflows/regen.yml").is_file(), "the others are written"
+    assert "harness = " in done.stdout, "the settings it found lack the harness: it says what to add"
+    shown = init_in(root, "--print", "noxfile.py")
+    assert shown.returncode == 0 and shown.stdout == (INIT_FILES / "noxfile.py").read_text()
+
+
+def test_init_needs_a_project_and_the_family_packages(tmp_path):
+    refused = init_in(tmp_path)
+    assert refused.returncode == 2 and "no pyproject.toml here" in refused.stderr
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    refused = init_in(tmp_path, "--harness", HARNESS)
+    assert refused.returncode == 2 and "--families acme.ops" in refused.stderr
+    assert not (tmp_path / "noxfile.py").exists(), "nothing written before the settings are known"
+
+
+def test_this_repository_is_configured_as_init_writes_it():
+    """Its workflows, locks' inputs and runner set-up are what init ships (the package links to them), its noxfile
+    runs the shipped sessions, and its requirements.in is the shipped one plus its own test packages."""
+    for name, shipped in init.shipped().items():
+        if Path(str(shipped)).is_symlink():
+            assert Path(str(shipped)).resolve() == (REPO / name).resolve(), f"{name}: links elsewhere"
+    assert (REPO / "requirements.in").read_text().startswith((INIT_FILES / "requirements.in").read_text())
+    assert (
+        "init_files" in (REPO / "noxfile.py").read_text()
+        and "from noxfile import *" in (REPO / "noxfile.py").read_text()
+    )
+    gitignore = (REPO / ".gitignore").read_text().splitlines()
+    assert set(line for line in (INIT_FILES / "gitignore").read_text().splitlines() if not line.startswith("#")) <= set(
+        gitignore
+    )
+
+
+def test_config_prints_one_setting_for_a_workflow(tmp_path):
+    root = tmp_path / "acme"
+    make_scratch_repo(root)
+    shown = subprocess.run([sys.executable, "-m", "harness", "config", "golden"], cwd=root, capture_output=True,
+                           text=True, timeout=SUBPROCESS_LIMIT_S)  # fmt: skip
+    assert shown.returncode == 0 and shown.stdout == f"{GOLDEN}\n"
+    unknown = subprocess.run([sys.executable, "-m", "harness", "config", "gold"], cwd=root, capture_output=True,
+                             text=True, timeout=SUBPROCESS_LIMIT_S)  # fmt: skip
+    assert unknown.returncode == 2 and "families, golden, timing, targets, harness" in unknown.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import torch
 from script_runner import load_script, run_script
@@ -50,10 +52,9 @@ def test_a_bad_step_says_what_is_wrong(spec, message):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
-@pytest.mark.parametrize("script", ["bench_steps", "bench_timing", "gpu_timing_worker"])
+@pytest.mark.parametrize("script", ["bench_steps", "bench_timing", "harness.gpu.timing_worker"])
 def test_without_a_gpu_each_gpu_script_stops_with_status_2_and_says_why(script):
-
-    module = load_script(script)
+    module = importlib.import_module(script) if "." in script else load_script(script)
     argv = {"bench_steps": ["some_family/some_variant"], "bench_timing": ["ab"]}.get(script, [])
     status, out, err = run_script(module.main, *argv)
     from harness.gpu.device import gpu_unavailable

@@ -22,13 +22,16 @@ READS_IR = {
 ALLOWED = {
     "harness": set(),
     # the `tilelang-golden` command (and `python -m harness`): above both halves, it runs them
-    "harness.cli": {"harness.static", "harness.gpu"},
+    "harness.cli": {"harness.static", "harness.gpu", "harness.upgrade_command", "harness.init", "harness.config"},
+    # `tilelang-golden upgrade-preview`: the static half's preview, then both TileLangs on the GPU
+    "harness.upgrade_command": {"harness.config", "harness.family", "harness.static", "harness.gpu"},
+    "harness.init": {"harness.config"},  # `tilelang-golden init`: writes the shipped files, adds the settings
     "harness.__main__": {"harness.cli"},
     "harness.files": set(),  # below both halves: atomic writes
     "harness.environment": set(),  # below both halves: CI or not
     "harness.github": set(),  # below both halves: workflow commands and the step summary, escaped and capped
     "harness.targets": set(),  # a project setting both halves read
-    "harness.config": set(),  # a repository's settings ([tool.tilelang-golden]), read by both halves
+    "harness.config": {"harness.targets"},  # a repository's settings ([tool.tilelang-golden]), read by both halves
     "harness.family": {"harness.targets", "harness.config"},  # the targets a family narrows to; default packages
     "harness.analysis": set(),  # what families' checks compute: with harness.family, all they may import
     "harness.dtypes": set(),  # below both halves: element types by TVM's and torch's names
@@ -65,8 +68,9 @@ ALLOWED = {
 
 
 def modules() -> list[str]:
+    """The harness's modules; not the files `init` ships (init_files/noxfile.py is a repository's noxfile)."""
     found = []
-    for path in sorted(HARNESS.rglob("*.py")):
+    for path in sorted(p for p in HARNESS.rglob("*.py") if "init_files" not in p.parts):
         parts = path.relative_to(HARNESS.parent).with_suffix("").parts
         found.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
     return found

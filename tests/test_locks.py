@@ -417,11 +417,11 @@ def test_upgrade_preview_passes_options_after_the_version_to_the_script(noxfile,
     session = RecordingSession(["0.1.13", "--gpu"], tmp_path)
     noxfile.upgrade_preview(session)
     assert session.runs == [
-        ("python", "scripts/upgrade_preview.py", "--output", "build/upgrade-preview/0.1.13", "--gpu")
+        ("python", "-m", "harness", "upgrade-preview", "--output", "build/upgrade-preview/0.1.13", "--gpu")
     ]
     session = RecordingSession(["0.1.14"], tmp_path)
     noxfile.upgrade_preview(session)
-    assert session.runs == [("python", "scripts/upgrade_preview.py", "--output", "build/upgrade-preview/0.1.14")]
+    assert session.runs == [("python", "-m", "harness", "upgrade-preview", "--output", "build/upgrade-preview/0.1.14")]
 
 
 def test_upgrade_preview_installs_the_lock_without_tilelang_then_the_requested_tilelang(noxfile, tmp_path):

@@ -11,7 +11,6 @@ from argparse import Namespace
 
 import pytest
 from conftest import REPO
-from script_runner import load_script
 
 from harness.gpu.upgrade_speed import (
     FASTER_BELOW,
@@ -101,7 +100,7 @@ def test_the_worker_says_hello_then_answers_each_request_in_order():
 
 
 def fake_environment(tmp_path, body: str) -> str:
-    """A Python command whose 'worker' is the given script (ProcessWorker appends the real worker's path)."""
+    """A Python command whose "worker" is the given script (ProcessWorker appends `-m` and the real worker's module)."""
     script = tmp_path / "fake_worker.py"
     script.write_text("import sys\n" + textwrap.dedent(body))
     return f"{sys.executable} {script}"
@@ -112,7 +111,7 @@ def test_a_worker_process_answers_over_its_pipes(tmp_path):
         tmp_path,
         """
         from harness.gpu.upgrade_speed import serve
-        serve({"tilelang": "0.0.1", "argv": sys.argv[2:]}, lambda r, s: {"f/a": r * s}, sys.stdin, sys.stdout)
+        serve({"tilelang": "0.0.1", "argv": sys.argv[3:]}, lambda r, s: {"f/a": r * s}, sys.stdin, sys.stdout)
         """,
     )
     worker = ProcessWorker("candidate", command, ["--seeds", "1", "2", "3"])
@@ -137,7 +136,7 @@ def test_a_missing_python_is_a_clear_failure():
 
 
 def test_without_a_gpu_the_speed_preview_stops_with_status_2(monkeypatch, capsys):
-    upgrade_preview = load_script("upgrade_preview")
+    from harness import upgrade_command
     from harness.gpu import device
 
     def no_gpu() -> None:
@@ -145,5 +144,5 @@ def test_without_a_gpu_the_speed_preview_stops_with_status_2(monkeypatch, capsys
 
     monkeypatch.setattr(device, "require_cuda", no_gpu)
     options = Namespace(golden_dir=REPO / "golden", against="python3", blocks=2, rounds=2, output=None)
-    assert upgrade_preview.gpu_preview(options, pinned="0.1.15") == 2
+    assert upgrade_command.gpu_preview(options, pinned="0.1.15") == 2
     assert "upgrade preview --gpu: no CUDA device is visible" in capsys.readouterr().err

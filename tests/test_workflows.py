@@ -109,9 +109,11 @@ def nox_sessions_called(shell: str) -> list[str]:
 
 
 def noxfile_sessions() -> set[str]:
-    """Every session noxfile.py declares: the function name, or its `name=`."""
+    """Every session noxfile.py declares, its own and the shared ones it imports (init_files/noxfile.py): the
+    function name, or its `name=`."""
     sessions = set()
-    for node in ast.walk(ast.parse((REPO / "noxfile.py").read_text())):
+    files = [REPO / "noxfile.py", REPO / "scripts" / "harness" / "init_files" / "noxfile.py"]
+    for node in (node for path in files for node in ast.walk(ast.parse(path.read_text()))):
         if not isinstance(node, ast.FunctionDef):
             continue
         for decorator in node.decorator_list:
@@ -370,7 +372,8 @@ def test_one_commit_per_action_across_workflows():
 
 # Every job's token, scope by scope: none at the top of any workflow, and a job asks only for what it uses.
 JOB_PERMISSIONS = {
-    "static.yml": dict.fromkeys(["golden", "orphans", "tests", "lint"], {"contents": "read"}),
+    "static.yml": dict.fromkeys(["golden", "orphans", "tests"], {"contents": "read"}),
+    "harness.yml": dict.fromkeys(["lint", "wheel"], {"contents": "read"}),
     "regen.yml": {"regen": {"contents": "read"}, "patch": {}},
     "gpu.yml": {"commit": {"contents": "read", "pull-requests": "read"}, "gpu": {}},
     COMMENT: {"comment": {"actions": "read", "pull-requests": "write", "statuses": "write"}},
@@ -472,8 +475,9 @@ def test_nox_sessions_called_exist_in_noxfile():
         name: {session for block in run_blocks(workflow) for session in nox_sessions_called(block)}
         for name, workflow in workflows().items()
     }
-    assert per_workflow["static.yml"] == {"static", "tests", "lint"}
-    assert per_workflow["regen.yml"] == {"regen-golden"}
+    assert per_workflow["static.yml"] == {"static", "tests"}
+    assert per_workflow["harness.yml"] == {"lint", "wheel"}
+    assert per_workflow["regen.yml"] == {"static", "regen-golden"}  # static: --install-only, for its settings
     assert per_workflow["gpu.yml"] == set(), "the GPU session runs in the gpu-check container, not the runner's"
     per_workflow["gpu.yml"] = set(nox_sessions_called(SERVE.read_text()))
     assert per_workflow["gpu.yml"] == {"gpu"}
@@ -495,7 +499,8 @@ def test_nox_command_parser():
 
 NOX_LOCK_INSTALL = "python -m pip install --require-hashes -r requirements-nox.txt"
 # The lock each CPU job's session installs (noxfile.py; tests/test_locks.py checks the sessions).
-SESSION_LOCK = {"static": "requirements.txt", "tests": "requirements.txt", "lint": "requirements-lint.txt"}
+SESSION_LOCK = {"static": "requirements.txt", "tests": "requirements.txt", "lint": "requirements-lint.txt",
+                "wheel": "requirements.txt"}  # fmt: skip
 MAIN_PUSH = ("github.event_name == 'push'", "github.ref == 'refs/heads/main'")
 
 
@@ -594,7 +599,7 @@ def test_caches_are_written_only_by_pushes_to_main_never_by_pull_requests():
     golden_save = _cache_steps(jobs["golden"], "save")[0]["if"]
     assert "matrix.shard == 1" in golden_save, "one shard writes the shared key; the others would race it"
     assert not _cache_steps(jobs["orphans"], "save"), "the orphan job shares the shards' venv"
-    assert saves == 3
+    assert saves == 4
 
 
 def test_the_lowering_cache_is_read_by_pull_requests_and_refreshed_cold_by_pushes_to_main():
@@ -683,15 +688,15 @@ def test_restores_across_scopes_take_exact_keys():
                 for event in SAMPLE_EVENTS:
                     if event != "push to main" and started(workflow, SAMPLE_EVENTS[event]):
                         assert _restore_keys(step, event) == [], f"{name}:{job_name}: prefixes for {event}"
-    assert restores == 6
+    assert restores == 7
     saving = {
         name
         for name, workflow in workflows().items()
         for _, step in steps(workflow)
         if "cache/save@" in step.get("uses", "")
     }
-    assert saving == {"static.yml"}, "only static.yml writes caches (on pushes to main)"
-    others = [name for name in workflows() if name not in ("static.yml", "regen.yml")]
+    assert saving == {"static.yml", "harness.yml"}, "only the push-triggered workflows write caches (main's pushes)"
+    others = [name for name in workflows() if name not in ("static.yml", "regen.yml", "harness.yml")]
     assert not [
         name for name in others for _, step in steps(workflows()[name]) if "actions/cache" in step.get("uses", "")
     ]
@@ -795,10 +800,10 @@ def test_the_runner_instructions_name_the_settings_and_prerequisites():
     required = re.search(r"<!-- required checks -->\n(.*?)\n\n", text, re.S)
     assert required, "docs/ci.md lists the required checks under its marker"
     names = set(re.findall(r"`([^`]+)`", required[1]))
-    jobs = workflows()["static.yml"]["jobs"]
+    jobs = {**workflows()["static.yml"]["jobs"], **workflows()["harness.yml"]["jobs"]}
     shards = {name: job.get("strategy", {}).get("matrix", {}).get("shard", [0]) for name, job in jobs.items()}
     expected = {job["name"].replace("${{ matrix.shard }}", str(i)) for name, job in jobs.items() for i in shards[name]}
-    assert names == expected, f"required checks: {sorted(names)} but static.yml's jobs are {sorted(expected)}"
+    assert names == expected, f"required checks: {sorted(names)} but the jobs are {sorted(expected)}"
 
 
 def test_dependabot_waits_before_proposing_a_release():
@@ -1055,14 +1060,16 @@ MAIN = {"push to main"}
 def test_if_expressions_against_sample_events():
     """Swapping `&&` and `||`, or dropping a clause, changes who reaches a runner or writes a cache."""
     assert what_runs() == {
-        **{f"static.yml:{job}": PULL_REQUESTS | MAIN for job in ("golden", "orphans", "tests", "lint")},
+        **{f"static.yml:{job}": PULL_REQUESTS | MAIN for job in ("golden", "orphans", "tests")},
+        **{f"harness.yml:{job}": PULL_REQUESTS | MAIN for job in ("lint", "wheel")},
         "static.yml:golden:Main's commit under the pull request": PULL_REQUESTS,
         # caches: written by pushes to main only, by one shard
         "static.yml:golden:Save the static venv": MAIN,
         "static.yml:golden:Drop the entries this run did not write": MAIN,
         "static.yml:golden:Save the lowering cache": MAIN,
         "static.yml:tests:Save the tests venv": MAIN,
-        "static.yml:lint:Save the lint venv": MAIN,
+        "harness.yml:lint:Save the lint venv": MAIN,
+        "harness.yml:wheel:Save the wheel venv": MAIN,
         "regen.yml:regen": {"dispatch from main", "dispatch from a branch", "dispatch on gpu-dispatch"},
         "regen.yml:patch": {"dispatch from main", "dispatch from a branch", "dispatch on gpu-dispatch"},
         # the GPU runners: merged code, or main's workflow started by a maintainer (a pull request's commit on the

@@ -3,7 +3,10 @@
     tilelang-golden static [PYTEST OPTIONS]   compare every snapshot (what `nox -s static` runs)
     tilelang-golden regen [PYTEST OPTIONS]    rewrite the selected snapshots (what `nox -s regen-golden` runs)
     tilelang-golden gpu [OPTIONS]             numerics and timing on the GPU at hand (`nox -s gpu`)
+    tilelang-golden upgrade-preview [OPTIONS] what another TileLang would change (`nox -s upgrade-preview`)
     tilelang-golden summary [OPTIONS]         a static run's results -> GitHub job summary and annotations
+    tilelang-golden config KEY                one of the repository's settings, as the harness reads it
+    tilelang-golden init [--dry-run]          write the sessions, workflows, locks' inputs and runner set-up here
 
 Each runs in the calling Python: a session installs the locks, the harness and the repository's own package of
 families, then calls it as `python -m harness COMMAND`.
@@ -36,13 +39,39 @@ def gpu(argv: Sequence[str]) -> int:
     return main(list(argv))
 
 
+def upgrade_preview(argv: Sequence[str]) -> int:
+    from harness.upgrade_command import main
+
+    return main(list(argv))
+
+
 def summary(argv: Sequence[str]) -> int:
     from harness.static.job_summary import main
 
     return main(argv)
 
 
-COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {"static": static, "regen": regen, "gpu": gpu, "summary": summary}
+def config(argv: Sequence[str]) -> int:
+    from harness.config import main
+
+    return main(argv)
+
+
+def init(argv: Sequence[str]) -> int:
+    from harness.init import main
+
+    return main(argv)
+
+
+COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "static": static,
+    "regen": regen,
+    "gpu": gpu,
+    "upgrade-preview": upgrade_preview,
+    "summary": summary,
+    "config": config,
+    "init": init,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

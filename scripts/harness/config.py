@@ -4,24 +4,34 @@
     families = ["acme.ops"]        # importable packages of family files, in order (default: ["kernels"])
     golden = "tests/golden"        # the snapshot folder (default: "golden")
     timing = "tests/golden/timing" # the GPU timing baselines (default: "<golden>/timing")
+    targets = ["sm_90", "sm_100"]  # the targets snapshotted and run on (default: all of harness.targets.TARGETS)
+    harness = "tilelang-golden @ git+https://github.com/ORG/tilelang-golden@COMMIT"
+                                   # where the nox sessions install the harness from (default: this project)
 
-Every key is optional and the defaults are this project's own layout, so a repository laid out like it needs no
-section. Paths are relative to the repository's root, where the sessions run. A command-line option given for a
-run (`--families`, `--golden-dir`, `--timing-dir`) wins over the file.
+`harness` is read by the nox sessions alone (`tilelang-golden init` writes it). Every key is optional and the
+defaults are this project's own layout, so a repository laid out like it needs no section. Paths are relative to
+the repository's root, where the sessions run. A command-line option given for a run (`--families`,
+`--golden-dir`, `--timing-dir`) wins over the file.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import tomllib
 
+from harness.targets import TARGETS
+
 PYPROJECT = "pyproject.toml"
 SECTION = "tilelang-golden"  # under [tool]
 DEFAULT_FAMILIES = ("kernels",)
 DEFAULT_GOLDEN = "golden"
+KEYS = ("families", "golden", "timing", "targets", "harness")
 
 
 class ConfigError(ValueError):
@@ -33,6 +43,8 @@ class Config:
     families: tuple[str, ...] = DEFAULT_FAMILIES
     golden: Path = Path(DEFAULT_GOLDEN)
     timing: Path = Path(DEFAULT_GOLDEN) / "timing"
+    targets: tuple[str, ...] | None = None  # None: every target of harness.targets.TARGETS
+    harness: str | None = None  # a pip requirement; None: the repository itself is the harness's project
 
 
 def read_config(root: Path | None = None) -> Config:
@@ -49,9 +61,9 @@ def read_config(root: Path | None = None) -> Config:
     where = f"{PYPROJECT} [tool.{SECTION}]"
     if not isinstance(section, dict):
         raise ConfigError(f"{where}: expected a table of settings")
-    unknown = sorted(set(section) - {"families", "golden", "timing"})
+    unknown = sorted(set(section) - set(KEYS))
     if unknown:
-        raise ConfigError(f"{where}: unknown keys {unknown}; the settings are families, golden and timing")
+        raise ConfigError(f"{where}: unknown keys {unknown}; the settings are {', '.join(KEYS)}")
     families = section.get("families", list(DEFAULT_FAMILIES))
     if not (isinstance(families, list) and families and all(_is_package(name) for name in families)):
         raise ConfigError(
@@ -60,7 +72,15 @@ def read_config(root: Path | None = None) -> Config:
         )
     golden = _folder(section, "golden", DEFAULT_GOLDEN, where)
     timing = _folder(section, "timing", f"{golden.as_posix()}/timing", where)
-    return Config(tuple(families), golden, timing)
+    targets = section.get("targets")
+    if targets is not None and not (isinstance(targets, list) and targets and set(targets) <= set(TARGETS)):
+        raise ConfigError(f"{where}: targets must be a non-empty list of some of {list(TARGETS)}, got {targets!r}")
+    harness = section.get("harness")
+    if harness is not None and not (isinstance(harness, str) and harness.strip()):
+        raise ConfigError(
+            f"{where}: harness must be a pip requirement (tilelang-golden @ git+URL@COMMIT), got {harness!r}"
+        )
+    return Config(tuple(families), golden, timing, tuple(targets) if targets else None, harness)
 
 
 def _is_package(name: Any) -> bool:
@@ -72,3 +92,20 @@ def _folder(section: dict[str, Any], key: str, default: str, where: str) -> Path
     if not isinstance(value, str) or not value or Path(value).is_absolute() or ".." in Path(value).parts:
         raise ConfigError(f"{where}: {key} must be a folder inside the repository, as a relative path, got {value!r}")
     return Path(value)
+
+
+def main(argv: Sequence[str]) -> int:
+    """`tilelang-golden config KEY`: one setting as a run reads it (a list one item a line), for a workflow's shell
+    step: `golden=$(python -m harness config golden)`."""
+    fields = [f.name for f in dataclasses.fields(Config)]
+    if len(argv) != 1 or argv[0] not in fields:
+        print(f"usage: tilelang-golden config KEY, KEY one of {', '.join(fields)}", file=sys.stderr)
+        return 2
+    try:
+        value = getattr(read_config(), argv[0])
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return 2
+    if value is not None:
+        print("\n".join(map(str, value)) if isinstance(value, tuple) else value)
+    return 0

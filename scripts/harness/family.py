@@ -10,6 +10,7 @@ Nothing here imports TileLang or torch: a family's callables do that when they a
 from __future__ import annotations
 import __future__
 
+import copy
 import enum
 import importlib
 import pkgutil
@@ -582,6 +583,19 @@ def load_families(*packages: str) -> Registry:
         families += found.families
         broken += found.broken
     return Registry(tuple(families), tuple(broken))
+
+
+def on_targets(registry: Registry, targets: Sequence[str] | None) -> Registry:
+    """Every family on those of its targets that `targets` names (the repository's `targets` setting; None: all).
+    Copies, not `replace`: a family's declarations were checked against all its targets, and a `does_not_lower`
+    entry for a target left out is simply never read."""
+    if targets is None:
+        return registry
+    narrowed = []
+    for family in registry.families:
+        narrowed.append(copy.copy(family))
+        object.__setattr__(narrowed[-1], "targets", tuple(t for t in family.target_names if t in targets))
+    return Registry(tuple(narrowed), registry.broken)
 
 
 def _load_package(package_name: str, taken: Mapping[str, str]) -> Registry:

@@ -104,6 +104,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     options.families = options.families or list(settings.families)
     options.golden_dir = options.golden_dir or settings.golden
     options.timing_dir = options.timing_dir or settings.timing
+    options.targets = settings.targets
     if options.seeds is not None and len(set(options.seeds)) < MIN_SEEDS:
         parser.error(f"--seeds needs at least {MIN_SEEDS} distinct seeds")
     if options.against_all and not options.against:
@@ -120,11 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu check stopped, nothing was checked: {problem}", file=sys.stderr)
         return 2
 
-    from harness.family import load_families
+    from harness.family import load_families, on_targets
     from harness.gpu.check import CheckPlan, device_cases, not_run_on, run_gpu_check
     from harness.static.cases import Case, family_cases
 
-    loaded = [load_families(package) for package in options.families]
+    loaded = [on_targets(load_families(package), options.targets) for package in options.families]
     families = [family for each in loaded for family in each.families]
     broken = [b for each in loaded for b in each.broken]
     for each in broken:

@@ -1,6 +1,6 @@
 """Is another TileLang slower? The GPU check's timing, run in two environments that take turns.
 
-Each environment is a long-lived worker process (scripts/gpu_timing_worker.py started by a
+Each environment is a long-lived worker process (harness.gpu.timing_worker started by a
 Python command of that environment): it compiles and checks every variant once, then answers
 requests for blocks of timing rounds (the session's `measure_pairs`, every variant next to its
 PyTorch reference). The driver alternates the environments block by block, who goes first
@@ -32,7 +32,8 @@ SLOWER_ABOVE = 0.04
 MAYBE_SLOWER_ABOVE = 0.03
 FASTER_BELOW = -0.03
 
-WORKER = Path(__file__).resolve().parents[2] / "gpu_timing_worker.py"
+# Run by module name: the other environment has the harness installed too (docs/upgrade-preview.md).
+WORKER = ["-m", "harness.gpu.timing_worker"]
 
 
 class WorkerFailed(RuntimeError):
@@ -74,7 +75,7 @@ class ProcessWorker:
 
     def __init__(self, name: str, command: str, worker_args: Sequence[str]) -> None:
         self.name, self.command = name, command
-        argv = [*shlex.split(command), str(WORKER), *worker_args]
+        argv = [*shlex.split(command), *WORKER, *worker_args]
         try:
             self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         except OSError as error:

@@ -295,6 +295,7 @@ class GoldenRun:
     cache: LoweringCache | None  # the disk cache the options ask for; None: lower every case
     packages: tuple[str, ...]  # where its families come from (`--families`, else the repository's settings)
     golden: Path  # its snapshot folder (`--golden-dir`, else the repository's settings)
+    targets: tuple[str, ...] | None  # the repository's `targets` setting; None: every target
     collected_by_worker: dict[str, int] = field(default_factory=dict)  # xdist worker -> items it collected
     shown_errors: dict[tuple[str, str], str] = field(default_factory=dict)  # an error's key -> the check shown with it
     _lowerings: LoweringSession | None = field(default=None, repr=False)
@@ -302,7 +303,7 @@ class GoldenRun:
     @functools.cached_property
     def registry(self) -> harness.family.Registry:
         """The run's families, from its packages, loaded on first use (the items are parametrized from them)."""
-        return harness.family.load_families(*self.packages)
+        return harness.family.on_targets(harness.family.load_families(*self.packages), self.targets)
 
     @property
     def lowerings(self) -> LoweringSession:
@@ -388,7 +389,7 @@ def golden_run(config: pytest.Config) -> GoldenRun:
             raise pytest.UsageError(str(error)) from None
         packages = tuple(config.getoption("--families") or settings.families)
         golden = Path(config.getoption("--golden-dir") or settings.golden)
-        config.stash[GOLDEN_RUN] = GoldenRun(_lowering_cache(config), packages, golden)
+        config.stash[GOLDEN_RUN] = GoldenRun(_lowering_cache(config), packages, golden, settings.targets)
     return config.stash[GOLDEN_RUN]
 
 

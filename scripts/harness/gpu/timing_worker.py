@@ -1,6 +1,6 @@
-"""One environment's side of a GPU speed comparison (`scripts/upgrade_preview.py --gpu` starts it).
+"""One environment's side of a GPU speed comparison (`tilelang-golden upgrade-preview --gpu` starts it).
 
-    PYTHON scripts/gpu_timing_worker.py [--timer interleaved] [--seeds S S S]
+    PYTHON -m harness.gpu.timing_worker [--timer interleaved] [--seeds S S S]
 
 Compiles and checks every registered variant with the TileLang of the Python that runs it (the
 GPU check: snapshot agreement, numerics), prints one JSON line with its versions and each
@@ -16,9 +16,8 @@ import os
 import sys
 from pathlib import Path
 
+from harness.config import read_config
 from harness.gpu.timing import REPEAT_MS, TIMERS
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,8 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timer", choices=TIMERS, default=TIMERS[0])
     parser.add_argument("--repeat-ms", type=float, default=REPEAT_MS)
     parser.add_argument("--seeds", type=int, nargs="+", help="input seeds (default: fresh ones)")
-    parser.add_argument("--golden-dir", type=Path, default=REPO / "golden")
+    parser.add_argument("--golden-dir", type=Path, help="default: the repository's settings ([tool.tilelang-golden])")
     options = parser.parse_args(argv)
+    settings = read_config()
 
     from harness.gpu.device import gpu_unavailable
 
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
 
-    from harness.family import load_families
+    from harness.family import load_families, on_targets
     from harness.gpu.check import CheckPlan, check_cases, device_cases
     from harness.gpu.timing import make_bench, measure_pairs
     from harness.gpu.upgrade_speed import serve
@@ -49,10 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     def log(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    families = load_families().families
+    families = on_targets(load_families(*settings.families), settings.targets).families
     plan = CheckPlan(
         lambda device: device_cases(families, device.target),
-        seeds=options.seeds, rounds=2, golden=options.golden_dir, timer=options.timer, repeat_ms=options.repeat_ms,
+        seeds=options.seeds, rounds=2, golden=options.golden_dir or settings.golden, timer=options.timer,
+        repeat_ms=options.repeat_ms,
     )  # fmt: skip
     run = check_cases(plan, log=log)
     verdicts = {r.key: run.verdict(r) for r in run.variants}

@@ -1,9 +1,9 @@
 """What a TileLang upgrade would change, case by case, before the pin moves (`nox -s upgrade-preview`).
 
-    python scripts/upgrade_preview.py --output build/upgrade-preview/0.1.14 [--gpu [--against PYTHON]]
+    tilelang-golden upgrade-preview --output build/upgrade-preview/0.1.14 [--gpu [--against PYTHON]]
 
 Run in an environment where only TileLang differs from the pins; writes report.md, report.json
-and the produced snapshots under --output, never under golden/. With --gpu, on a GPU machine, it
+and the produced snapshots under --output, never in the snapshot folder. With --gpu, on a GPU machine, it
 also times every variant under both TileLangs, this Python's and the pinned one of `--against`
 (a Python command of an environment with the pins, default `python3`), alternating the two, and
 writes gpu.md and gpu.json (docs/gpu.md). Exit 0 when the preview ran (it is a report), 2 when it
@@ -16,18 +16,23 @@ import argparse
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from harness.config import ConfigError, read_config
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path, required=True, help="folder for the report and the produced files")
-    parser.add_argument("--golden-dir", type=Path, default=REPO / "golden")
+    parser.add_argument("--golden-dir", type=Path, help="default: the repository's settings ([tool.tilelang-golden])")
     parser.add_argument("--gpu", action="store_true", help="also compare speed and numerics on the GPU at hand")
     parser.add_argument("--against", default="python3", help="Python command of the pinned environment (--gpu)")
     parser.add_argument("--blocks", type=int, default=4, help="timing blocks per environment, alternating (--gpu)")
     parser.add_argument("--rounds", type=int, default=3, help="timing rounds per block (--gpu)")
     options = parser.parse_args(argv)
+    try:
+        settings = read_config()
+    except ConfigError as error:
+        parser.error(str(error))
+    options.golden_dir = options.golden_dir or settings.golden
     if options.gpu and (options.blocks < 2 or options.rounds < 2):
         parser.error("--blocks and --rounds must be at least 2: their spread is the measured noise")
 
@@ -37,12 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"upgrade preview: {problem}", file=sys.stderr)
         return 2
-    from harness.family import load_families
+    from harness.family import load_families, on_targets
     from harness.static.snapshot import SnapshotStore, installed_tilelang_version
     from harness.static.upgrade_preview import run_preview
 
     manifest = SnapshotStore(options.golden_dir).read_manifest() or {}
-    families = load_families()
+    families = on_targets(load_families(*settings.families), settings.targets)
     for broken in families.broken:
         print(f"upgrade preview: family not previewed: {broken.error}", file=sys.stderr)
     preview = run_preview(
@@ -69,7 +74,7 @@ def gpu_preview(options: argparse.Namespace, pinned: str) -> int:
         print(f"upgrade preview --gpu: {problem}", file=sys.stderr)
         return 2
     seeds = ["--seeds", *map(str, fresh_seeds())]  # the same inputs in both environments
-    # Each side's kernels are checked against the snapshots of its own TileLang: golden/ for the
+    # Each side's kernels are checked against the snapshots of its own TileLang: the repository's for the
     # pinned one, those the preview just produced for the candidate.
     workers = [
         ProcessWorker("pinned", options.against, ["--golden-dir", str(options.golden_dir), *seeds]),
@@ -81,8 +86,8 @@ def gpu_preview(options: argparse.Namespace, pinned: str) -> int:
         found = workers[0].hello["tilelang"]
         if found != pinned:
             print(
-                f"upgrade preview --gpu: `{options.against}` has TileLang {found}, but golden/ is pinned to {pinned}; "
-                "pass --against the Python of an environment installed from the pins",
+                f"upgrade preview --gpu: `{options.against}` has TileLang {found}, but {options.golden_dir}/ is pinned "
+                f"to {pinned}; pass --against the Python of an environment installed from the pins",
                 file=sys.stderr,
             )
             return 2
@@ -98,7 +103,3 @@ def gpu_preview(options: argparse.Namespace, pinned: str) -> int:
         print(f"wrote {path}")
     print((options.output / "gpu.md").read_text())
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
+import sys
+from pathlib import Path, PurePath
 
 import gpu_fakes as fake
 import pytest
+from scratch_repo import FAMILIES, make_scratch_repo
 
 from harness.gpu import ab_gate, check, gate
-from harness.gpu.against import NEW, BaseUnavailable, Plan, load_base, plan, resolve
+from harness.gpu.against import NEW, BaseUnavailable, Plan, load_base, load_bases, load_package, plan, resolve
 from harness.gpu.check import CheckPlan, run_gpu_check
 from harness.gpu.stages import Kernels, KernelSession
 from harness.gpu.timing import interleaved_bench
@@ -147,16 +149,38 @@ def test_a_snapshot_of_another_target_changing_pairs_nothing(repo):
 
 
 def test_the_base_is_imported_beside_this_checkouts_kernels_and_leaves_them_in_place(repo):
-    import sys
-
     import kernels
 
     before = sys.modules["kernels"]
     base = resolve("HEAD")
-    loaded = load_base(base.tree)
+    loaded = load_base(base.tree / base.folders["kernels"], "kernels")
     assert [f.name for f in loaded.families] == ["tiny@base"]
     assert sys.modules["kernels"] is before is kernels
     assert "kernels.tiny" not in sys.modules
+
+
+def test_a_repositorys_own_package_under_src_is_read_from_the_base_by_its_folder(tmp_path, monkeypatch):
+    """An adopting repository's families (`acme.ops` in src/acme/ops/): the base's copy is unpacked from that
+    folder and imported under the package's name, and this checkout's modules are back afterwards."""
+    root = tmp_path / "acme"
+    make_scratch_repo(root)
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
+    monkeypatch.chdir(root)
+    monkeypatch.syspath_prepend(str(root / "src"))
+    for name in [name for name in sys.modules if name == "acme" or name.startswith("acme.")]:
+        monkeypatch.delitem(sys.modules, name)
+    import acme.ops.softmax
+
+    base = resolve("HEAD", ["acme.ops"])
+    assert base.folders == {"acme.ops": PurePath("src/acme/ops")}
+    loaded = load_bases(base)
+    assert sorted(f.name for f in loaded.families) == sorted(f"{name}@base" for name in FAMILIES), loaded.broken
+    softmax = next(f for f in loaded.families if f.name == "softmax@base")
+    assert softmax.file == f"build/against/{base.short}/src/acme/ops/softmax.py"
+    assert [f.name for f in load_package(softmax.package).families] == [f.name for f in loaded.families]
+    assert sys.modules["acme.ops.softmax"] is acme.ops.softmax, "this checkout's module is back"
 
 
 def test_a_ref_that_is_not_a_commit_here_says_to_fetch_it(repo):

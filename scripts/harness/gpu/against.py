@@ -3,7 +3,8 @@ families.
 
 A variant is A/B-timed when its static snapshot for the device's target differs between REF and the
 working tree: its kernel changed. REF's kernel is built from REF's own family file, imported beside
-the working tree's under another name (the harness is the working tree's). A variant whose
+the working tree's under another name (the harness is the working tree's), from REF's copy of each package of
+families (`kernels/`, or the repository's own: `src/acme/ops/`). A variant whose
 snapshot did not change has the same kernel on both sides and keeps the baseline's check only. One
 new in the working tree, gone from it, or whose base cannot be built is reported as such, never
 timed against nothing.
@@ -22,29 +23,32 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
+from harness.config import DEFAULT_FAMILIES
 from harness.family import Family, Registry, load_families
 from harness.static.cases import Case
 
-# Where REF's kernels/ is unpacked, one folder per commit, relative to the checkout (build/ is ignored).
+# Where REF's packages of families are unpacked, one folder per commit, relative to the checkout (build/ is ignored).
 BASE_TREES = PurePath("build/against")
 BASE_NAME = "@base"  # a base family's name is its own plus this: its cases' keys never meet the working tree's
-FAMILIES = "kernels"  # the package whose families are snapshotted, in both trees
+# A base family's package as a worker finds it again: `<its folder in the base tree>:<package>`.
+BASE_PACKAGE = ":"
 
 # Why a variant is not A/B-timed although it runs here.
 NEW = "new in the working tree: no snapshot at the base"
 
 
 class BaseUnavailable(RuntimeError):
-    """REF is not a commit of this clone, or its kernels/ cannot be read: nothing can be compared with it."""
+    """REF is not a commit of this clone, or its packages of families cannot be read: nothing can be compared."""
 
 
 @dataclass(frozen=True)
 class Base:
-    """REF resolved to a commit, and its kernels/ unpacked under `tree`."""
+    """REF resolved to a commit, and its packages of families unpacked under `tree`, each in its folder."""
 
     ref: str
     sha: str
     tree: PurePath
+    folders: dict[str, PurePath] = field(default_factory=dict)  # package -> its folder in the repository
 
     @property
     def short(self) -> str:
@@ -73,8 +77,19 @@ def git(*args: str, stdin: bytes | None = None) -> bytes:
     return done.stdout
 
 
-def resolve(ref: str) -> Base:
-    """REF as a commit of this clone, its kernels/ unpacked (once per commit) under build/against/."""
+def package_folder(package: str) -> PurePath:
+    """A package's folder from the repository's root (the working directory): `src/acme/ops`; one imported from
+    outside the repository by its dotted name (`kernels`), where a tree holds it."""
+    folder = Path(list(importlib.import_module(package).__path__)[0]).resolve()
+    try:
+        return PurePath(folder.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return PurePath(*package.split("."))
+
+
+def resolve(ref: str, packages: Sequence[str] = DEFAULT_FAMILIES) -> Base:
+    """REF as a commit of this clone, its copy of each package of families unpacked (once per commit) under
+    build/against/."""
     try:
         sha = git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").decode().strip()
     except BaseUnavailable:
@@ -82,60 +97,66 @@ def resolve(ref: str) -> Base:
             f"--against {ref}: not a commit of this clone; fetch it first (in CI: the pull request's merge base, "
             f"`git fetch origin <sha>`)"
         ) from None
-    base = Base(ref, sha, BASE_TREES / sha[:12])
-    root = Path(base.tree)
-    if not (root / FAMILIES / "__init__.py").is_file():
-        archive = git("archive", "--format=tar", sha, FAMILIES)
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(root, filter="data")
+    base = Base(ref, sha, BASE_TREES / sha[:12], {package: package_folder(package) for package in packages})
+    for folder in base.folders.values():
+        if not (Path(base.tree) / folder / "__init__.py").is_file():
+            archive = git("archive", "--format=tar", sha, folder.as_posix())
+            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                tar.extractall(base.tree, filter="data")
     return base
 
 
 def load_package(package: str) -> Registry:
-    """A package of family files as `harness.gpu.stages.case_ref` names it (its folder, dotted): this checkout's
-    (`kernels`, `tests.gpu_families`) or a base tree's (`build.against.<sha>.kernels`)."""
-    parts = package.split(".")
-    if parts[: len(BASE_TREES.parts)] == list(BASE_TREES.parts) and parts[-1] == FAMILIES:
-        return load_base(PurePath(*parts[:-1]))
+    """A package of family files as `harness.gpu.stages.case_ref` names it: this checkout's, by its name (`kernels`,
+    `tests.gpu_families`), or a base tree's, `<folder>:<package>` (`build/against/<sha>/src/acme/ops:acme.ops`)."""
+    if BASE_PACKAGE in package:
+        folder, name = package.rsplit(BASE_PACKAGE, 1)
+        return load_base(PurePath(folder), name)
     return load_families(package)
 
 
-def load_base(tree: PurePath) -> Registry:
-    """The base's families, imported from its tree beside this checkout's `kernels`: while they import, `kernels`
-    is the base's package (so `from kernels._gemm import ...` finds the base's helper), and afterwards this
-    checkout's modules are back. Each family is renamed `<name>@base` and its file is the one in the tree."""
-    ours = {name: module for name, module in sys.modules.items() if _in_package(name)}
+def load_bases(base: Base) -> Registry:
+    """Every package of families of the base, in the order of its folders."""
+    loaded = [load_base(base.tree / folder, package) for package, folder in base.folders.items()]
+    return Registry(
+        tuple(f for each in loaded for f in each.families), tuple(b for each in loaded for b in each.broken)
+    )
+
+
+def load_base(folder: PurePath, package_name: str) -> Registry:
+    """A base package's families, imported from its folder beside this checkout's package of the same name: while
+    they import, the name is the base's package (so `from kernels._gemm import ...` finds the base's helper), and
+    afterwards this checkout's modules are back. Each family is renamed `<name>@base` and its file is the one in
+    the tree."""
+    ours = {name: module for name, module in sys.modules.items() if _in_package(name, package_name)}
     for name in ours:
         del sys.modules[name]
-    folder = Path(tree) / FAMILIES
     try:
         # The base's package by its file, its modules found in its own folder: nothing on sys.path changes.
         spec = importlib.util.spec_from_file_location(
-            FAMILIES, folder / "__init__.py", submodule_search_locations=[str(folder)]
+            package_name, Path(folder) / "__init__.py", submodule_search_locations=[str(folder)]
         )
         package = importlib.util.module_from_spec(spec)
-        sys.modules[FAMILIES] = package
+        sys.modules[package_name] = package
         spec.loader.exec_module(package)
-        loaded = load_families(FAMILIES)
+        loaded = load_families(package_name)
     finally:
-        for name in [name for name in sys.modules if _in_package(name)]:
+        for name in [name for name in sys.modules if _in_package(name, package_name)]:
             del sys.modules[name]
         sys.modules.update(ours)
     families = []
     for family in loaded.families:
         renamed = dataclasses.replace(family)  # the base's own object stays as its module holds it
         object.__setattr__(renamed, "name", f"{family.name}{BASE_NAME}")
-        object.__setattr__(renamed, "file", (tree / FAMILIES / PurePath(family.file).name).as_posix())
-        object.__setattr__(renamed, "package", ".".join((*tree.parts, FAMILIES)))  # how a worker finds it again
+        object.__setattr__(renamed, "file", (folder / PurePath(family.file).name).as_posix())
+        object.__setattr__(renamed, "package", f"{folder.as_posix()}{BASE_PACKAGE}{package_name}")
         families.append(renamed)
-    broken = tuple(
-        dataclasses.replace(b, file=(tree / FAMILIES / PurePath(b.file).name).as_posix()) for b in loaded.broken
-    )
+    broken = tuple(dataclasses.replace(b, file=(folder / PurePath(b.file).name).as_posix()) for b in loaded.broken)
     return Registry(tuple(families), broken)
 
 
-def _in_package(module: str) -> bool:
-    return module == FAMILIES or module.startswith(f"{FAMILIES}.")
+def _in_package(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
 
 
 def base_snapshots(base: Base, paths: Sequence[str]) -> dict[str, bytes | None]:
@@ -165,11 +186,11 @@ def plan(
     paths = [f"{golden.as_posix()}/{name}" for case in cases for name in case.snapshot_files]
     at_base = base_snapshots(base, paths)
     try:
-        loaded = load_base(base.tree)
+        loaded = load_bases(base)
         families: dict[str, Family | str] = {b.name: b.error for b in loaded.broken}
         families.update({f.name.removesuffix(BASE_NAME): f for f in loaded.families})
         base_error = None
-    except Exception as error:  # the base's kernels/ did not import at all: say so per variant
+    except Exception as error:  # a base package did not import at all: say so per variant
         families, base_error = {}, f"the base's families did not load with this harness ({error})"
     result = Plan(base)
     for case in cases:

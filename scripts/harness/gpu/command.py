@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         from harness.gpu.against import BaseUnavailable, Plan, plan, resolve
 
         try:
-            base = resolve(options.against)
+            base = resolve(options.against, options.families)
         except BaseUnavailable as error:
             print(f"gpu check stopped, nothing was checked: {error}", file=sys.stderr)
             return 2

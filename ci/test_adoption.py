@@ -24,7 +24,8 @@ KERNEL_CHANGE = {"src/acme/ops/softmax.py": ("x[i, j] / row_sum[i]", "x[i, j] * 
 
 
 def run_here(command: list[str], cwd: Path) -> None:
-    environ = {name: value for name, value in os.environ.items() if not NOT_A_RUNNERS.match(name)}
+    """A command as the team runs it on its own machine: not under CI (a regen refuses there)."""
+    environ = {name: value for name, value in os.environ.items() if not NOT_A_RUNNERS.match(name) and name != "CI"}
     done = subprocess.run(command, cwd=cwd, env=environ, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, f"{command}:\n{done.stdout}{done.stderr}"
 

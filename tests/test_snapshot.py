@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import yaml
@@ -73,10 +74,10 @@ def test_ci_detection(value, expected):
 
 
 def test_write_policy():
-    check_may_write(force=False, environ={})
-    check_may_write(force=True, environ={"CI": "true"})
-    with pytest.raises(RegenRefused, match="--force-regen-under-ci"):
-        check_may_write(force=False, environ={"CI": "true"})
+    check_may_write(force=False, folder=Path("golden"), environ={})
+    check_may_write(force=True, folder=Path("golden"), environ={"CI": "true"})
+    with pytest.raises(RegenRefused, match="refusing to rewrite tests/golden/ .*--force-regen-under-ci"):
+        check_may_write(force=False, folder=Path("tests/golden"), environ={"CI": "true"})
 
 
 def test_every_format_has_a_changelog_entry_and_the_cu_header_names_the_last_that_changed_it():

@@ -96,7 +96,7 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     if config.getoption("--regen"):
         try:
-            check_may_write(config.getoption("--force-regen-under-ci"))
+            check_may_write(config.getoption("--force-regen-under-ci"), golden_run(config).golden)
         except RegenRefused as error:
             raise pytest.UsageError(str(error)) from None
     shard = config.getoption("--shard")

@@ -107,10 +107,9 @@ def write_files(root: Path, files: dict[str, Traversable]) -> list[Outcome]:
 def merge_advice(name: str) -> str:
     if name == "noxfile.py":
         return (
-            "  noxfile.py: keep yours and add the sessions: `tilelang-golden init --print noxfile.py > "
-            "noxfile_golden.py`, then in noxfile.py:\n"
-            "      import sys; sys.path.insert(0, str(Path(__file__).parent))\n"
-            "      from noxfile_golden import *  # noqa: F403  (static, regen-golden, tests, gpu, lock, ...)"
+            "  noxfile.py: keep yours and append the sessions:\n"
+            "      `tilelang-golden init --print noxfile.py >> noxfile.py`, then keep one of each session both define\n"
+            "      (static, regen-golden, tests, gpu, upgrade-preview, lock)"
         )
     return f"  {name}: merge by hand with `tilelang-golden init --print {name}`"
 

@@ -9,8 +9,8 @@ venv restored from a cache at another path still works. The harness's docs/ci.md
 session and why torch's CPU build is installed on its own.
 """
 
-from __future__ import annotations
-
+# No `from __future__` import: a repository with a noxfile of its own appends this file to it (`tilelang-golden init`
+# says so), and such an import is only valid at a file's top.
 import os
 import re
 import sys

@@ -6,7 +6,7 @@
     tilelang-golden upgrade-preview [OPTIONS] what another TileLang would change (`nox -s upgrade-preview`)
     tilelang-golden summary [OPTIONS]         a static run's results -> GitHub job summary and annotations
     tilelang-golden config KEY                one of the repository's settings, as the harness reads it
-    tilelang-golden init [--dry-run]          write the sessions, workflows, locks' inputs and runner set-up here
+    tilelang-golden init --families PKG       write the sessions, workflows, locks' inputs and runner set-up here
 
 Each runs in the calling Python: a session installs the locks, the harness and the repository's own package of
 families, then calls it as `python -m harness COMMAND`.

@@ -4,7 +4,7 @@
     families = ["acme.ops"]        # importable packages of family files, in order (default: ["kernels"])
     golden = "tests/golden"        # the snapshot folder (default: "golden")
     timing = "tests/golden/timing" # the GPU timing baselines (default: "<golden>/timing")
-    targets = ["sm_90", "sm_100"]  # the targets snapshotted and run on (default: all of harness.targets.TARGETS)
+    targets = ["sm_90", "sm_100a"] # the targets snapshotted and run on (default: all of harness.targets.TARGETS)
     harness = "tilelang-golden @ git+https://github.com/ORG/tilelang-golden@COMMIT"
                                    # where the nox sessions install the harness from (default: this project)
 
@@ -31,7 +31,6 @@ PYPROJECT = "pyproject.toml"
 SECTION = "tilelang-golden"  # under [tool]
 DEFAULT_FAMILIES = ("kernels",)
 DEFAULT_GOLDEN = "golden"
-KEYS = ("families", "golden", "timing", "targets", "harness")
 
 
 class ConfigError(ValueError):
@@ -45,6 +44,9 @@ class Config:
     timing: Path = Path(DEFAULT_GOLDEN) / "timing"
     targets: tuple[str, ...] | None = None  # None: every target of harness.targets.TARGETS
     harness: str | None = None  # a pip requirement; None: the repository itself is the harness's project
+
+
+KEYS = tuple(setting.name for setting in dataclasses.fields(Config))
 
 
 def read_config(root: Path | None = None) -> Config:
@@ -97,9 +99,8 @@ def _folder(section: dict[str, Any], key: str, default: str, where: str) -> Path
 def main(argv: Sequence[str]) -> int:
     """`tilelang-golden config KEY`: one setting as a run reads it (a list one item a line), for a workflow's shell
     step: `golden=$(python -m harness config golden)`."""
-    fields = [f.name for f in dataclasses.fields(Config)]
-    if len(argv) != 1 or argv[0] not in fields:
-        print(f"usage: tilelang-golden config KEY, KEY one of {', '.join(fields)}", file=sys.stderr)
+    if len(argv) != 1 or argv[0] not in KEYS:
+        print(f"usage: tilelang-golden config KEY, KEY one of {', '.join(KEYS)}", file=sys.stderr)
         return 2
     try:
         value = getattr(read_config(), argv[0])

@@ -142,6 +142,16 @@ def test_a_bad_declaration_fails_alone_naming_file_and_fix(kernels_dir, golden_s
     assert not (golden_session.golden / "tiny_bad").exists()
 
 
+@pytest.mark.parametrize("selection", ["tiny_bad and sm_90", "tiny_bad/threads64/sm_90"])
+def test_a_selection_naming_a_family_that_does_not_load_shows_why(kernels_dir, golden_session, selection):
+    """The load failure's id has no target or variant, so -k alone would deselect it and say nothing matched."""
+    write_family(kernels_dir, "tiny_bad", ',\n        Variant("threads64", scale, {"block_rows": 8, "threads": 32})')
+    result = golden_session("-k", selection)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*kernels/tiny_bad.py: *these repeat: ?'threads64'?*"])
+    assert "tiny_bad.py" not in golden_session("-k", f"{SMALL_CASE} and not tiny_bad").stdout.str()
+
+
 def test_a_family_file_that_does_not_import_fails_alone(kernels_dir, golden_session):
     write_family(kernels_dir, "tiny_typo", text="import tilelang.language as T\n\nFAMILY = Famly(name='tiny_typo')\n")
     result = golden_session("-k", f"tiny_typo or {SMALL_CASE}")
@@ -190,6 +200,19 @@ def test_variant_names_are_checked_when_the_family_is_declared():
         harness.family.Family(**{**vars(FAMILY), "variants": []})
     with pytest.raises(FamilyError, match="are problem dimensions"):
         harness.family.Family(**{**vars(FAMILY), "variants": [Variant("x", None, {"M": 1})]})
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("inputs", None), ("reference", 0), ("speed_reference", "torch.mm"), ("work", None), ("group", "x")],
+)
+def test_what_the_harness_calls_is_refused_at_declaration_when_it_is_not_callable(field, value):
+    """Not first on a GPU runner: the static check imports the family and says which field and what it takes."""
+    from kernels.gemm_num_stages import FAMILY
+
+    with pytest.raises(FamilyError, match=rf"^kernels/gemm_num_stages\.py: {field} must be a callable \("):
+        harness.family.Family(**{**vars(FAMILY), field: value})
+    harness.family.Family(**{**vars(FAMILY), "group": None, "checks": None})  # the optional ones may be left out
 
 
 def readme_example() -> str:

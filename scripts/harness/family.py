@@ -259,6 +259,16 @@ class TimingTwin:
     value: int
 
 
+# The fields the harness calls, with what each is called with and returns; the optional ones may be None.
+CALLED = {
+    "inputs": "(params, generator, device) -> the kernel's non-output arguments",
+    "reference": "(params, *inputs) -> the expected output(s)",
+    "speed_reference": "(params, *inputs) -> the PyTorch op the kernel is timed against",
+    "work": "(params) -> Work(flops, bytes)",
+    "checks": "(cases' facts) -> claims",
+    "group": "(params, target) -> the group's name",
+}
+OPTIONAL_CALLED = ("checks", "group")
 # Family.precision_twin's default: the speed reference, which runs the family's PyTorch op on the kernel's own dtypes.
 SPEED_REFERENCE = "speed_reference"
 
@@ -317,6 +327,7 @@ class Family:
         self._check_outputs(where)
         self._check_tolerances(where)
         self._check_precision_twin(where)
+        self._check_callables(where)
 
     def _check_variants(self, where: str) -> None:
         """At least one variant, each name once, and targets among the project's."""
@@ -453,6 +464,21 @@ class Family:
             raise FamilyError(
                 f"{where}: precision_twin must be a callable (params, *inputs) -> outputs at the kernel's precision, "
                 f"{SPEED_REFERENCE!r} (the default) or None, got {twin!r}"
+            )
+
+    def _check_callables(self, where: str) -> None:
+        """What the harness calls is callable, so that a declaration fails here and not on a GPU runner."""
+        for name, called in CALLED.items():
+            value = getattr(self, name)
+            if not callable(value) and not (value is None and name in OPTIONAL_CALLED):
+                raise FamilyError(
+                    f"{where}: {name} must be a callable {called}, got {value!r}; the harness calls it "
+                    '(README, "Adding a kernel family")'
+                )
+        if not isinstance(self.speed_reference_label, str):
+            raise FamilyError(
+                f"{where}: speed_reference_label must be a string naming the speed reference in reports, "
+                f"got {self.speed_reference_label!r}"
             )
 
     @property

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import sys
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -161,9 +163,37 @@ def _group(item: pytest.Item) -> str:
     return marker.args[0] if marker else "session"
 
 
+# The load failures of families that -k or -m deselected, as pytest_deselected reports them.
+DESELECTED_LOADS = pytest.StashKey[list[pytest.Item]]()
+KEYWORD_NAME = re.compile(r"[^\s()]+")
+
+
+def pytest_deselected(items: Sequence[pytest.Item]) -> None:
+    for item in items:
+        if getattr(item, "originalname", None) == "test_family_loads":
+            item.config.stash.setdefault(DESELECTED_LOADS, []).append(item)
+
+
+def named_load_failures(config: pytest.Config) -> list[pytest.Item]:
+    """The load failures of the families a -k expression names. `-k "attention and sm_90"` deselects the item that
+    says why `attention` failed to load (its id has no target); without it the run would only say that nothing
+    matched."""
+    tokens = KEYWORD_NAME.findall((config.getoption("keyword") or "").lower())
+    # Words the expression asks for (not those after `not`); a case id's first part is its family's name.
+    words = {word.split("/")[0] for before, word in zip(["", *tokens[:-1]], tokens, strict=True) if before != "not"}
+    words -= {"", "and", "or", "not"}
+    return [
+        item
+        for item in config.stash.get(DESELECTED_LOADS, [])
+        if any(word in item.callspec.params["broken"].name.lower() for word in words)
+    ]
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """After -k/-m: keep this shard's groups, refuse an empty selection."""
+    """After -k/-m: bring back the load failures of families the selection names, keep this shard's groups, refuse
+    an empty selection."""
+    items += [item for item in named_load_failures(config) if item not in items]
     shard = config.getoption("--shard")
     if shard is not None:
         groups = list(dict.fromkeys(_group(item) for item in items))

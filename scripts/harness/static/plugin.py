@@ -180,7 +180,7 @@ def named_load_failures(config: pytest.Config) -> list[pytest.Item]:
     matched."""
     tokens = KEYWORD_NAME.findall((config.getoption("keyword") or "").lower())
     # Words the expression asks for (not those after `not`); a case id's first part is its family's name.
-    words = {word.split("/")[0] for before, word in zip(["", *tokens[:-1]], tokens, strict=True) if before != "not"}
+    words = {word.split("/")[0] for i, word in enumerate(tokens) if i == 0 or tokens[i - 1] != "not"}
     words -= {"", "and", "or", "not"}
     return [
         item

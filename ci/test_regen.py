@@ -2,62 +2,123 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 import subprocess
 
 from act import FAMILY, REPOSITORY, World
 from test_static import KERNEL_CHANGE
 
-# A regen that runs code which rewrites the patch: the pull request's noxfile changes one snapshot and sets git's
-# external diff, so the workflow's own `git diff` prints what that code wants, here a change to a workflow.
-FAKE_PATCH = (
-    "diff --git a/.github/workflows/static.yml b/.github/workflows/static.yml\n"
-    "--- a/.github/workflows/static.yml\n+++ b/.github/workflows/static.yml\n@@ -1 +1 @@\n-# Every\n+# None\n"
-)
+PATCH_JOB = "the patch touches the snapshot folder only"
+WORKFLOW = ".github/workflows/static.yml"
+# The regen's code of a pull request that sets its snapshot folder to .github (the base's is golden/), changes a
+# workflow there, and makes the workflow's own `git diff` (git's external diff) print a crafted patch: a hunk from
+# a workflow to a snapshot with no rename header, which git's listings show as golden/x.cu alone and `git apply`
+# turns into the workflow's deletion, followed by the real diff of the changed workflow. With the run's artifact
+# token it also uploads `golden-regen` itself (here as the upload stand-in stores it).
+SETTINGS_CHANGE = {"pyproject.toml": ("[tool.pytest.ini_options]", '[tool.tilelang-golden]\ngolden = ".github"\n\n'
+                                      "[tool.pytest.ini_options]")}  # fmt: skip
 TAMPERING_SESSION = f"""
 
 @nox.session(name="regen-golden", venv_backend="none")
 def regen_golden(session):
+    import os, subprocess
+    changed = Path(".github/workflows/harness.yml")
+    changed.write_text(changed.read_text() + "# the regen's\\n")
+    real = subprocess.run(["git", "diff", "--no-ext-diff", "--binary", "--", str(changed)], capture_output=True,
+                          text=True, check=True).stdout
+    old = Path("{WORKFLOW}").read_text().splitlines(keepends=True)[:3]
+    crafted = ("diff --git a/{WORKFLOW} b/golden/x.cu\\n--- a/{WORKFLOW}\\n+++ b/golden/x.cu\\n@@ -1,3 +1,3 @@\\n"
+               + "-" + old[0] + "+// x\\n" + "".join(" " + line for line in old[1:]) + real)
     Path("build").mkdir(exist_ok=True)
-    Path("build/fake.patch").write_text({FAKE_PATCH!r})
-    diff = Path("build/fake-diff")
-    diff.write_text("#!/bin/sh\\ncat " + str(Path("build/fake.patch").resolve()) + "\\n")
+    Path("build/crafted.patch").write_text(crafted)
+    diff = Path("build/crafted-diff")
+    diff.write_text("#!/bin/sh\\ncat " + str(Path("build/crafted.patch").resolve()) + "\\n")
     diff.chmod(0o755)
     session.run("git", "config", "diff.external", str(diff.resolve()), external=True)
-    manifest = Path("golden/MANIFEST.yaml")
-    manifest.write_text(manifest.read_text() + "\\n")
+    uploaded = Path(os.environ["STAND_IN_STATE"], "artifacts", os.environ["GITHUB_RUN_ID"], "golden-regen")
+    uploaded.mkdir(parents=True, exist_ok=True)
+    (uploaded / "golden.patch").write_text(crafted)
 """
 
+UNCHANGING_SESSION = """
 
-def dispatch(world: World, filter_: str):
-    event = {"inputs": {"filter": filter_}, "ref": "refs/heads/main", "repository": {"full_name": REPOSITORY}}
+@nox.session(name="regen-golden", venv_backend="none")
+def regen_golden(session):
+    session.log("golden files: 0 created, 0 updated, 0 deleted")
+"""
+ANCHOR = "\n\n@nox.session\ndef lint("  # where the sessions above go in the noxfile
+
+
+def dispatch(world: World, filter_: str, branch: str):
+    """The regen started by hand on `branch` (checked out: its head is the run's commit)."""
+    world.checkout(branch)
+    event = {"inputs": {"filter": filter_}, "ref": f"refs/heads/{branch}",
+             "repository": {"full_name": REPOSITORY, "default_branch": "main"}}  # fmt: skip
     return world.run("regen.yml", "workflow_dispatch", event)
 
 
-def test_a_regen_with_a_filter_hands_back_a_patch_of_golden_only(world):
-    world.pull_request(20, KERNEL_CHANGE)  # the branch a maintainer dispatches on
-    world.checkout("pr-20")
-    run_id, run = dispatch(world, "tile64x512")
-    assert run.jobs() == {"regen-golden": "success", "the patch touches the snapshot folder only": "success"}, (
-        run.jobs()
+def summary_sha256(summary: str) -> str:
+    (sha,) = re.findall(
+        r'echo "([0-9a-f]{64})  golden\.patch" \| sha256sum -c && git apply --index golden\.patch', summary
     )
+    return sha
+
+
+def test_a_regen_with_a_filter_hands_back_a_checked_patch_of_golden_only(world, tmp_path):
+    world.pull_request(20, KERNEL_CHANGE)  # the branch a maintainer dispatches on
+    run_id, run = dispatch(world, "tile64x512", "pr-20")
+    assert run.jobs() == {"regen-golden": "success", PATCH_JOB: "success"}, run.jobs()
     patch = world.artifact(run_id, "golden-regen") / "golden.patch"
     touched = subprocess.run(["git", "apply", "--numstat", str(patch)], capture_output=True, text=True, check=True)
     paths = {line.split("\t")[2] for line in touched.stdout.splitlines()}
     assert paths and all(path.startswith(f"golden/{FAMILY}/tile64x512/") for path in paths), paths
-    assert "git apply --index golden.patch" in run.summary("the patch touches the snapshot folder only")
+    # The summary's sha256 is the artifact's, and its command applies it in a checkout of the dispatched branch.
+    summary = run.summary(PATCH_JOB)
+    assert summary_sha256(summary) == hashlib.sha256(patch.read_bytes()).hexdigest(), summary
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", "--branch", "pr-20", str(world.repo), str(clone)], check=True)
+    (clone / "golden.patch").write_bytes(patch.read_bytes())
+    command = re.search(r"```bash\n(.*?)\n```", summary, re.S)[1]
+    subprocess.run(["bash", "-c", command], cwd=clone, check=True, capture_output=True)
+    staged = subprocess.run(["git", "diff", "--cached", "--name-only"], cwd=clone, capture_output=True, text=True)
+    assert set(staged.stdout.split()) == paths
 
 
-def test_a_patch_that_touches_anything_else_is_refused(world):
-    world.pull_request(
-        21, {"noxfile.py": ("\n\n@nox.session\ndef lint(", f"{TAMPERING_SESSION}\n\n@nox.session\ndef lint(")}
-    )
-    world.checkout("pr-21")
-    run_id, run = dispatch(world, "")
-    assert run.jobs() == {"regen-golden": "success", "the patch touches the snapshot folder only": "failure"}, (
-        run.jobs()
-    )
-    (error,) = run.commands("the patch touches the snapshot folder only", "error")
-    assert "refused" in error["arg"] and ".github/workflows/static.yml" in run.output(
-        "the patch touches the snapshot folder only"
-    )
-    assert not world.artifact(run_id, "golden-regen").exists(), "no checked patch to apply"
+def test_a_regen_that_changes_nothing_is_green(world):
+    # Snapshots already up to date: the regen writes nothing. This one lowers nothing either (a real one costs half a
+    # minute more); the regen job's own steps make the empty patch and upload it.
+    world.pull_request(22, {"noxfile.py": (ANCHOR, UNCHANGING_SESSION + ANCHOR)})
+    run_id, run = dispatch(world, "", "pr-22")
+    assert run.jobs() == {"regen-golden": "success", PATCH_JOB: "success"}, run.jobs()
+    assert (world.artifact(run_id, "golden-regen-unchecked") / "golden.patch").read_bytes() == b""
+    summary = run.summary(PATCH_JOB)
+    assert "no snapshot changed" in summary and "sha256" not in summary, summary
+    assert (world.artifact(run_id, "golden-regen") / "golden.patch").read_bytes() == b""
+
+
+def test_a_patch_that_touches_anything_else_is_refused_by_the_default_branchs_check(world):
+    world.pull_request(21, {**SETTINGS_CHANGE, "noxfile.py": (ANCHOR, TAMPERING_SESSION + ANCHOR)})
+    run_id, run = dispatch(world, "", "pr-21")
+    assert run.jobs() == {"regen-golden": "success", PATCH_JOB: "failure"}, run.jobs()
+    unchecked = world.artifact(run_id, "golden-regen-unchecked") / "golden.patch"
+    listed = subprocess.run(["git", "apply", "--numstat", str(unchecked)], capture_output=True, text=True, check=True)
+    assert "golden/x.cu" in listed.stdout and WORKFLOW not in listed.stdout, "git's listing hides the deletion"
+    (error,) = run.commands(PATCH_JOB, "error")
+    # Both refused by the base's folder, golden/: the workflow the hunk deletes, the workflow the regen changed.
+    assert error["arg"].startswith("refused: the patch may change only regular files under golden/"), error
+    assert WORKFLOW in error["arg"] and ".github/workflows/harness.yml" in error["arg"], error
+    assert "sha256" not in run.summary(PATCH_JOB)
+    # The golden-regen the regen's code uploaded is replaced: the run's artifact holds nothing to apply.
+    assert sorted(path.name for path in world.artifact(run_id, "golden-regen").iterdir()) == ["REFUSED.txt"]
+
+
+def test_no_regen_on_gpu_dispatch(world):
+    world.on_main()
+    world.branch("gpu-dispatch")  # at main's head, as docs/ci.md keeps it
+    run_id, run = dispatch(world, "", "gpu-dispatch")
+    assert run.jobs() == {"regen-golden": "failure", PATCH_JOB: "failure"}, run.jobs()
+    (error,) = run.commands("regen-golden", "error")
+    assert error["arg"].startswith("not on gpu-dispatch"), error
+    assert not (world.artifact(run_id, "golden-regen-unchecked")).exists(), "nothing of the branch ran"
+    assert [path.name for path in world.artifact(run_id, "golden-regen").iterdir()] == ["REFUSED.txt"]

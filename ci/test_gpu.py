@@ -18,6 +18,7 @@ SERVE = REPO / "deploy" / "arc" / "image" / "serve"
 JOBS = {"commit to check": "success", "gpu numerics and timing (gpu-h200)": "success"}
 # The runner's bound on a container that never starts, shortened from gpu.yml's 600 s for the test.
 START_LIMIT = 10
+FAILED = "the GPU check failed with status 1: its log above and the job summary say why"
 
 
 def handover(world: World, name: str) -> tuple[Path, Path]:
@@ -28,17 +29,19 @@ def handover(world: World, name: str) -> tuple[Path, Path]:
 
 
 @pytest.fixture
-def gpu_check(world: World) -> Iterator[tuple[Path, Path]]:
-    """The gpu-check container: serve waiting for the runner's request, stopped with the test."""
-    request, report = handover(world, "gpu-check")
-    home = world.root / "gpu-check" / "home"
+def gpu_check(world: World, request: pytest.FixtureRequest) -> Iterator[tuple[Path, Path]]:
+    """The gpu-check container: serve waiting for the runner's request, stopped with the test. An indirect
+    parameter adds to the fake check's environment (ci/gpu_check/python3)."""
+    name = f"gpu-check-{request.node.name}"
+    handed_over, report = handover(world, name)
+    home = world.root / name / "home"
     home.mkdir()
     env = {"PATH": f"{CI / 'gpu_check'}:/usr/bin:/bin", "HOME": str(home), "FAKE_GPU_STATUS": "1",
-           "FAKE_GPU_VERDICT": "1 of 2 variants failed", "GPU_CHECK_REQUEST": str(request),
-           "GPU_CHECK_REPORT": str(report)}  # fmt: skip
+           "FAKE_GPU_VERDICT": "1 of 2 variants failed", "GPU_CHECK_REQUEST": str(handed_over),
+           "GPU_CHECK_REPORT": str(report), **getattr(request, "param", {})}  # fmt: skip
     user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
     serve = subprocess.Popen(["unshare", *user, "--pid", "--fork", "--mount-proc", str(SERVE)], env=env)
-    yield request, report
+    yield handed_over, report
     serve.kill()
     serve.wait()
 
@@ -68,6 +71,11 @@ def test_a_dispatched_pull_request_commit_gets_its_gpu_verdict_as_a_status_and_a
     world.branch("gpu-dispatch")
     run_id, run = dispatch(world, 30, head, *gpu_check)
     assert run.jobs() == {**JOBS, "gpu numerics and timing (gpu-h200)": "failure"}, run.output("gpu numerics")
+    # The check's workflow commands are printed, not run; the runner says in its own words that the check failed.
+    for command in ("add-mask", "error"):
+        found = [entry.get("arg") for entry in run.commands("gpu numerics and timing (gpu-h200)", command)]
+        assert found == ([] if command == "add-mask" else [FAILED]), found
+    assert "::error title=from the check::pwned" in run.output("gpu numerics and timing (gpu-h200)")
     report = world.artifact(run_id, "gpu-report-gpu-h200")
     assert sorted(path.name for path in report.iterdir()) == ["report.json", "summary.md"], "the link stays behind"
     assert "GPU check (job summary)" in run.summary("gpu numerics and timing (gpu-h200)")
@@ -91,3 +99,18 @@ def test_a_gpu_check_that_never_reports_fails_the_job_within_its_bound(world):
     assert run.jobs() == {**JOBS, "gpu numerics and timing (gpu-h200)": "failure"}
     (error,) = run.commands("gpu numerics and timing (gpu-h200)", "error")
     assert f"did not start within {START_LIMIT} s" in error["arg"], error
+
+
+@pytest.mark.parametrize("gpu_check", [{"FAKE_GPU_REPORT": "bzip2", "FAKE_GPU_STATUS": "0"}], indirect=True)
+def test_a_compressed_report_the_check_writes_itself_is_refused(world, gpu_check):
+    """The check can write report.tar before serve does: a bzip2 archive (a bomb, were it larger) fails the job,
+    with the reason, however the check says it went."""
+    head = world.pull_request(32)
+    world.on_main()
+    world.branch("gpu-dispatch")
+    run_id, run = dispatch(world, 32, head, *gpu_check)
+    assert run.jobs() == {**JOBS, "gpu numerics and timing (gpu-h200)": "failure"}, run.output("gpu numerics")
+    (error,) = run.commands("gpu numerics and timing (gpu-h200)", "error")
+    assert error["arg"] == "the GPU report is not an uncompressed tar archive (tar says why above)", error
+    assert "Archive is compressed. Use -j option" in run.output("gpu numerics and timing (gpu-h200)")
+    assert not world.artifact(run_id, "gpu-report-gpu-h200").exists()

@@ -280,6 +280,22 @@ def test_the_pod_keeps_the_pull_requests_code_away_from_the_runner(model):
     assert "env" not in runner, "the runner's environment is ARC's (its registration), nothing added"
 
 
+def quantity(text: str) -> int:
+    """Bytes of a Kubernetes quantity in binary units (`2Gi`)."""
+    number, unit = re.fullmatch(r"(\d+)([KMGT])i", text).groups()
+    return int(number) * 1024 ** ("KMGT".index(unit) + 1)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda path: path.stem)
+def test_the_runner_containers_disk_is_bounded_and_holds_a_checkout_and_a_report(model):
+    """The runner writes the checkout, a copy of the GPU report and its files (gpu.yml: 256 MiB each at most) into
+    its writable layer: without a limit, a report that got past gpu.yml's checks could fill the node's disk."""
+    spec = values(model)["template"]["spec"]
+    limit = quantity(containers(values(model))["runner"]["resources"]["limits"]["ephemeral-storage"])
+    (request,) = [volume["emptyDir"]["sizeLimit"] for volume in spec["volumes"] if volume["name"] == "request"]
+    assert quantity(request) + 2 * 256 * 1024**2 + 1024**3 <= limit <= 8 * 1024**3, limit
+
+
 def test_the_mi300x_scale_set_differs_from_base_only_in_its_gpu_and_image():
     base = containers(yaml.safe_load(BASE.read_text()))
     mi300x = containers(yaml.safe_load((ARC / "values" / "gpu-mi300x.yaml").read_text()))

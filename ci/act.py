@@ -37,14 +37,27 @@ RUNNER_LABELS = ["ubuntu-24.04", "gpu-h200"]
 # know `concurrency.queue` and refuses the whole workflow. tests/test_workflows.py pins the line as before.
 ACT_CANNOT_READ = {".github/workflows/gpu.yml": "      queue: max\n"}
 USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<repo>[\w.-]+/[\w.-]+)(?:/[\w./-]+)?@(?P<ref>[0-9a-f]{40})", re.M)
-# The environment of the session that runs act which a job must not inherit: it is not a runner's.
+# The session's own variables, which a command run as on a developer's machine drops (ci/test_adoption.py).
 NOT_A_RUNNERS = re.compile(r"^(VIRTUAL_ENV|NOX_.*|PYTEST_.*|PYTHONPATH|GITHUB_.*|RUNNER_.*|ACT.*)$")
+# The only variables of the caller's environment that act and its host-mode jobs get: what a runner has (PATH,
+# HOME, the locale, the shell) and pip's configuration, which points this machine's installs at its offline index.
+# Nothing else: a caller's token or cloud credentials must not reach a job's steps.
+RUNNER_VARIABLES = re.compile(r"^(PATH|HOME|USER|LOGNAME|SHELL|TERM|TMPDIR|LANG|LANGUAGE|LC_[A-Z]+|PIP_[A-Z_]+)$")
 
 
 def git(cwd: Path, *args: str) -> str:
     env = {**os.environ, "GIT_AUTHOR_NAME": "ci", "GIT_AUTHOR_EMAIL": "ci@example.com",
            "GIT_COMMITTER_NAME": "ci", "GIT_COMMITTER_EMAIL": "ci@example.com"}  # fmt: skip
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def runner_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """act's environment, which its host-mode jobs inherit: RUNNER_VARIABLES of `environ`, with the gh stand-in first
+    on PATH and this session's venv off it (a job has its Python from setup-python, as on GitHub)."""
+    kept = {name: value for name, value in environ.items() if RUNNER_VARIABLES.match(name)}
+    path = [entry for entry in kept["PATH"].split(os.pathsep) if Path(entry) != Path(sys.prefix) / "bin"]
+    kept["PATH"] = os.pathsep.join([str(CI / "bin"), *path])
+    return kept
 
 
 def stand_in_repositories() -> list[str]:
@@ -238,11 +251,8 @@ class World:
         command += [argument for label in RUNNER_LABELS for argument in ("-P", f"{label}=-self-hosted")]
         command += [argument for name, value in given.items() for argument in ("--env", f"{name}={value}")]
         command += ["--job", job] if job else []
-        environ = {name: value for name, value in os.environ.items() if not NOT_A_RUNNERS.match(name)}
-        # The gh stand-in first; this session's venv out: a job has its Python from setup-python, as on GitHub.
-        path = [entry for entry in environ["PATH"].split(os.pathsep) if Path(entry) != Path(sys.prefix) / "bin"]
-        environ["PATH"] = os.pathsep.join([str(CI / "bin"), *path])
-        process = subprocess.run(command, cwd=self.repo, env=environ, capture_output=True, text=True, timeout=600)
+        process = subprocess.run(command, cwd=self.repo, env=runner_environment(os.environ), capture_output=True,
+                                 text=True, timeout=600)  # fmt: skip
         log = [json.loads(line) for line in process.stdout.splitlines() if line.startswith("{")]
         (self.root / f"run-{run_id}.jsonl").write_text(process.stdout + process.stderr)
         return run_id, Run(process.returncode, log)

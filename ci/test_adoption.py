@@ -5,6 +5,7 @@ the pull request green once the patch is committed."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -33,7 +34,7 @@ def run_here(command: list[str], cwd: Path) -> None:
 def adopting_repository(wheel: Path):
     def fill(repo: Path) -> None:
         make_scratch_repo(repo, settings=False)
-        harness = f"tilelang-golden @ {wheel.as_uri()}"
+        harness = f"tilelang-golden @ {wheel.as_uri()}#sha256={hashlib.sha256(wheel.read_bytes()).hexdigest()}"
         run_here([str(STATIC_PYTHON), "-m", "harness", "init", "--families", PACKAGE, "--golden", GOLDEN,
                   "--harness", harness], repo)  # fmt: skip
         with (repo / "pyproject.toml").open("a") as settings:
@@ -100,7 +101,8 @@ def test_a_one_token_change_is_red_and_the_regen_patch_turns_it_green(adopter: W
     assert f"{GOLDEN}/softmax/" in summary and "nox -s regen-golden -- -k" in summary, summary
 
     adopter.checkout("pr-1")
-    event = {"inputs": {"filter": "softmax"}, "ref": "refs/heads/pr-1", "repository": {"full_name": REPOSITORY}}
+    event = {"inputs": {"filter": "softmax"}, "ref": "refs/heads/pr-1",
+             "repository": {"full_name": REPOSITORY, "default_branch": "main"}}  # fmt: skip
     regen_id, regen = adopter.run("regen.yml", "workflow_dispatch", event)
     assert regen.jobs() == {"regen-golden": "success", "the patch touches the snapshot folder only": "success"}, (
         regen.output("regen-golden")

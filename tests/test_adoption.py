@@ -175,7 +175,7 @@ def init_in(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           timeout=SUBPROCESS_LIMIT_S)  # fmt: skip
 
 
-HARNESS = "tilelang-golden @ https://example.invalid/tilelang_golden-0.1.0-py3-none-any.whl"
+HARNESS = f"tilelang-golden @ https://example.invalid/tilelang_golden-0.1.0-py3-none-any.whl#sha256={'0' * 64}"
 
 
 def test_init_writes_what_a_repository_needs_and_adds_its_settings(tmp_path):
@@ -257,3 +257,120 @@ def test_config_prints_one_setting_for_a_workflow(tmp_path):
     unknown = subprocess.run([sys.executable, "-m", "harness", "config", "gold"], cwd=root, capture_output=True,
                              text=True, timeout=SUBPROCESS_LIMIT_S)  # fmt: skip
     assert unknown.returncode == 2 and "families, golden, timing, targets, harness" in unknown.stderr
+
+
+# --- the harness the sessions install: pinned by content, or refused ------------------------------------------
+
+COMMIT = "4f1c2e9a0b7d3c5e8f6a1b2c3d4e5f60718293a4"
+SHA256 = "9" * 64
+WHEEL_URL = "https://example.invalid/tilelang_golden-0.1.0-py3-none-any.whl"
+REPOSITORY_URL = "https://github.com/ORG/tilelang-golden"
+
+
+class InstalledHarness:
+    """importlib.metadata's view of the harness as pip installed it: PEP 610's direct_url.json (None: from an
+    index, which leaves none)."""
+
+    version = "0.1.0"
+
+    def __init__(self, direct_url: dict[str, Any] | None) -> None:
+        self.direct_url = direct_url
+
+    def read_text(self, name: str) -> str | None:
+        assert name == "direct_url.json"
+        return None if self.direct_url is None else json.dumps(self.direct_url)
+
+
+@pytest.mark.parametrize(
+    "direct_url, requirement",
+    [
+        # pip install "tilelang-golden @ git+https://...@main": the commit it checked out, not the branch
+        ({"url": REPOSITORY_URL, "vcs_info": {"vcs": "git", "requested_revision": "main", "commit_id": COMMIT}},
+         f"tilelang-golden @ git+{REPOSITORY_URL}@{COMMIT}"),
+        ({"url": REPOSITORY_URL, "vcs_info": {"vcs": "git", "commit_id": COMMIT}, "subdirectory": "harness"},
+         f"tilelang-golden @ git+{REPOSITORY_URL}@{COMMIT}#subdirectory=harness"),
+        ({"url": WHEEL_URL, "archive_info": {"hashes": {"sha256": SHA256, "md5": "1" * 32}}},
+         f"tilelang-golden @ {WHEEL_URL}#sha256={SHA256}"),
+        ({"url": WHEEL_URL, "archive_info": {"hash": f"sha256={SHA256}"}},  # the field's older form
+         f"tilelang-golden @ {WHEEL_URL}#sha256={SHA256}"),
+    ],
+)  # fmt: skip
+def test_init_names_the_installed_harness_by_its_commit_or_hash(monkeypatch, direct_url, requirement):
+    monkeypatch.setattr(init.metadata, "distribution", lambda name: InstalledHarness(direct_url))
+    assert init.harness_requirement(None) == requirement
+
+
+@pytest.mark.parametrize(
+    "direct_url, reason",
+    [
+        (None, "pip would take it from a package index, where nobody has registered tilelang-golden"),
+        ({"url": WHEEL_URL, "archive_info": {}}, "an archive's URL without #sha256="),
+        ({"url": WHEEL_URL, "archive_info": {"hash": f"md5={'1' * 32}"}}, "an archive's URL without #sha256="),
+        ({"url": "file:///home/dev/tilelang-golden", "dir_info": {"editable": True}}, "a local folder"),
+        ({"url": "file:///home/dev/tilelang-golden", "dir_info": {}}, "a local folder"),
+        ({"url": "svn://example.invalid/harness", "vcs_info": {"vcs": "svn", "commit_id": "1234"}},
+         "a VCS URL not at a full 40-hex commit"),
+    ],
+)  # fmt: skip
+def test_init_refuses_a_harness_installed_from_where_nothing_pins_it(monkeypatch, direct_url, reason):
+    monkeypatch.setattr(init.metadata, "distribution", lambda name: InstalledHarness(direct_url))
+    with pytest.raises(ConfigError) as refused:
+        init.harness_requirement(None)
+    message = str(refused.value)
+    assert message.startswith("the harness as installed here: ") and reason in message, message
+    assert "a git URL at a full 40-hex commit" in message and "#sha256=" in message, "it says what to pass instead"
+    assert message.endswith("; pass that with --harness")
+
+
+def run_init(root: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """`tilelang-golden init ARGS` in `root`, in this process: exit status, stdout, stderr."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        try:
+            status = init.main(list(args))
+        except SystemExit as stopped:  # argparse's refusal
+            status = stopped.code
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    "given, reason",
+    [
+        ("tilelang-golden==0.1.0", "from a package index"),
+        ("tilelang-golden", "from a package index"),
+        (f"tilelang-golden @ git+{REPOSITORY_URL}@main", "a VCS URL not at a full 40-hex commit"),
+        (f"tilelang-golden @ git+{REPOSITORY_URL}@{COMMIT[:12]}", "a VCS URL not at a full 40-hex commit"),
+        (f"tilelang-golden @ git+{REPOSITORY_URL}", "a VCS URL not at a full 40-hex commit"),
+        (f"tilelang-golden @ {WHEEL_URL}", "an archive's URL without #sha256="),
+        (f"tilelang-golden @ {WHEEL_URL}#md5={'1' * 32}", "an archive's URL without #sha256="),
+        ("tilelang-golden @ file:///home/dev/tilelang-golden", "a local folder"),
+    ],
+)
+def test_init_refuses_an_unpinned_harness_requirement_and_writes_nothing(tmp_path, capsys, given, reason):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    status, out, err = run_init(tmp_path, capsys, "--families", PACKAGE, "--harness", given)
+    assert status == 2, out + err
+    assert f"--harness {given!r} does not pin the harness: " in err and reason in err, err
+    assert f"tilelang-golden @ git+{REPOSITORY_URL}@<40-hex commit>" in err, "it says what to pass instead"
+    assert (tmp_path / "pyproject.toml").read_text() == '[project]\nname = "x"\n', "no settings added"
+    assert not (tmp_path / "noxfile.py").exists(), "nothing written"
+
+
+@pytest.mark.parametrize(
+    "given", [f"tilelang-golden @ git+{REPOSITORY_URL}@{COMMIT}", f"tilelang-golden @ {WHEEL_URL}#sha256={SHA256}"]
+)
+def test_init_writes_a_pinned_harness_requirement_as_given(tmp_path, capsys, given):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    status, out, err = run_init(tmp_path, capsys, "--families", PACKAGE, "--harness", given)
+    assert status == 0, out + err
+    assert read_config(tmp_path).harness == given
+
+
+def test_init_says_that_a_configured_harness_is_unpinned(tmp_path, capsys):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.tilelang-golden]\nfamilies = ["acme.ops"]\nharness = "tilelang-golden==0.1.0"\n'
+    )
+    status, out, err = run_init(tmp_path, capsys)
+    assert status == 1, out + err
+    assert "pyproject.toml [tool.tilelang-golden] harness: 'tilelang-golden==0.1.0' does not pin the harness" in out

@@ -403,6 +403,45 @@ def test_every_session_installs_only_hashed_locks(noxfile, tmp_path, name):
     assert committed <= set(noxfile.LOCKS)
 
 
+PINNED_HARNESS = "tilelang-golden @ git+https://github.com/ORG/tilelang-golden@4f1c2e9a0b7d3c5e8f6a1b2c3d4e5f60718293a4"
+
+
+def adopting_repository(folder: Path, harness: str) -> Path:
+    """A repository's root with the harness setting and this repository's locks (init writes their inputs)."""
+    folder.mkdir()
+    settings = f'[tool.tilelang-golden]\nharness = "{harness}"\n'
+    (folder / "pyproject.toml").write_text(f'[project]\nname = "acme"\n\n{settings}')
+    for lock in ("requirements.txt", "requirements-gpu.txt"):
+        shutil.copy(REPO / lock, folder / lock)
+    return folder
+
+
+@pytest.mark.parametrize("name", ["static", "gpu"])
+def test_the_harness_is_built_by_the_setuptools_its_lock_installed_by_hash(noxfile, tmp_path, monkeypatch, name):
+    """A git URL is built: in an isolated build, pip would fetch an unpinned setuptools from PyPI for it."""
+    monkeypatch.chdir(adopting_repository(tmp_path / "acme", PINNED_HARNESS))
+    session = RecordingSession([], tmp_path / "tmp")
+    getattr(noxfile, name)(session)
+    *locked, harness, project = session.installs
+    assert harness == ("--no-deps", "--no-build-isolation", PINNED_HARNESS)
+    assert project == PROJECT_INSTALL
+    assert all("--require-hashes" in args for args in locked)
+    installed_before = "".join(path.read_text() for path in lock_files_in(locked))
+    assert "setuptools" in lock_pins(installed_before), f"{name}: nothing installed setuptools before the builds"
+
+
+def test_an_unpinned_harness_setting_stops_the_session_before_it_installs_the_harness(noxfile, tmp_path, monkeypatch):
+    monkeypatch.chdir(adopting_repository(tmp_path / "acme", "tilelang-golden==0.1.0"))
+    session = RecordingSession([], tmp_path / "tmp")
+    with pytest.raises(SessionError) as refused:
+        noxfile.static(session)
+    assert str(refused.value).startswith(
+        "pyproject.toml [tool.tilelang-golden] harness: 'tilelang-golden==0.1.0' does not pin the harness: pip would "
+        "take it from a package index"
+    )
+    assert not [args for args in session.installs if "tilelang-golden==0.1.0" in args]
+
+
 def test_the_cpu_installs_read_the_locks_entries_without_its_options(noxfile, tmp_path):
     """The CPU lock's --find-links line is for pip-compile; an install that read it would retry PyTorch's page
     for every package where that page is out of reach."""

@@ -3,24 +3,30 @@
     tilelang-golden init --families acme.ops [--golden tests/golden] [--harness REQUIREMENT]
     tilelang-golden init --print PATH      # one file as init would write it (to merge by hand)
 
-It writes the nox sessions (noxfile.py), the workflows (static, regen, comment, gpu), the inputs of the hashed locks
-(requirements*.in; `nox -s lock` makes the locks), the GPU runners' set-up (deploy/arc/) and .gitignore's lines,
+It writes the nox sessions (noxfile.py), the workflows (static, regen, comment, gpu) and the regen's patch check
+(.github/regen-patch-check), the inputs of the hashed locks (requirements*.in; `nox -s lock` makes the locks), the
+GPU runners' set-up (deploy/arc/) and .gitignore's lines,
 and adds `[tool.tilelang-golden]` to pyproject.toml where it has none. It never overwrites: a file that exists with
 other content is left as it is and listed with what to merge, and the command then exits 1. The files are this
 repository's own (harness/init_files/: the workflows, locks' inputs and runner set-up are links to them), so a
-repository runs what the harness's own CI runs.
+repository runs what the harness's own CI runs. The harness the sessions install must be pinned by content (a git
+URL at a commit, an archive's URL with its SHA-256): the name `tilelang-golden` is not registered on PyPI, so a
+requirement resolved from an index would install whatever anyone uploads under it.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import functools
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata, resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import Any
 
 from harness.config import PYPROJECT, SECTION, ConfigError, read_config
 
@@ -59,21 +65,65 @@ def shipped() -> dict[str, Traversable]:
     return dict(sorted(found.items()))
 
 
-def installed_requirement() -> str:
-    """The harness as pip installed it here (PEP 610's direct_url.json): a git URL at its commit, a wheel's URL,
-    a folder, or the version from an index; what the sessions install in an adopting repository."""
-    try:
-        distribution = metadata.distribution(DISTRIBUTION)
-    except metadata.PackageNotFoundError:
-        raise ConfigError(f"{DISTRIBUTION} is not installed here; pass --harness REQUIREMENT") from None
-    direct = distribution.read_text("direct_url.json")
-    if not direct:
-        return f"{DISTRIBUTION}=={distribution.version}"
-    origin = json.loads(direct)
+def requirement_from_origin(direct_url: str | None, version: str) -> str:
+    """The requirement that installs the harness as pip installed it here, from PEP 610's direct_url.json
+    (`direct_url`; None where pip took it from an index, which records only its `version`): a VCS URL at its commit,
+    an archive's URL with the SHA-256 pip recorded for it, a folder's URL. Whether that pins the harness is
+    unpinned_harness's to say."""
+    if direct_url is None:
+        return f"{DISTRIBUTION}=={version}"
+    origin = json.loads(direct_url)
+    fragment = []
+    archive = origin.get("archive_info")
+    if archive is not None:
+        hashes = dict(archive.get("hashes") or {})
+        if "=" in archive.get("hash", ""):  # the field's older form, "sha256=<hex>"
+            name, _, value = archive["hash"].partition("=")
+            hashes.setdefault(name, value)
+        fragment += [f"sha256={hashes['sha256']}"] if "sha256" in hashes else []
+    if origin.get("subdirectory"):
+        fragment.append(f"subdirectory={origin['subdirectory']}")
+    url = origin["url"]
     vcs = origin.get("vcs_info")
     if vcs:
-        return f"{DISTRIBUTION} @ {vcs['vcs']}+{origin['url']}@{vcs['commit_id']}"
-    return f"{DISTRIBUTION} @ {origin['url']}"
+        url = f"{vcs['vcs']}+{url}@{vcs['commit_id']}"
+    return f"{DISTRIBUTION} @ {url}" + (f"#{'&'.join(fragment)}" if fragment else "")
+
+
+@functools.cache
+def _shipped_noxfile_function(name: str) -> Callable[..., Any]:
+    """One function of the shipped noxfile, defined from its source alone: importing the noxfile needs nox, which
+    the harness's environment need not have. The function imports what it uses itself."""
+    tree = ast.parse((resources.files("harness") / "init_files" / "noxfile.py").read_text())
+    (function,) = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == name]
+    namespace: dict[str, Any] = {}
+    exec(compile(ast.Module(body=[function], type_ignores=[]), "noxfile.py", "exec"), namespace)
+    return namespace[name]
+
+
+def unpinned_harness(requirement: str) -> str | None:
+    """Why the sessions would refuse to install `requirement` as the harness, and what to name instead; None where it
+    pins one. The rule is the shipped noxfile's `unpinned_harness`, which each session applies before installing."""
+    return _shipped_noxfile_function("unpinned_harness")(requirement)
+
+
+def harness_requirement(given: str | None) -> str:
+    """What the sessions install as the harness: `given` (--harness), or where the harness here was installed from.
+    ConfigError where that does not pin it: a name anyone could register on PyPI, or a URL whose content can move."""
+    if given is None:
+        try:
+            distribution = metadata.distribution(DISTRIBUTION)
+        except metadata.PackageNotFoundError:
+            raise ConfigError(f"{DISTRIBUTION} is not installed here; pass --harness REQUIREMENT") from None
+        requirement = requirement_from_origin(distribution.read_text("direct_url.json"), distribution.version)
+    else:
+        requirement = given
+    unpinned = unpinned_harness(requirement)
+    if unpinned:
+        where = "--harness" if given is not None else "the harness as installed here:"
+        advice = "" if given is not None else "; pass that with --harness"
+        raise ConfigError(f"{where} {unpinned}{advice}")
+    return requirement
 
 
 def settings_section(families: Sequence[str], golden: str, harness: str) -> str:
@@ -118,7 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tilelang-golden init", description=__doc__.splitlines()[0])
     parser.add_argument("--families", nargs="+", metavar="PACKAGE", help="importable packages of family files")
     parser.add_argument("--golden", default="golden", help="the snapshot folder (default: golden)")
-    parser.add_argument("--harness", help="pip requirement of the harness (default: where it was installed from)")
+    parser.add_argument(
+        "--harness",
+        help="what the sessions install as the harness, pinned: `tilelang-golden @ git+URL@<40-hex commit>` or a "
+        "wheel's URL with #sha256= (default: where the harness here was installed from, where that is pinned)",
+    )
     parser.add_argument("--print", dest="show", metavar="PATH", help="print one file as init would write it")
     return parser
 
@@ -140,7 +194,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not has_section and not options.families:
         parser.error(f"{PYPROJECT} has no [tool.{SECTION}]: name the packages of family files, --families acme.ops")
     try:
-        harness = options.harness or installed_requirement()
+        configured = read_config(root).harness if has_section else None
+        # What the sessions install: --harness, else the setting (checked below), else the harness at hand.
+        harness = harness_requirement(options.harness) if options.harness or configured is None else configured
         if not has_section:
             with pyproject.open("a") as appended:
                 appended.write(settings_section(options.families, options.golden, harness))
@@ -155,12 +211,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     same = sum(o.action == "unchanged" for o in outcomes)
     if same:
         print(f"{same} files are already as init writes them")
+    unpinned = settings.harness and unpinned_harness(settings.harness)
     if settings.harness is None:
         print(f"  {PYPROJECT}: add `harness = {json.dumps(harness)}` under [tool.{SECTION}]: the sessions install it")
+    elif unpinned:
+        print(f"  {PYPROJECT} [tool.{SECTION}] harness: {unpinned}; the sessions refuse it")
     refused = [o.path for o in outcomes if o.action == "exists"]
     if refused:
         print(f"\n{len(refused)} files exist with other content and were left as they are; merge what they need:")
         print("\n".join(merge_advice(name) for name in refused))
+    if refused or unpinned:
         return 1
     print(f"\n{NEXT_STEPS}")
     return 0

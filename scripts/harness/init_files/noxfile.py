@@ -114,12 +114,50 @@ def harness_requirement() -> str | None:
     return document.get("tool", {}).get("tilelang-golden", {}).get("harness")
 
 
+def unpinned_harness(requirement: str) -> str | None:
+    """Why the pip requirement `requirement` does not fix which harness is installed, and what to name instead; None
+    where it does: a git URL at a full 40-hex commit, or an archive's URL with its SHA-256 (`#sha256=`), which pip
+    checks. `tilelang-golden init` applies this same function (from this file's source) to what it writes."""
+    # Imports inside: init runs this function alone, without the rest of this file (which needs nox).
+    import re
+    from urllib.parse import parse_qs, urlsplit
+
+    named = re.fullmatch(r"\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*@\s*(\S+)(?:\s+;.*)?\s*", requirement)
+    url = urlsplit(named[1]) if named else None
+    if url is None:
+        why = "pip would take it from a package index, where nobody has registered tilelang-golden and anyone could"
+    elif "+" in url.scheme:  # git+https://...@REV
+        revision = url.path.rpartition("@")[2] if "@" in url.path else ""
+        if re.fullmatch(r"[0-9a-fA-F]{40}", revision):
+            return None
+        why = "a VCS URL not at a full 40-hex commit installs whatever its branch or tag points at when it runs"
+    else:
+        hashes = parse_qs(url.fragment)
+        if any(re.fullmatch(r"[0-9a-f]{64}", value) for value in hashes.get("sha256", [])):
+            return None
+        folder = url.scheme == "file" and not re.search(r"\.(whl|tar\.gz|zip)$", url.path)
+        why = (
+            "a local folder (or an editable install) is neither reachable from CI nor fixed"
+            if folder
+            else "an archive's URL without #sha256= installs whatever that URL serves when it runs"
+        )
+    return (
+        f"{requirement!r} does not pin the harness: {why}. Name it by content: a git URL at a full 40-hex commit "
+        "(tilelang-golden @ git+https://github.com/ORG/tilelang-golden@<40-hex commit>) or a wheel's URL with its "
+        "hash (tilelang-golden @ https://HOST/tilelang_golden-VERSION-py3-none-any.whl#sha256=<its SHA-256>)"
+    )
+
+
 def install_project(session: nox.Session) -> None:
     """The harness, then this repository's project (its packages of families), editable, with nothing else: their
-    dependencies are the lock's, and setuptools, which builds the project, is in the lock too."""
+    dependencies are the lock's. Both are built without build isolation, by the setuptools the lock installed by
+    hash: an isolated build would take an unpinned setuptools from PyPI (a git URL is built; a wheel is not)."""
     harness = harness_requirement()
     if harness:
-        session.install("--no-deps", harness)
+        unpinned = unpinned_harness(harness)
+        if unpinned:
+            session.error(f"pyproject.toml [tool.tilelang-golden] harness: {unpinned}")
+        session.install("--no-deps", "--no-build-isolation", harness)
     session.install("--no-deps", "--no-build-isolation", "-e", ".")
 
 

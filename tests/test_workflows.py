@@ -24,8 +24,9 @@ SERVE = REPO / "deploy" / "arc" / "image" / "serve"
 # Events a pull request can start: a workflow with one of them must never reach a self-hosted runner.
 PULL_REQUEST_EVENTS = {"pull_request", "pull_request_target", "pull_request_review", "pull_request_review_comment",
                        "issue_comment", "workflow_run", "merge_group"}  # fmt: skip
-# Contexts an outside contributor can set: they may only reach a shell through `env:`.
-UNTRUSTED = re.compile(r"github\.event\.|inputs\.|github\.head_ref")
+# Contexts an outside contributor can set: they may only reach a shell through `env:`. The repository's default
+# branch is its settings' (regen.yml checks out its check from there).
+UNTRUSTED = re.compile(r"github\.event\.(?!repository\.default_branch\b)|inputs\.|github\.head_ref")
 PINNED_USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<action>[\w.-]+/[\w./-]+)@(?P<ref>\S+)(?P<comment>\s*#.*)?$")
 
 
@@ -213,6 +214,25 @@ def test_the_gpu_verdict_follows_pull_request_commits_only(event, branch, conclu
     assert runs_if(job["if"], {"github": _workflow_run(event, conclusion, "gpu", branch)}) is runs
 
 
+def test_comment_runs_for_different_pull_requests_or_commits_never_share_a_concurrency_group():
+    """GitHub keeps one pending run per group and cancels the older: a shared group would drop a commit's status or
+    comment. Every GPU run has gpu-dispatch as its head branch and main's head as its head SHA, whatever it checked."""
+    concurrency = workflows()[COMMENT]["concurrency"]
+    assert concurrency["cancel-in-progress"] is False
+
+    def group(name: str, run_id: int, sha: str, repository: str = "someone/kernels") -> str:
+        run = {"name": name, "id": run_id, "head_sha": sha, "head_repository": {"full_name": repository},
+               "head_branch": "gpu-dispatch" if name == "gpu" else "feature"}  # fmt: skip
+        context = {"github": {"workflow": "comment", "event": {"workflow_run": run}}}
+        return re.sub(r"\$\{\{(.*?)\}\}", lambda match: str(evaluate(match[1], context)), concurrency["group"])
+
+    main = "1" * 40  # the head of every GPU run
+    groups = [group("gpu", 101, main), group("gpu", 102, main), group("static", 103, "2" * 40),
+              group("static", 104, "3" * 40), group("static", 105, "2" * 40, "other/kernels")]  # fmt: skip
+    assert len(set(groups)) == len(groups), groups
+    assert group("static", 106, "2" * 40) == groups[2], "two runs of one commit post in turn"
+
+
 def test_the_static_shards_upload_the_verdict_and_the_pull_request_number_for_the_comment():
     golden = _static_jobs()["golden"]
     summary = next(step for step in golden["steps"] if "-m harness summary" in step.get("run", ""))
@@ -307,10 +327,19 @@ def test_the_pull_requests_code_gets_no_token_and_leaves_nothing_a_later_step_re
                      'age=$(( $(date +%s) - $(stat -c %Y "$report/alive") ))',
                      'timeout 60 dd if="$report/report.tar" of="$archive" iflag=nofollow,nonblock bs=1M count=257 '
                      'status=none'], reads  # fmt: skip
-    # Regular files of known names only, checked before anything is unpacked; then nothing writes $GITHUB_ENV/PATH.
-    assert lines.index(
-        """if printf '%s\\n' "$listing" | grep -v '^-' || printf '%s\\n' "$names" | grep -Ev "$allowed"; then"""
-    ) < next(i for i, line in enumerate(lines) if line.startswith('tar -xf "$archive"'))
+    # tar reads the archive on its standard input, where it decompresses nothing. Known names, then regular files that
+    # fit in the archive, checked before anything is unpacked; what the upload reads is moved into place only once each
+    # file has its listed size (tests/test_gpu_report_unpack.py runs the step on crafted reports).
+    calls = re.findall(r"\btar (-[^|;)\n]*)", check["run"])
+    assert len(calls) == 3 and all("f - " in call and call.endswith('< "$archive"') for call in calls), calls
+    names = lines.index("""if printf '%s\\n' "$names" | grep -Ev "$allowed"; then""")
+    sizes = next(i for i, line in enumerate(lines) if line.startswith("if ! sizes=$("))
+    unpack = next(i for i, line in enumerate(lines) if line.startswith("tar -xf - "))
+    assert names < sizes < unpack < lines.index('mv -T "$unpacked" "$RUNNER_TEMP/gpu-check"')
+    # The check's log printed as text: its workflow commands are not run (::stop-commands::).
+    printed = lines.index('tail -c 4194304 "$RUNNER_TEMP/gpu-check/log"')
+    assert lines[printed - 1] == 'echo "::stop-commands::$token"'
+    assert lines[printed + 1] == "printf '\\n::%s::\\n' \"$token\""
     assert "GITHUB_ENV" not in text and "GITHUB_PATH" not in text
     assert 'head -c 1000000 "$RUNNER_TEMP/gpu-check/step-summary.md" >> "$GITHUB_STEP_SUMMARY"' in lines
     upload = _gpu_steps()["Upload the report and the plot"]
@@ -374,7 +403,7 @@ def test_one_commit_per_action_across_workflows():
 JOB_PERMISSIONS = {
     "static.yml": dict.fromkeys(["golden", "orphans", "tests"], {"contents": "read"}),
     "harness.yml": dict.fromkeys(["lint", "wheel"], {"contents": "read"}),
-    "regen.yml": {"regen": {"contents": "read"}, "patch": {}},
+    "regen.yml": {"regen": {"contents": "read"}, "patch": {"contents": "read"}},
     "gpu.yml": {"commit": {"contents": "read", "pull-requests": "read"}, "gpu": {}},
     COMMENT: {"comment": {"actions": "read", "pull-requests": "write", "statuses": "write"}},
 }
@@ -754,9 +783,11 @@ def test_static_failure_reports_through_the_harness(job_name):
 
 
 def test_regen_forces_writes_under_ci_and_a_job_that_runs_no_code_checks_its_patch():
-    """What the patch may touch is checked, and refused, by act in ci/test_regen.py; here, who does what."""
+    """What the patch may touch is checked, and refused, by act in ci/test_regen.py and by
+    tests/test_regen_patch_check.py; here, who does what."""
     jobs = workflows()["regen.yml"]["jobs"]
     job, check = jobs["regen"], jobs["patch"]
+    assert '[ "$GITHUB_REF" = refs/heads/gpu-dispatch ]' in job["steps"][0]["run"], "refused before any checkout"
     regen_step = next(step for step in job["steps"] if "regen-golden" in step.get("run", ""))
     assert regen_step["env"]["FILTER"] == "${{ inputs.filter }}"
     assert all("--force-regen-under-ci" in line for line in regen_step["run"].splitlines() if "nox " in line)
@@ -765,9 +796,25 @@ def test_regen_forces_writes_under_ci_and_a_job_that_runs_no_code_checks_its_pat
     assert upload["with"] == {"name": "golden-regen-unchecked", "path": "build/golden.patch",
                               "if-no-files-found": "error", "overwrite": True}  # fmt: skip
     assert any("git diff" in run and ".patch" in run for run in _commands(job))
-    assert check["needs"] == "regen" and check["permissions"] == {}
-    assert not [step for step in check["steps"] if "actions/checkout" in step.get("uses", "")], "no code to run"
-    assert check["steps"][-1]["with"]["name"] == "golden-regen"
+    assert "outputs" not in job, "the regen's code decides nothing the patch job reads"
+    # The patch job: the default branch's folder and check, the dispatched commit as data, nothing of it run.
+    assert check["needs"] == "regen" and check["if"] == "${{ !cancelled() }}"
+    assert check["permissions"] == {"contents": "read"}
+    checkouts = [step["with"] for step in check["steps"] if step.get("uses", "").startswith("actions/checkout@")]
+    assert checkouts == [
+        {"ref": "${{ github.event.repository.default_branch }}", "path": "base", "persist-credentials": False},
+        {"ref": "${{ github.sha }}", "path": "tree", "persist-credentials": False},
+    ]
+    (script,) = [step["run"] for step in check["steps"] if "regen-patch-check" in step.get("run", "")]
+    assert "tomllib.loads" in script and "base/pyproject.toml" in script
+    assert "-m harness" not in script and "import harness" not in script, "no code of the dispatched ref runs"
+    assert "(cd tree && python3 ../base/.github/regen-patch-check ../unchecked/golden.patch" in script
+    assert 'sha256sum -c && git apply --index golden.patch"' in script and "no snapshot changed" in script
+    uploads = [step for step in check["steps"] if step.get("uses", "").startswith("actions/upload-artifact@")]
+    assert [(step.get("if"), step["with"]["name"], step["with"]["path"]) for step in uploads] == [
+        (None, "golden-regen", "checked/golden.patch"),
+        ("${{ failure() }}", "golden-regen", "refused/REFUSED.txt"),
+    ], "the re-derived patch, else a note: either replaces a golden-regen the regen's code uploaded"
 
 
 def test_each_shard_titles_its_summary_and_the_orphan_job_promises_no_produced_files():
@@ -1070,6 +1117,7 @@ def test_if_expressions_against_sample_events():
         "static.yml:tests:Save the tests venv": MAIN,
         "harness.yml:lint:Save the lint venv": MAIN,
         "harness.yml:wheel:Save the wheel venv": MAIN,
+        "harness.yml:wheel:Upload the wheel": MAIN,
         "regen.yml:regen": {"dispatch from main", "dispatch from a branch", "dispatch on gpu-dispatch"},
         "regen.yml:patch": {"dispatch from main", "dispatch from a branch", "dispatch on gpu-dispatch"},
         # the GPU runners: merged code, or main's workflow started by a maintainer (a pull request's commit on the

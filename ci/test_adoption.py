@@ -35,7 +35,7 @@ def adopting_repository(wheel: Path):
     def fill(repo: Path) -> None:
         make_scratch_repo(repo, settings=False)
         harness = f"tilelang-golden @ {wheel.as_uri()}#sha256={hashlib.sha256(wheel.read_bytes()).hexdigest()}"
-        run_here([str(STATIC_PYTHON), "-m", "harness", "init", "--families", PACKAGE, "--golden", GOLDEN,
+        run_here([str(STATIC_PYTHON), "-m", "tilelang_golden", "init", "--families", PACKAGE, "--golden", GOLDEN,
                   "--harness", harness], repo)  # fmt: skip
         with (repo / "pyproject.toml").open("a") as settings:
             settings.write('targets = ["sm_90", "gfx942"]\n')  # two targets keep the jobs short

@@ -27,7 +27,7 @@ def test_a_push_to_main_lints_and_uploads_the_harness_wheel_without_this_reposit
     assert [call["name"] for call in world.calls(run_id, "upload-artifact")] == [WHEEL_ARTIFACT]
     (wheel,) = world.artifact(run_id, WHEEL_ARTIFACT).glob("tilelang_golden-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "harness/cli.py" in names and "harness/init_files/github/workflows/static.yml" in names
+    assert "tilelang_golden/cli.py" in names and "tilelang_golden/init_files/github/workflows/static.yml" in names
     assert not [name for name in names if name.startswith("kernels/")]
 
 

@@ -11,13 +11,13 @@ from test_static import KERNEL_CHANGE
 
 PATCH_JOB = "the patch touches the snapshot folder only"
 WORKFLOW = ".github/workflows/static.yml"
-# The regen's code of a pull request that sets its snapshot folder to .github (the base's is golden/), changes a
-# workflow there, and makes the workflow's own `git diff` (git's external diff) print a crafted patch: a hunk from
+# The regen's code of a pull request that sets its snapshot folder to scripts/ (the base's is golden/; the settings
+# refuse .github/ itself), changes a file there and a workflow, and makes the workflow's own `git diff` of that folder
+# (git's external diff) print a crafted patch: a hunk from
 # a workflow to a snapshot with no rename header, which git's listings show as golden/x.cu alone and `git apply`
 # turns into the workflow's deletion, followed by the real diff of the changed workflow. With the run's artifact
 # token it also uploads `golden-regen` itself (here as the upload stand-in stores it).
-SETTINGS_CHANGE = {"pyproject.toml": ("[tool.pytest.ini_options]", '[tool.tilelang-golden]\ngolden = ".github"\n\n'
-                                      "[tool.pytest.ini_options]")}  # fmt: skip
+SETTINGS_CHANGE = {"pyproject.toml": ('families = ["kernels"]\n', 'families = ["kernels"]\ngolden = "scripts"\n')}
 TAMPERING_SESSION = f"""
 
 @nox.session(name="regen-golden", venv_backend="none")
@@ -25,6 +25,7 @@ def regen_golden(session):
     import os, subprocess
     changed = Path(".github/workflows/harness.yml")
     changed.write_text(changed.read_text() + "# the regen's\\n")
+    Path("scripts/regen-note.txt").write_text("a change under its own folder, which the workflow diffs\\n")
     real = subprocess.run(["git", "diff", "--no-ext-diff", "--binary", "--", str(changed)], capture_output=True,
                           text=True, check=True).stdout
     old = Path("{WORKFLOW}").read_text().splitlines(keepends=True)[:3]
@@ -47,7 +48,8 @@ UNCHANGING_SESSION = """
 def regen_golden(session):
     session.log("golden files: 0 created, 0 updated, 0 deleted")
 """
-ANCHOR = "\n\n@nox.session\ndef lint("  # where the sessions above go in the noxfile
+# Where the sessions above go: the repository's own noxfile, loaded after the shared ones (their regen is replaced).
+ANCHOR = "\n\n@nox.session\ndef lint("
 
 
 def dispatch(world: World, filter_: str, branch: str):
@@ -88,7 +90,7 @@ def test_a_regen_with_a_filter_hands_back_a_checked_patch_of_golden_only(world, 
 def test_a_regen_that_changes_nothing_is_green(world):
     # Snapshots already up to date: the regen writes nothing. This one lowers nothing either (a real one costs half a
     # minute more); the regen job's own steps make the empty patch and upload it.
-    world.pull_request(22, {"noxfile.py": (ANCHOR, UNCHANGING_SESSION + ANCHOR)})
+    world.pull_request(22, {"noxfile_harness.py": (ANCHOR, UNCHANGING_SESSION + ANCHOR)})
     run_id, run = dispatch(world, "", "pr-22")
     assert run.jobs() == {"regen-golden": "success", PATCH_JOB: "success"}, run.jobs()
     assert (world.artifact(run_id, "golden-regen-unchecked") / "golden.patch").read_bytes() == b""
@@ -98,7 +100,7 @@ def test_a_regen_that_changes_nothing_is_green(world):
 
 
 def test_a_patch_that_touches_anything_else_is_refused_by_the_default_branchs_check(world):
-    world.pull_request(21, {**SETTINGS_CHANGE, "noxfile.py": (ANCHOR, TAMPERING_SESSION + ANCHOR)})
+    world.pull_request(21, {**SETTINGS_CHANGE, "noxfile_harness.py": (ANCHOR, TAMPERING_SESSION + ANCHOR)})
     run_id, run = dispatch(world, "", "pr-21")
     assert run.jobs() == {"regen-golden": "success", PATCH_JOB: "failure"}, run.jobs()
     unchecked = world.artifact(run_id, "golden-regen-unchecked") / "golden.patch"

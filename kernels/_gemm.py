@@ -5,7 +5,7 @@ Not a family itself (the leading `_` keeps the harness from loading it as one).
 
 from typing import Any
 
-from harness.family import Params, Tolerance, Work
+from tilelang_golden.family import Params, Tolerance, Work
 from kernels._precision import tf32_off
 
 # fp16 products summed in fp32 over K = 8192, rounded once to fp16: the rounding of the output

@@ -17,7 +17,7 @@ from typing import Any
 import tilelang
 import tilelang.language as T
 
-from harness.family import Chain, Family, Params, PrecisionBudget, Tolerance, Variant, Work
+from tilelang_golden.family import Chain, Family, Params, PrecisionBudget, Tolerance, Variant, Work
 from kernels._precision import tf32_off
 
 

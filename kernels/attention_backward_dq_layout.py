@@ -27,7 +27,7 @@ from typing import Any
 import tilelang
 import tilelang.language as T
 
-from harness.family import Accumulated, Family, Params, Tolerance, Variant, Work, Written
+from tilelang_golden.family import Accumulated, Family, Params, Tolerance, Variant, Work, Written
 from kernels._precision import tf32_off
 
 LOG2_E = math.log2(math.e)

@@ -21,7 +21,7 @@ from typing import Any
 import tilelang
 import tilelang.language as T
 
-from harness.family import Family, Params, Tolerance, Variant, Work, targets_where
+from tilelang_golden.family import Family, Params, Tolerance, Variant, Work, targets_where
 from kernels._precision import tf32_off
 
 LOG2_E = math.log2(math.e)

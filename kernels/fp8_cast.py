@@ -12,7 +12,7 @@ from typing import Any
 import tilelang
 import tilelang.language as T
 
-from harness.family import Family, Params, Tolerance, Variant, Work
+from tilelang_golden.family import Family, Params, Tolerance, Variant, Work
 
 GROUP_SIZE = 128  # columns sharing one scale, as DeepSeek-V3 quantizes activations
 FP8_MAX = 448.0  # largest finite float8_e4m3fn

@@ -12,7 +12,7 @@ from typing import Any
 
 import tilelang.language as T
 
-from harness.family import CaseFacts, Claim, Family, Params, Sweep, Target, Variant, target_record
+from tilelang_golden.family import CaseFacts, Claim, Family, Params, Sweep, Target, Variant, target_record
 from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul
 
 NUM_STAGES = (0, 1, 2, 3, 4, 6)

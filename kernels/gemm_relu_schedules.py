@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import tilelang
 import tilelang.language as T
 
-from harness.analysis import dataflow, source_lines_changed
-from harness.family import CaseFacts, Claim, Family, TimingTwin, Variant
+from tilelang_golden.analysis import dataflow, source_lines_changed
+from tilelang_golden.family import CaseFacts, Claim, Family, TimingTwin, Variant
 from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul_relu
 
 

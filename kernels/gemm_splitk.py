@@ -12,7 +12,7 @@ from typing import Any
 import tilelang
 import tilelang.language as T
 
-from harness.family import Accumulated, Family, Params, Tolerance, Variant, Work
+from tilelang_golden.family import Accumulated, Family, Params, Tolerance, Variant, Work
 from kernels._precision import tf32_off
 
 

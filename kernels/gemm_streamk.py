@@ -25,7 +25,7 @@ from typing import Any
 import tilelang
 import tilelang.language as T
 
-from harness.family import Accumulated, Family, Params, Tolerance, Variant, Work
+from tilelang_golden.family import Accumulated, Family, Params, Tolerance, Variant, Work
 from kernels._precision import tf32_off
 
 # The H200's SMs: one persistent program each (upstream: total_sm = 108, an A100's).

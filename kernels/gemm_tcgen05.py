@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import tilelang
 import tilelang.language as T
 
-from harness.family import CaseFacts, Claim, Family, Params, Variant, target_record, targets_where
+from tilelang_golden.family import CaseFacts, Claim, Family, Params, Variant, target_record, targets_where
 from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul
 
 

@@ -19,7 +19,7 @@ import tilelang
 import tilelang.language as T
 from tilelang.autotuner import autotune
 
-from harness.family import Family, Params, Tolerance, Variant, Work, targets_where
+from tilelang_golden.family import Family, Params, Tolerance, Variant, Work, targets_where
 from kernels._precision import tf32_off
 
 # Upstream: examples/flash_attention/example_gqa_fwd_bshd.py, from `FlashAttentionTuneSpace` to `flashattn`, verbatim.

@@ -18,7 +18,7 @@ import tilelang
 import tilelang.language as T
 from tilelang.cuda.intrinsics import make_mma_swizzle_layout
 
-from harness.family import Family, Params, Tolerance, Variant, Work
+from tilelang_golden.family import Family, Params, Tolerance, Variant, Work
 
 # Upstream: examples/hadamard_transform/example_hadamard.py, from `is_pow_of_2` to `hadamard`, verbatim.
 

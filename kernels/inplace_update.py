@@ -10,7 +10,7 @@ from typing import Any
 import tilelang
 import tilelang.language as T
 
-from harness.family import FROM_INPUTS, Accumulated, Family, Params, Tolerance, Variant, Work
+from tilelang_golden.family import FROM_INPUTS, Accumulated, Family, Params, Tolerance, Variant, Work
 
 
 @tilelang.jit

@@ -13,7 +13,7 @@ from typing import Any
 import tilelang
 import tilelang.language as T
 
-from harness.family import Family, Params, Tolerance, Variant, Work
+from tilelang_golden.family import Family, Params, Tolerance, Variant, Work
 
 EPS = 1e-5
 

@@ -13,7 +13,7 @@ from typing import Any
 import tilelang
 import tilelang.language as T
 
-from harness.family import Family, Params, Tolerance, TimingTwin, Variant, Work
+from tilelang_golden.family import Family, Params, Tolerance, TimingTwin, Variant, Work
 from kernels._gemm import float32_matmul
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import tilelang
 import tilelang.language as T
 
-from harness.family import Family, Params, Tolerance, TimingTwin, Variant, Work, targets_where
+from tilelang_golden.family import Family, Params, Tolerance, TimingTwin, Variant, Work, targets_where
 
 EPS = 1e-6
 

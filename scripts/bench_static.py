@@ -28,8 +28,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # kernels/, imported from the repository's root
-
 REPO = Path(__file__).resolve().parents[1]
 # The static check must take at most this times the serial lowering time divided by the cores.
 WALL_LIMIT = 1.2
@@ -41,9 +39,9 @@ LOWERING_LINE = re.compile(r"(\d+) cases lowered, (\d+) from the lowering cache"
 def time_cases() -> list[tuple[str, str, float, float]]:
     """Per case, in this process: (case id, family, seconds to trace and key it, seconds to lower it,
     extract its facts and normalize it)."""
-    from harness.family import load_families
-    from harness.static.cases import all_cases
-    from harness.static.session import LoweringSession
+    from tilelang_golden.family import load_families
+    from tilelang_golden.static.cases import all_cases
+    from tilelang_golden.static.session import LoweringSession
 
     lowerings = LoweringSession()
     timings = []

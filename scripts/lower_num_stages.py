@@ -16,17 +16,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # kernels/, imported from the repository's root
-
 try:
-    from harness.static.lowering import tilelang_unavailable
-    from harness.targets import TARGETS
+    from tilelang_golden.static.lowering import tilelang_unavailable
+    from tilelang_golden.targets import TARGETS
 except ModuleNotFoundError as missing:  # a Python without this project (or without anything installed)
-    print(f"cannot import the harness ({missing}); install this project: pip install --no-deps -e .", file=sys.stderr)
+    print(f"cannot import the harness ({missing}): pip install --no-deps -e . -e kernels", file=sys.stderr)
     raise SystemExit(3) from None  # EXIT_CANNOT_RUN
 
 if TYPE_CHECKING:
-    from harness.family import Claim
+    from tilelang_golden.family import Claim
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -34,7 +32,7 @@ EXIT_CRITERION_FAILED = 1
 EXIT_BAD_ARGUMENTS = 2
 EXIT_CANNOT_RUN = 3
 # The seed's target: its criteria describe the cp.async pipeline of sm_80 (Ampere). Every target of
-# harness.targets.TARGETS can be asked for; on the others the script prints what it observes.
+# tilelang_golden.targets.TARGETS can be asked for; on the others the script prints what it observes.
 DEFAULT_ARCH = "sm_80"
 DEFAULT_TILE = (128, 128, 32)  # the seed's tile; the first of kernels.gemm_num_stages.TILE_SHAPES
 PIPELINE_LINES = ("software_pipeline_stage", "software_pipeline_order", "tl_pipelined_num_stages")
@@ -95,7 +93,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--arch",
         choices=list(TARGETS),
         default=DEFAULT_ARCH,
-        help=f"target to lower for: one of the project's (harness/targets.py), gfx* are HIP (default: "
+        help=f"target to lower for: one of the project's (tilelang_golden/targets.py), gfx* are HIP (default: "
         f"{DEFAULT_ARCH}, whose cp.async pipeline the seed's criteria describe)",
     )
     parser.add_argument(
@@ -131,7 +129,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def describe(num_stages: int, facts: Mapping[str, Any]) -> list[str]:
     """The report block of one N, read from its extracted facts (the module's one kernel). A fact the target's
     hardware does not have (no TMA on HIP, say) is absent from its facts and left out here, never shown as 0."""
-    from harness.family import only_kernel
+    from tilelang_golden.family import only_kernel
 
     case = facts["case"]
     target = case["target"]
@@ -203,8 +201,8 @@ def report_criteria(
 
 def report(facts_by_n: Mapping[int, Mapping[str, Any]]) -> int:
     """Print every N's block and the criteria; the exit status."""
-    from harness.family import only_kernel
     from kernels.gemm_num_stages import not_applicable, num_stages_criteria
+    from tilelang_golden.family import only_kernel
 
     for n in sorted(facts_by_n):
         print("\n".join(describe(n, facts_by_n[n])))
@@ -223,9 +221,9 @@ def report(facts_by_n: Mapping[int, Mapping[str, Any]]) -> int:
 
 def lower_all(num_stages: Sequence[int], arch: str, tile: tuple[int, int, int]) -> dict[int, Any]:
     """N -> the harness's Lowering of the GEMM for that N."""
-    from harness.static.cases import Case
-    from harness.static.session import LoweringSession
     from kernels.gemm_num_stages import FAMILY, variant
+    from tilelang_golden.static.cases import Case
+    from tilelang_golden.static.session import LoweringSession
 
     session = LoweringSession()
     return {n: session.lower(Case(FAMILY, variant(n, *tile), arch)) for n in num_stages}
@@ -233,7 +231,7 @@ def lower_all(num_stages: Sequence[int], arch: str, tile: tuple[int, int, int]) 
 
 def dump(lowerings: Mapping[int, Any], directory: Path) -> list[Path]:
     """Each N's normalized kernel source, named with its target's suffix (`.cu`, `.hip`)."""
-    from harness.static.normalize import normalize_cuda
+    from tilelang_golden.static.normalize import normalize_cuda
 
     directory.mkdir(parents=True, exist_ok=True)
     written = []
@@ -246,8 +244,8 @@ def dump(lowerings: Mapping[int, Any], directory: Path) -> list[Path]:
 
 def bench_problem(num_stages: Sequence[int], tile: tuple[int, int, int]) -> str | None:
     """Why --bench cannot run here, checked before any lowering; None when it can."""
-    from harness.gpu.device import NoCudaDevice, UnknownTarget, require_cuda
     from kernels.gemm_num_stages import FAMILY, variant
+    from tilelang_golden.gpu.device import NoCudaDevice, UnknownTarget, require_cuda
 
     registered = {v.name for v in FAMILY.variants}
     unregistered = [name for n in num_stages if (name := variant(n, *tile).name) not in registered]
@@ -267,10 +265,10 @@ def bench_problem(num_stages: Sequence[int], tile: tuple[int, int, int]) -> str 
 
 def bench(num_stages: Sequence[int], tile: tuple[int, int, int]) -> int:
     """The seed's performance section: `nox -s gpu`'s compile, numerics and timing for these N only."""
-    from harness.gpu.check import CheckPlan, check_cases
-    from harness.gpu.report import render_markdown
-    from harness.static.cases import Case
     from kernels.gemm_num_stages import FAMILY, variant
+    from tilelang_golden.gpu.check import CheckPlan, check_cases
+    from tilelang_golden.gpu.report import render_markdown
+    from tilelang_golden.static.cases import Case
 
     run = check_cases(
         CheckPlan(
@@ -290,9 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import tilelang
 
-    from harness.static.facts import extract_facts
-    from harness.static.lowering import LoweringError
     from kernels.gemm_num_stages import FAMILY, NUM_STAGES
+    from tilelang_golden.static.facts import extract_facts
+    from tilelang_golden.static.lowering import LoweringError
 
     if args.arch not in FAMILY.target_names:  # a family may narrow the project's targets
         print(f"--arch {args.arch}: {FAMILY.file} declares only targets {list(FAMILY.target_names)}", file=sys.stderr)

@@ -5,7 +5,7 @@ The four `gemm_relu_schedules` kernels (kernels/gemm_relu_schedules.py) compute 
 and differ from `v0_baseline` only in one schedule annotation each. With a GPU this compiles
 all four and checks each against torch.relu(A @ B); with --static-only it needs no GPU and
 shows what each annotation changes: in the source, in the installed TileLang's API, and in
-the kernel source emitted for every target the family declares (harness/targets.py: CUDA for
+the kernel source emitted for every target the family declares (tilelang_golden/targets.py: CUDA for
 sm_*, HIP for gfx*).
 """
 
@@ -23,17 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # kernels/, imported from the repository's root
-
 if TYPE_CHECKING:
-    from harness.static.session import LoweringSession
+    from tilelang_golden.static.session import LoweringSession
 
 try:
-    from harness.gpu.numerics_gate import MIN_SEEDS  # standard library only until it runs
-    from harness.static.lowering import tilelang_unavailable
-    from harness.targets import TARGETS
+    from tilelang_golden.gpu.numerics_gate import MIN_SEEDS  # standard library only until it runs
+    from tilelang_golden.static.lowering import tilelang_unavailable
+    from tilelang_golden.targets import TARGETS
 except ModuleNotFoundError as missing:  # a Python without this project (or without anything installed)
-    print(f"cannot import the harness ({missing}); install this project: pip install --no-deps -e .", file=sys.stderr)
+    print(f"cannot import the harness ({missing}): pip install --no-deps -e . -e kernels", file=sys.stderr)
     raise SystemExit(3) from None  # EXIT_CANNOT_RUN
 
 REPO = Path(__file__).resolve().parents[1]
@@ -119,8 +117,8 @@ def render_api_checklist(checks: Sequence[ApiCheck]) -> list[str]:
 def schedule_table() -> list[str]:
     """Variant, schedule dimension, source lines that differ from the baseline (and what the seed's
     table says), and the differing lines themselves."""
-    from harness.analysis import changed_source, source_lines_changed
     from kernels import gemm_relu_schedules
+    from tilelang_golden.analysis import changed_source, source_lines_changed
 
     base_build = gemm_relu_schedules.SCHEDULES[gemm_relu_schedules.BASELINE][0]
     header = ("variant", "dimension", "lines vs v0 (seed)", "what changed")
@@ -197,7 +195,7 @@ def explicit_layouts(prim_func: Any) -> list[ExplicitLayout]:
     """Every buffer a kernel annotates with a layout, the layout evaluated on its whole index space."""
     from tvm import DataType, arith, tirx
 
-    from harness.analysis import ir_nodes
+    from tilelang_golden.analysis import ir_nodes
 
     blocks = [node for node in ir_nodes(prim_func.body) if isinstance(node, tirx.SBlock)]
     buffers = [b for block in blocks for b in block.alloc_buffers]
@@ -275,8 +273,8 @@ def static_report(lowerings: LoweringSession) -> int:
         print(f"\nmissing from the installed TileLang: {', '.join(missing)}; the variants using them cannot be built")
         return EXIT_FAILED
 
-    from harness.static.lowering import LoweringError
-    from harness.static.variant_effects import variant_effects
+    from tilelang_golden.static.lowering import LoweringError
+    from tilelang_golden.static.variant_effects import variant_effects
 
     family = seed_schedules()
     try:
@@ -307,11 +305,11 @@ def seed_schedules() -> Any:
 
 def gpu_report(seeds: Sequence[int] | None) -> int:
     """Compile the four variants for this GPU and check them against torch.relu(A @ B)."""
-    from harness.gpu import numerics
-    from harness.gpu.compile import compile_cases
-    from harness.gpu.device import NoCudaDevice, UnknownTarget, require_cuda
-    from harness.gpu.pairs import numerics_case
-    from harness.static.cases import family_cases
+    from tilelang_golden.gpu import numerics
+    from tilelang_golden.gpu.compile import compile_cases
+    from tilelang_golden.gpu.device import NoCudaDevice, UnknownTarget, require_cuda
+    from tilelang_golden.gpu.pairs import numerics_case
+    from tilelang_golden.static.cases import family_cases
 
     family = seed_schedules()
     try:
@@ -372,7 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(problem, file=sys.stderr)
         return EXIT_CANNOT_RUN
     if args.static_only:
-        from harness.static.session import LoweringSession
+        from tilelang_golden.static.session import LoweringSession
 
         return static_report(LoweringSession())
     return gpu_report(args.seeds)

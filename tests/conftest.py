@@ -13,12 +13,12 @@ import tilelang  # noqa: F401  (imported once here: in-process pytester runs mus
 import torch._dynamo  # noqa: F401
 import yaml  # noqa: F401
 
-import harness.static
-from harness.family import load_families
-from harness.static.cases import Case
-from harness.static.session import LoweringSession
+import tilelang_golden.static
 from kernels.gemm_num_stages import FAMILY as NUM_STAGES_FAMILY
 from kernels.gemm_num_stages import variant as num_stages_variant
+from tilelang_golden.family import load_families
+from tilelang_golden.static.cases import Case
+from tilelang_golden.static.session import LoweringSession
 
 load_families()  # import the kernel modules before pytester snapshots sys.modules
 
@@ -27,7 +27,7 @@ pytest_plugins = ["pytester"]
 REPO = Path(__file__).resolve().parents[1]
 # The module's file, found without importing it: each in-process session must import it afresh, so that
 # its parametrization reads the families as a test has patched them.
-GOLDEN_TEST = Path(harness.static.__file__).with_name("session_items.py")
+GOLDEN_TEST = Path(tilelang_golden.static.__file__).with_name("session_items.py")
 # A case that lowers in a fraction of a second: used wherever any case would do.
 SMALL_CASE = "gemm_num_stages/ns0_64x64x32/sm_90"
 # Every subprocess's time limit: a net for a hang, never a judgment of speed. Minutes beyond the slowest one on a
@@ -64,7 +64,7 @@ def golden_session(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytes
         cache = () if any(a.startswith(("--lowering-cache", "--no-cache")) for a in args) else ("--no-cache",)
         return pytester.runpytest_inprocess(
             "-p",
-            "harness.static.plugin",
+            "tilelang_golden.static.plugin",
             str(GOLDEN_TEST),
             "-p",
             "no:cacheprovider",

@@ -6,12 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from harness.dtypes import torch_dtype
-from harness.family import RETURNED, Family, OutputKind, Params, Sweep, Variant
-from harness.gpu.check import not_runnable
-from harness.gpu.compile import Argument, CompiledCase
-from harness.gpu.device import Device
-from harness.gpu.numerics import (
+from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul, torch_matmul_relu
+from tilelang_golden.dtypes import torch_dtype
+from tilelang_golden.family import RETURNED, Family, OutputKind, Params, Sweep, Variant
+from tilelang_golden.gpu.check import not_runnable
+from tilelang_golden.gpu.compile import Argument, CompiledCase
+from tilelang_golden.gpu.device import Device
+from tilelang_golden.gpu.numerics import (
     ErrorStats,
     NumericsCase,
     NumericsResult,
@@ -19,11 +20,10 @@ from harness.gpu.numerics import (
     OutputCheck,
     SeedCheck,
 )
-from harness.gpu.results import GpuRun, SnapshotCheck, VariantResult
-from harness.gpu.stages import KernelSession
-from harness.gpu.timing import PairedTiming, Timing, throughput
-from harness.static.cases import Case
-from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul, torch_matmul_relu
+from tilelang_golden.gpu.results import GpuRun, SnapshotCheck, VariantResult
+from tilelang_golden.gpu.stages import KernelSession
+from tilelang_golden.gpu.timing import PairedTiming, Timing, throughput
+from tilelang_golden.static.cases import Case
 
 LIMIT = 232448  # an H200's opt-in shared memory per block; the harness queries it on a real device
 SEEDS = [11, 22, 33]
@@ -199,7 +199,7 @@ V0 = case(GEMM_RELU, "v0_baseline")
 
 class FakeClock:
     """The GPU's time as the timer sees it, on the CPU: a launch advances it by its known duration, and
-    `timer` reads it before and after each launch as CUDA events do (a `harness.gpu.timing.LaunchTimer`)."""
+    `timer` reads it before and after each launch as CUDA events do (a `tilelang_golden.gpu.timing.LaunchTimer`)."""
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -294,7 +294,7 @@ def run(
     each reference a timed result names. Throughputs are computed from each family's work, as
     `check_cases` does, and the sweeps are built from the families' declarations.
     """
-    from harness.gpu.check import build_sweeps
+    from tilelang_golden.gpu.check import build_sweeps
 
     gpu = gpu or device()
     timed = [r for r in results if r.timing is not None]
@@ -410,7 +410,8 @@ def cpu_session(progress: Callable[[str], None] = lambda key: None) -> KernelSes
 
 
 class CpuWorker(KernelSession):
-    """A real worker's handler on the CPU (`python -m harness.gpu.worker gpu_fakes:CpuWorker`): the check's stages
+    """A real worker's handler on the CPU (`python -m tilelang_golden.gpu.worker gpu_fakes:CpuWorker`): the check's
+    stages
     as cpu_session runs them, its cases found in ISOLATED."""
 
     def __init__(self, progress: Callable[[str], None]) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import tilelang
 import tilelang.language as T
 
-from harness.family import Family, Tolerance, Variant, Work
+from tilelang_golden.family import Family, Tolerance, Variant, Work
 
 ROWS, COLS = 256, 512
 

@@ -46,9 +46,9 @@ def build_harness_wheel(folder: Path, python: Path = Path(sys.executable)) -> Pa
     """The harness's wheel, built from a copy of the project under `folder` (the build leaves nothing in the
     checkout), offline, with the setuptools of `python`; the wheel's path."""
     source = folder / "source"
-    for name in ("scripts/harness", ".github", "deploy/arc"):  # what init_files/ links to
+    for name in ("src/tilelang_golden", ".github", "deploy/arc"):  # what init_files/ links to
         shutil.copytree(REPO / name, source / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
-    for path in [REPO / "pyproject.toml", *REPO.glob("requirements*.in")]:
+    for path in [REPO / "pyproject.toml", REPO / "noxfile.py", *REPO.glob("requirements*.in")]:
         shutil.copy(path, source)
     shutil.copytree(REPO / "kernels", source / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
     command = [str(python), "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",

@@ -10,11 +10,11 @@ from collections import Counter
 import pytest
 import tilelang.language as T
 
-from harness.family import Variant
-from harness.static.cases import Case
-from harness.static.facts import extract_facts
-from harness.static.snapshot import CorruptSnapshot, parse_facts, render_facts
 from kernels.gemm_num_stages import FAMILY, variant
+from tilelang_golden.family import Variant
+from tilelang_golden.static.cases import Case
+from tilelang_golden.static.facts import extract_facts
+from tilelang_golden.static.snapshot import CorruptSnapshot, parse_facts, render_facts
 
 CP_ASYNC_KEYS = {"cp_async_wait", "cp_async_commit_groups", "cp_async_copies"}
 TMA_KEYS = {"tma_loads", "mbarriers"}

@@ -8,10 +8,10 @@ import pytest
 import torch
 from script_runner import load_script, run_script
 
-from harness.family import load_families
-from harness.gpu import device
-from harness.gpu.compile import Argument
-from harness.gpu.numerics import NumericsCase, check_numerics, make_inputs
+from tilelang_golden.family import load_families
+from tilelang_golden.gpu import device
+from tilelang_golden.gpu.compile import Argument
+from tilelang_golden.gpu.numerics import NumericsCase, check_numerics, make_inputs
 
 bench = load_script("bench_numerics")
 SHAPE = {"M": 128, "N": 48, "K": 32}

@@ -1,4 +1,4 @@
-"""The family-claim verdict (harness/static/claims.py) that the static check and the upgrade preview share."""
+"""The family-claim verdict (tilelang_golden/static/claims.py) that the static check and the upgrade preview share."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from harness.family import Claim, load_families
-from harness.static.claims import NoClaims, judge_claims
+from tilelang_golden.family import Claim, load_families
+from tilelang_golden.static.claims import NoClaims, judge_claims
 
 FAMILY = next(f for f in load_families().families if f.checks is not None)
 CLAIMS = [

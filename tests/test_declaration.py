@@ -7,9 +7,9 @@ import kernel_styles as styles
 import pytest
 import torch
 
-from harness.build import BuildError, build_kernel
-from harness.declaration import MAX_LINES, family_problems, from_inputs
-from harness.family import (
+from tilelang_golden.build import BuildError, build_kernel
+from tilelang_golden.declaration import MAX_LINES, family_problems, from_inputs
+from tilelang_golden.family import (
     FROM_INPUTS,
     RETURNED,
     Accumulated,
@@ -19,7 +19,7 @@ from harness.family import (
     Variant,
     Written,
 )
-from harness.gpu.compile import out_idx
+from tilelang_golden.gpu.compile import out_idx
 
 TWO = [Tolerance(atol=0, rtol=0)] * 2  # Acc += X and Y = 2 X are exact in fp16 at these magnitudes
 
@@ -113,7 +113,7 @@ def test_a_precision_budget_needs_a_reason_and_a_bound_it_changes(budget, messag
 
 
 def test_every_registered_family_fits_its_kernels():
-    from harness.family import load_families
+    from tilelang_golden.family import load_families
 
     assert {f.name: family_problems(f) for f in load_families().families} == {
         f.name: [] for f in load_families().families

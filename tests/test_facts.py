@@ -12,13 +12,13 @@ import pytest
 from conftest import num_stages_case
 from tvm import tirx
 
-import harness.family
-from harness.family import Variant
-from harness.static.cases import Case, all_cases
-from harness.static.facts import _calls, canonical_form, extract_facts
-from harness.static.snapshot import CorruptSnapshot, parse_facts, render_facts
-from harness.targets import TARGETS
+import tilelang_golden.family
 from kernels.gemm_num_stages import FAMILY
+from tilelang_golden.family import Variant
+from tilelang_golden.static.cases import Case, all_cases
+from tilelang_golden.static.facts import _calls, canonical_form, extract_facts
+from tilelang_golden.static.snapshot import CorruptSnapshot, parse_facts, render_facts
+from tilelang_golden.targets import TARGETS
 
 
 def kernel_facts(lowering) -> dict:
@@ -110,7 +110,7 @@ def test_steady_state_loop_is_the_k_loop_in_cuda(lowerings):
 
 # -- facts that explain the CUDA, each checked against the text of the same lowering ---------------
 
-CASES = {case.id: case for case in all_cases(harness.family.load_families())}
+CASES = {case.id: case for case in all_cases(tilelang_golden.family.load_families())}
 # One sm_80 case (cp.async, ldmatrix, mma.sync, vectorized ReLU), three sm_90 ones (TMA, wgmma,
 # stmatrix, TMA stores, descriptor offsets).
 EXPLAINED = (
@@ -463,7 +463,7 @@ def test_the_split_kernels_pipeline_is_its_own(lowerings):
 
 
 def test_a_family_check_reading_the_only_kernel_of_two_is_told_to_read_each(lowerings):
-    from harness.family import CaseFacts, FamilyError
+    from tilelang_golden.family import CaseFacts, FamilyError
 
     case = split_sum_case("sm_80")
     seen = CaseFacts(case.variant, case.target, case.params, extract_facts(lowerings.lower(case)), "")
@@ -475,7 +475,7 @@ def test_a_family_check_reading_the_only_kernel_of_two_is_told_to_read_each(lowe
 def test_a_changed_field_names_its_kernel_where_the_module_launches_several(lowerings):
     import copy
 
-    from harness.static.diff import changed_fields
+    from tilelang_golden.static.diff import changed_fields
 
     facts = extract_facts(lowerings.lower(split_sum_case("sm_80")))
     changed = copy.deepcopy(facts)

@@ -8,10 +8,10 @@ import textwrap
 import pytest
 from conftest import SMALL_CASE
 
-import harness.family
 import kernels
-from harness.family import FamilyError, Variant
-from harness.targets import TARGETS
+import tilelang_golden.family
+from tilelang_golden.family import FamilyError, Variant
+from tilelang_golden.targets import TARGETS
 
 # A complete family file, as the README's recipe writes one: an elementwise kernel.
 TINY_FAMILY = '''
@@ -19,7 +19,7 @@ TINY_FAMILY = '''
 
 import tilelang.language as T
 
-from harness.family import Family, Tolerance, Variant, Work
+from tilelang_golden.family import Family, Tolerance, Variant, Work
 
 
 def scale(rows, cols, block_rows, threads):
@@ -93,11 +93,11 @@ def test_the_new_familys_numerics_run_through_the_gpu_check(kernels_dir):
     returns its output, as TileLang's kernels do, from memory the gate poisoned first."""
     import gpu_fakes
 
-    from harness.gpu.compile import Argument
-    from harness.gpu.numerics import check_numerics
+    from tilelang_golden.gpu.compile import Argument
+    from tilelang_golden.gpu.numerics import check_numerics
 
     write_family(kernels_dir, "tiny_scale")
-    (family,) = [f for f in harness.family.load_families().families if f.name == "tiny_scale"]
+    (family,) = [f for f in tilelang_golden.family.load_families().families if f.name == "tiny_scale"]
     arguments = [Argument((256, 128), "float16", "X"), Argument((256, 128), "float16", "Y")]
 
     def right(x, y):
@@ -162,7 +162,7 @@ def test_a_family_file_that_does_not_import_fails_alone(kernels_dir, golden_sess
 def test_a_module_without_a_family_or_with_another_name_is_refused(kernels_dir):
     write_family(kernels_dir, "tiny_plain", text="VALUE = 1\n")
     write_family(kernels_dir, "tiny_named", text=TINY_FAMILY.format(name="other_name", extra=""))
-    broken = {b.name: b.error for b in harness.family.load_families().broken}
+    broken = {b.name: b.error for b in tilelang_golden.family.load_families().broken}
     assert "must define FAMILY = Family(...)" in broken["tiny_plain"]
     assert "FAMILY.name is 'other_name'; it must be the module's name, 'tiny_named'" in broken["tiny_named"]
 
@@ -195,11 +195,11 @@ def test_variant_names_are_checked_when_the_family_is_declared():
     from kernels.gemm_num_stages import FAMILY
 
     with pytest.raises(FamilyError, match="these repeat"):
-        harness.family.Family(**{**vars(FAMILY), "variants": [FAMILY.variants[0], FAMILY.variants[0]]})
+        tilelang_golden.family.Family(**{**vars(FAMILY), "variants": [FAMILY.variants[0], FAMILY.variants[0]]})
     with pytest.raises(FamilyError, match="declares no variant"):
-        harness.family.Family(**{**vars(FAMILY), "variants": []})
+        tilelang_golden.family.Family(**{**vars(FAMILY), "variants": []})
     with pytest.raises(FamilyError, match="are problem dimensions"):
-        harness.family.Family(**{**vars(FAMILY), "variants": [Variant("x", None, {"M": 1})]})
+        tilelang_golden.family.Family(**{**vars(FAMILY), "variants": [Variant("x", None, {"M": 1})]})
 
 
 @pytest.mark.parametrize(
@@ -211,8 +211,10 @@ def test_what_the_harness_calls_is_refused_at_declaration_when_it_is_not_callabl
     from kernels.gemm_num_stages import FAMILY
 
     with pytest.raises(FamilyError, match=rf"^kernels/gemm_num_stages\.py: {field} must be a callable \("):
-        harness.family.Family(**{**vars(FAMILY), field: value})
-    harness.family.Family(**{**vars(FAMILY), "group": None, "checks": None})  # the optional ones may be left out
+        tilelang_golden.family.Family(**{**vars(FAMILY), field: value})
+    tilelang_golden.family.Family(
+        **{**vars(FAMILY), "group": None, "checks": None}
+    )  # the optional ones may be left out
 
 
 def readme_example() -> str:
@@ -236,12 +238,12 @@ def test_the_readme_example_is_a_working_family(kernels_dir, golden_session):
 
 
 def test_a_twin_must_name_a_variant_and_a_dimension_of_its_family():
-    from harness.family import TimingTwin
     from kernels.gemm_num_stages import FAMILY
+    from tilelang_golden.family import TimingTwin
 
     declared = {
         f.name: (f.timing_twin.variant, f.timing_twin.dimension)
-        for f in harness.family.load_families().families
+        for f in tilelang_golden.family.load_families().families
         if f.timing_twin
     }
     assert declared == {
@@ -250,9 +252,11 @@ def test_a_twin_must_name_a_variant_and_a_dimension_of_its_family():
         "rms_norm": ("threads256", "rows"),
     }
     with pytest.raises(FamilyError, match="the timing twin names variant 'nope'"):
-        harness.family.Family(**{**vars(FAMILY), "timing_twin": TimingTwin("nope", "K", 8608)})
+        tilelang_golden.family.Family(**{**vars(FAMILY), "timing_twin": TimingTwin("nope", "K", 8608)})
     with pytest.raises(FamilyError, match="and dimension 'rows'"):
-        harness.family.Family(**{**vars(FAMILY), "timing_twin": TimingTwin(FAMILY.variants[0].name, "rows", 8608)})
+        tilelang_golden.family.Family(
+            **{**vars(FAMILY), "timing_twin": TimingTwin(FAMILY.variants[0].name, "rows", 8608)}
+        )
 
 
 TINY_AUTOTUNED = '''
@@ -261,7 +265,7 @@ TINY_AUTOTUNED = '''
 import tilelang
 import tilelang.language as T
 
-from harness.family import Family, Tolerance, Variant, Work
+from tilelang_golden.family import Family, Tolerance, Variant, Work
 
 
 @tilelang.autotune(configs=[{"block_rows": b, "threads": t} for b in (4, 8) for t in (64, 128)])
@@ -335,12 +339,12 @@ def test_the_static_check_takes_its_families_from_the_packages_it_is_given(golde
     result = golden_session("--collect-only", "-q", "--families", "tests.mutant_families")
     collected = [line for line in result.stdout.lines if "::" in line]
     cases = {line.split("[", 1)[1].split("/", 1)[0] for line in collected if "::test_case[" in line}
-    assert cases == {f.name for f in harness.family.load_families("tests.mutant_families").families}
+    assert cases == {f.name for f in tilelang_golden.family.load_families("tests.mutant_families").families}
     assert not [line for line in collected if "gemm_num_stages" in line]
 
 
 def test_a_family_name_two_packages_share_is_refused_in_the_later_one():
-    both = harness.family.load_families("kernels", "tests.mutant_families")
+    both = tilelang_golden.family.load_families("kernels", "tests.mutant_families")
     assert {f.file.split("/")[0] for f in both.families} == {"kernels"}
     refused = {b.name: b.error for b in both.broken}
     assert "inplace_update" in refused

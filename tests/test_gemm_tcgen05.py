@@ -9,9 +9,9 @@ import pytest
 import tilelang
 import tilelang.language as T
 
-from harness.family import CaseFacts, Variant
-from harness.static.cases import Case
 from kernels.gemm_tcgen05 import BASELINE, CLAIMS, FAMILY, check_tcgen05, gemm_tcgen05
+from tilelang_golden.family import CaseFacts, Variant
+from tilelang_golden.static.cases import Case
 
 
 @tilelang.jit

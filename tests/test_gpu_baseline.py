@@ -9,7 +9,7 @@ import pytest
 import yaml
 from conftest import REPO
 
-from harness.gpu.baseline import (
+from tilelang_golden.gpu.baseline import (
     TIMING_DIR,
     Baseline,
     BaselineRefused,
@@ -20,8 +20,8 @@ from harness.gpu.baseline import (
     render_baseline,
     write_baseline,
 )
-from harness.gpu.timing import slower_by
-from harness.gpu.timing_gate import FAIL_SLOWER, WARN_SLOWER, compare_ratios
+from tilelang_golden.gpu.timing import slower_by
+from tilelang_golden.gpu.timing_gate import FAIL_SLOWER, WARN_SLOWER, compare_ratios
 
 VERSIONS = {"cuda": "13.0", "torch": "2.11.0+cu130", "tilelang": "0.1.15"}
 KEY = baseline_key("NVIDIA H200", VERSIONS)

@@ -13,12 +13,13 @@ import pytest
 import torch
 from conftest import REPO, SUBPROCESS_LIMIT_S
 
-from harness.family import Work
-from harness.gpu.check import CheckPlan, check_snapshot, device_cases, not_runnable, run_gpu_check
-from harness.gpu.compile import CompiledCase, read_driver_resources
-from harness.gpu.device import PEAKS, Peak, UnknownTarget, target_for_capability
-from harness.gpu.results import VariantResult
-from harness.gpu.timing import (
+from kernels._gemm import gemm_work
+from tilelang_golden.family import Work
+from tilelang_golden.gpu.check import CheckPlan, check_snapshot, device_cases, not_runnable, run_gpu_check
+from tilelang_golden.gpu.compile import CompiledCase, read_driver_resources
+from tilelang_golden.gpu.device import PEAKS, Peak, UnknownTarget, target_for_capability
+from tilelang_golden.gpu.results import VariantResult
+from tilelang_golden.gpu.timing import (
     Pair,
     PairedTiming,
     Throughput,
@@ -30,8 +31,7 @@ from harness.gpu.timing import (
     one_after_the_other,
     throughput,
 )
-from harness.static.snapshot import FORMAT_VERSION, SnapshotStore, cuda_header
-from kernels._gemm import gemm_work
+from tilelang_golden.static.snapshot import FORMAT_VERSION, SnapshotStore, cuda_header
 
 V0 = fake.V0
 
@@ -39,7 +39,7 @@ V0 = fake.V0
 def run_entry(*args: str, **env: str) -> subprocess.CompletedProcess:
     environ = {**os.environ, "CUDA_VISIBLE_DEVICES": "", **env}
     return subprocess.run(
-        [sys.executable, "-m", "harness", "gpu", *args],
+        [sys.executable, "-m", "tilelang_golden", "gpu", *args],
         cwd=REPO,
         env=environ,
         capture_output=True,
@@ -366,7 +366,7 @@ def test_a_device_knows_its_peak_by_name():
 
 
 def test_nvcc_is_found_where_tilelang_looks(tmp_path):
-    from harness.gpu.device import find_nvcc
+    from tilelang_golden.gpu.device import find_nvcc
 
     toolkit = tmp_path / "cuda"
     (toolkit / "bin").mkdir(parents=True)
@@ -379,8 +379,8 @@ def test_nvcc_is_found_where_tilelang_looks(tmp_path):
 
 
 def test_without_nvcc_the_entry_stops_before_compiling_with_status_2(monkeypatch, capsys, tmp_path):
-    from harness.gpu import command as entry
-    from harness.gpu import device
+    from tilelang_golden.gpu import command as entry
+    from tilelang_golden.gpu import device
 
     monkeypatch.setattr(device, "require_cuda", fake.device)
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-toolkit"))

@@ -13,13 +13,13 @@ import gpu_fakes as fake
 import pytest
 from test_gpu_check import FACTS
 
-from harness.build import BuiltKernel
-from harness.chain import Launch
-from harness.gpu import check, command, compile
-from harness.gpu.baseline import baseline_key
-from harness.gpu.check import CheckPlan, check_snapshot, device_selection, run_gpu_check
-from harness.gpu.compile import CompiledCase, compile_cases, read_driver_resources
-from harness.gpu.device import (
+from tilelang_golden.build import BuiltKernel
+from tilelang_golden.chain import Launch
+from tilelang_golden.gpu import check, command, compile
+from tilelang_golden.gpu.baseline import baseline_key
+from tilelang_golden.gpu.check import CheckPlan, check_snapshot, device_selection, run_gpu_check
+from tilelang_golden.gpu.compile import CompiledCase, compile_cases, read_driver_resources
+from tilelang_golden.gpu.device import (
     NoCudaDevice,
     UnknownTarget,
     gpu_unavailable,
@@ -28,12 +28,12 @@ from harness.gpu.device import (
     target_for_capability,
     target_for_gcn_arch,
 )
-from harness.gpu.report import NOT_RUN, render_markdown, report_data
-from harness.gpu.stages import Kernels, KernelSession
-from harness.static.snapshot import FORMAT_VERSION, SnapshotStore, cuda_header
-from harness.targets import TARGETS
+from tilelang_golden.gpu.report import NOT_RUN, render_markdown, report_data
+from tilelang_golden.gpu.stages import Kernels, KernelSession
+from tilelang_golden.static.snapshot import FORMAT_VERSION, SnapshotStore, cuda_header
+from tilelang_golden.targets import TARGETS
 
-TARGETS_FILE = "scripts/harness/targets.py"
+TARGETS_FILE = "src/tilelang_golden/targets.py"
 
 
 # -- device -> target ------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """One variant's failure never hides another's verdict: an exception in each stage, a kernel that never finishes
 and one that kills its worker each fail their variant alone, and the report and exit status say so.
 
-On the CPU: the check's stages (harness.gpu.stages) run fake kernels, in process, or in a real worker process
-(harness.gpu.worker) whose kernels sleep or abort."""
+On the CPU: the check's stages (tilelang_golden.gpu.stages) run fake kernels, in process, or in a real worker process
+(tilelang_golden.gpu.worker) whose kernels sleep or abort."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ import pytest
 import torch
 from conftest import SUBPROCESS_LIMIT_S
 
-import harness.family
-from harness.family import Family
-from harness.gpu import check, numerics, stages
-from harness.gpu.check import CheckPlan, run_gpu_check
-from harness.gpu.stages import Kernels, KernelSession
-from harness.gpu.worker import CRASHED, DID_NOT_FINISH, RAISED, TimeLimits, WorkerProcess
-from harness.static.cases import Case
+import tilelang_golden.family
+from tilelang_golden.family import Family
+from tilelang_golden.gpu import check, numerics, stages
+from tilelang_golden.gpu.check import CheckPlan, run_gpu_check
+from tilelang_golden.gpu.stages import Kernels, KernelSession
+from tilelang_golden.gpu.worker import CRASHED, DID_NOT_FINISH, RAISED, TimeLimits, WorkerProcess
+from tilelang_golden.static.cases import Case
 
 SEEDS = [1, 2, 3]
 
@@ -179,7 +179,7 @@ def test_a_worker_answers_within_its_limit_or_is_stopped():
 
 def test_a_worker_has_imported_pytorch_before_it_says_it_is_ready():
     """So its start-up limit pays for the import (seconds on a busy machine), not its first variant's limit."""
-    made = "from harness.gpu.stages import KernelSession; before = 'torch' in sys.modules; KernelSession(print)"
+    made = "from tilelang_golden.gpu.stages import KernelSession; before = 'torch' in sys.modules; KernelSession(print)"
     check = f"import sys; {made}; print(before, 'torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=SUBPROCESS_LIMIT_S)
     assert result.returncode == 0, result.stderr
@@ -196,8 +196,8 @@ DTYPES = [
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_every_dtype_is_compared_and_a_wrong_element_is_seen(dtype):
-    from harness.family import Tolerance
-    from harness.gpu.numerics import Output, check_output
+    from tilelang_golden.family import Tolerance
+    from tilelang_golden.gpu.numerics import Output, check_output
 
     exact = not dtype.is_floating_point
     values = torch.arange(-8, 8, dtype=torch.float32) / (1 if exact else 4)
@@ -214,8 +214,8 @@ def test_every_dtype_is_compared_and_a_wrong_element_is_seen(dtype):
 
 
 def test_an_integer_difference_beyond_int64_does_not_wrap():
-    from harness.family import Tolerance
-    from harness.gpu.numerics import Output, check_output
+    from tilelang_golden.family import Tolerance
+    from tilelang_golden.gpu.numerics import Output, check_output
 
     reference = torch.tensor([2**63 - 1, 0])
     unwritten = torch.tensor([-(2**63), 0])  # the poison: int64's minimum
@@ -228,8 +228,8 @@ def test_an_integer_difference_beyond_int64_does_not_wrap():
 def test_the_test_only_families_load_and_are_never_snapshotted():
     from conftest import REPO
 
-    from harness.family import load_families
-    from harness.static.cases import all_cases
+    from tilelang_golden.family import load_families
+    from tilelang_golden.static.cases import all_cases
 
     loaded = load_families("tests.gpu_families")
     assert not loaded.broken
@@ -237,12 +237,12 @@ def test_the_test_only_families_load_and_are_never_snapshotted():
     assert names == {"never_finishes", "illegal_address", "inputs_raise"}
     assert all(f.file.startswith("tests/gpu_families/") for f in loaded.families)
     assert not names & {f.name for f in load_families().families}
-    assert not names & {c.family.name for c in all_cases(harness.family.load_families())}
+    assert not names & {c.family.name for c in all_cases(tilelang_golden.family.load_families())}
     assert not any((REPO / "golden" / name).exists() for name in names)
 
 
 def test_a_family_raising_in_its_own_file_is_located_there():
-    from harness.family import load_families
+    from tilelang_golden.family import load_families
 
     family: Family = next(f for f in load_families("tests.gpu_families").families if f.name == "inputs_raise")
     try:
@@ -253,8 +253,8 @@ def test_a_family_raising_in_its_own_file_is_located_there():
 
 
 def test_a_family_call_error_names_its_file_once():
-    from harness.declaration import FamilyCallError
-    from harness.family import load_families
+    from tilelang_golden.declaration import FamilyCallError
+    from tilelang_golden.family import load_families
 
     family: Family = next(f for f in load_families("tests.gpu_families").families if f.name == "inputs_raise")
     case = Case(family, family.variants[0], "sm_90")

@@ -9,9 +9,9 @@ import kernel_styles as styles
 import pytest
 from conftest import REPO
 
-from harness.build import build_kernel, signature
-from harness.family import Variant, load_families
-from harness.gpu.compile import (
+from tilelang_golden.build import build_kernel, signature
+from tilelang_golden.family import Variant, load_families
+from tilelang_golden.gpu.compile import (
     DYNAMIC_SHARED_LAUNCH_PARAM,
     Argument,
     compile_cases,
@@ -19,9 +19,9 @@ from harness.gpu.compile import (
     launch_dynamic_shared_memory,
     out_idx,
 )
-from harness.static.cases import Case
-from harness.static.snapshot import SnapshotStore, parse_facts
-from harness.targets import TARGETS
+from tilelang_golden.static.cases import Case
+from tilelang_golden.static.snapshot import SnapshotStore, parse_facts
+from tilelang_golden.targets import TARGETS
 
 GOLDEN = REPO / "golden"
 

@@ -11,11 +11,11 @@ import gpu_fakes as fake
 import pytest
 import torch
 
-from harness.family import Family, Tolerance, Variant
-from harness.gpu.compile import Argument
-from harness.gpu.numerics import Output, OutputCheck, SeedCheck, check_numerics, fresh_seeds, make_inputs
-from harness.gpu.numerics_gate import validate_seeds
 from kernels._gemm import float32_matmul, gemm_inputs
+from tilelang_golden.family import Family, Tolerance, Variant
+from tilelang_golden.gpu.compile import Argument
+from tilelang_golden.gpu.numerics import Output, OutputCheck, SeedCheck, check_numerics, fresh_seeds, make_inputs
+from tilelang_golden.gpu.numerics_gate import validate_seeds
 
 SHAPE = {"M": 64, "N": 48, "K": 32}
 SEEDS = [1, 2, 3]

@@ -8,12 +8,12 @@ import gpu_fakes as fake
 import pytest
 import torch
 
-from harness.family import FROM_INPUTS, RETURNED, Accumulated, PrecisionBudget, Tolerance, Written
-from harness.gpu.compile import Argument
-from harness.gpu.numerics import check_numerics
-from harness.gpu.numerics_gate import THRESHOLDS
-from harness.gpu.report import _of_bound
 from kernels._gemm import TOLERANCE, gemm_inputs
+from tilelang_golden.family import FROM_INPUTS, RETURNED, Accumulated, PrecisionBudget, Tolerance, Written
+from tilelang_golden.gpu.compile import Argument
+from tilelang_golden.gpu.numerics import check_numerics
+from tilelang_golden.gpu.numerics_gate import THRESHOLDS
+from tilelang_golden.gpu.report import _of_bound
 
 SHAPE = {"M": 64, "N": 48, "K": 32}
 SEEDS = [1, 2, 3]

@@ -12,12 +12,12 @@ import tilelang
 import tilelang.language as T
 import torch
 
-from harness.family import Family, Tolerance, Variant, Work
-from harness.gpu.compile import Argument
-from harness.gpu.device import find_nvcc, require_cuda
-from harness.gpu.numerics import check_numerics
-from harness.gpu.poison import poison, unpoisoned
-from harness.static.cases import Case
+from tilelang_golden.family import Family, Tolerance, Variant, Work
+from tilelang_golden.gpu.compile import Argument
+from tilelang_golden.gpu.device import find_nvcc, require_cuda
+from tilelang_golden.gpu.numerics import check_numerics
+from tilelang_golden.gpu.poison import poison, unpoisoned
+from tilelang_golden.static.cases import Case
 
 SHAPE = {"M": 64, "N": 48, "K": 32}
 SEEDS = [1, 2, 3]
@@ -133,8 +133,8 @@ DOUBLED = Family(
     not torch.cuda.is_available() or find_nvcc() is None, reason="needs a CUDA GPU and nvcc to compile for it"
 )
 def test_a_real_eager_kernel_is_called_as_users_call_it_and_its_unwritten_row_fails(monkeypatch):
-    from harness.gpu.compile import compile_cases
-    from harness.gpu.pairs import numerics_case
+    from tilelang_golden.gpu.compile import compile_cases
+    from tilelang_golden.gpu.pairs import numerics_case
 
     monkeypatch.setattr(tilelang, "disable_cache", lambda: None)  # keep this process's cache setting
     target = require_cuda().target  # each case is compiled for its target: this device's

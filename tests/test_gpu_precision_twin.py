@@ -14,9 +14,9 @@ import gpu_fakes as fake
 import pytest
 import torch
 
-from harness.family import Family, FamilyError, Tolerance
-from harness.gpu.numerics import ErrorStats, Output, check_numerics, error_stats, prepare
-from harness.gpu.numerics_gate import THRESHOLDS
+from tilelang_golden.family import Family, FamilyError, Tolerance
+from tilelang_golden.gpu.numerics import ErrorStats, Output, check_numerics, error_stats, prepare
+from tilelang_golden.gpu.numerics_gate import THRESHOLDS
 
 SHAPE = {"M": 64, "N": 48, "K": 32}
 SEEDS = [1, 2, 3]

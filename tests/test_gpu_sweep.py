@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import gpu_fakes as fake
 
-from harness.family import Sweep
-from harness.gpu.check import build_sweeps
-from harness.gpu.sweep import SweepCurve, SweepPoint, conclusions, find_knee
+from tilelang_golden.family import Sweep
+from tilelang_golden.gpu.check import build_sweeps
+from tilelang_golden.gpu.sweep import SweepCurve, SweepPoint, conclusions, find_knee
 
 KIB = 1024
 FAMILY = "gemm_num_stages"

@@ -6,10 +6,10 @@ import copy
 
 import pytest
 
-from harness.analysis import source_lines_changed
-from harness.static.variant_effects import changed_cuda_lines
 from kernels.gemm_num_stages import CRITERIA as NUM_STAGES_CRITERIA
 from kernels.gemm_num_stages import num_stages_criteria
+from tilelang_golden.analysis import source_lines_changed
+from tilelang_golden.static.variant_effects import changed_cuda_lines
 
 
 def facts(n: int) -> dict:

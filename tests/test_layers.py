@@ -3,66 +3,85 @@
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 from conftest import REPO, SUBPROCESS_LIMIT_S
 
-HARNESS = REPO / "scripts" / "harness"
+HARNESS = REPO / "src" / "tilelang_golden"
 # Modules that walk TVM IR, and those that lower and extract: only ever used to lower.
 READS_IR = {
-    "harness.static.facts",
-    "harness.static.produce",
-    "harness.static.session",  # what a run builds, traces and lowers: it holds the producing modules
-    "harness.static.upgrade_preview",
-    "harness.static.session_items",  # the static session's pytest items: they lower
+    "tilelang_golden.static.facts",
+    "tilelang_golden.static.produce",
+    "tilelang_golden.static.session",  # what a run builds, traces and lowers: it holds the producing modules
+    "tilelang_golden.static.upgrade_preview",
+    "tilelang_golden.static.session_items",  # the static session's pytest items: they lower
 }
 # Which layers each layer may import from (besides itself and the standard library).
 ALLOWED = {
-    "harness": set(),
-    # the `tilelang-golden` command (and `python -m harness`): above both halves, it runs them
-    "harness.cli": {"harness.static", "harness.gpu", "harness.upgrade_command", "harness.init", "harness.config"},
-    # `tilelang-golden upgrade-preview`: the static half's preview, then both TileLangs on the GPU
-    "harness.upgrade_command": {"harness.config", "harness.family", "harness.static", "harness.gpu"},
-    "harness.init": {"harness.config"},  # `tilelang-golden init`: writes the shipped files, adds the settings
-    "harness.__main__": {"harness.cli"},
-    "harness.files": set(),  # below both halves: atomic writes
-    "harness.environment": set(),  # below both halves: CI or not
-    "harness.github": set(),  # below both halves: workflow commands and the step summary, escaped and capped
-    "harness.targets": set(),  # a project setting both halves read
-    "harness.config": {"harness.targets"},  # a repository's settings ([tool.tilelang-golden]), read by both halves
-    "harness.family": {"harness.targets", "harness.config"},  # the targets a family narrows to; default packages
-    "harness.analysis": set(),  # what families' checks compute: with harness.family, all they may import
-    "harness.dtypes": set(),  # below both halves: element types by TVM's and torch's names
-    # a chain of jit kernels traced on the meta device: what build makes of a Chain
-    "harness.chain": {"harness.dtypes"},
-    "harness.build": {"harness.family", "harness.chain", "harness.dtypes"},
-    # a family's callables against the kernel's signature: checked by both halves
-    "harness.declaration": {"harness.family", "harness.build", "harness.dtypes"},
-    "harness.static": {
-        "harness.config",
-        "harness.family",
-        "harness.analysis",
-        "harness.build",
-        "harness.chain",
-        "harness.declaration",
-        "harness.targets",
-        "harness.files",
-        "harness.environment",
-        "harness.github",
+    "tilelang_golden": set(),
+    # the `tilelang-golden` command (and `python -m tilelang_golden`): above both halves, it runs them
+    "tilelang_golden.cli": {
+        "tilelang_golden.static",
+        "tilelang_golden.gpu",
+        "tilelang_golden.upgrade_command",
+        "tilelang_golden.init",
+        "tilelang_golden.config",
     },
-    "harness.gpu": {
-        "harness.config",
-        "harness.family",
-        "harness.build",
-        "harness.dtypes",
-        "harness.declaration",
-        "harness.static",
-        "harness.github",
-        "harness.targets",
-        "harness.files",
-        "harness.environment",
+    # `tilelang-golden upgrade-preview`: the static half's preview, then both TileLangs on the GPU
+    "tilelang_golden.upgrade_command": {
+        "tilelang_golden.config",
+        "tilelang_golden.family",
+        "tilelang_golden.static",
+        "tilelang_golden.gpu",
+    },
+    "tilelang_golden.init": {
+        "tilelang_golden.config"
+    },  # `tilelang-golden init`: writes the shipped files, adds the settings
+    "tilelang_golden.__main__": {"tilelang_golden.cli"},
+    "tilelang_golden.files": set(),  # below both halves: atomic writes
+    "tilelang_golden.environment": set(),  # below both halves: CI or not
+    "tilelang_golden.github": set(),  # below both halves: workflow commands and the step summary, escaped and capped
+    "tilelang_golden.targets": set(),  # a project setting both halves read
+    "tilelang_golden.config": {
+        "tilelang_golden.targets"
+    },  # a repository's settings ([tool.tilelang-golden]), read by both halves
+    "tilelang_golden.family": {
+        "tilelang_golden.targets",
+        "tilelang_golden.config",
+    },  # the targets a family narrows to; default packages
+    "tilelang_golden.analysis": set(),  # what families' checks compute: with .family, all they may import
+    "tilelang_golden.dtypes": set(),  # below both halves: element types by TVM's and torch's names
+    # a chain of jit kernels traced on the meta device: what build makes of a Chain
+    "tilelang_golden.chain": {"tilelang_golden.dtypes"},
+    "tilelang_golden.build": {"tilelang_golden.family", "tilelang_golden.chain", "tilelang_golden.dtypes"},
+    # a family's callables against the kernel's signature: checked by both halves
+    "tilelang_golden.declaration": {"tilelang_golden.family", "tilelang_golden.build", "tilelang_golden.dtypes"},
+    "tilelang_golden.static": {
+        "tilelang_golden.config",
+        "tilelang_golden.family",
+        "tilelang_golden.analysis",
+        "tilelang_golden.build",
+        "tilelang_golden.chain",
+        "tilelang_golden.declaration",
+        "tilelang_golden.targets",
+        "tilelang_golden.files",
+        "tilelang_golden.environment",
+        "tilelang_golden.github",
+    },
+    "tilelang_golden.gpu": {
+        "tilelang_golden.config",
+        "tilelang_golden.family",
+        "tilelang_golden.build",
+        "tilelang_golden.dtypes",
+        "tilelang_golden.declaration",
+        "tilelang_golden.static",
+        "tilelang_golden.github",
+        "tilelang_golden.targets",
+        "tilelang_golden.files",
+        "tilelang_golden.environment",
     },
 }
 
@@ -89,7 +108,7 @@ def imported(module: str) -> set[str]:
             names.add(node.module)
         elif isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-    return {n for n in names if n.split(".")[0] in ("harness", "kernels")}
+    return {n for n in names if n.split(".")[0] in ("tilelang_golden", "kernels")}
 
 
 def test_every_layer_imports_only_downward():
@@ -133,7 +152,7 @@ GENERIC_SCRIPTS = sorted(path for path in (REPO / "scripts").glob("*.py") if pat
 def test_the_harness_names_no_family():
     """The harness and its generic scripts know no family: no registered family's name, and none of
     the seeds' own words."""
-    from harness.family import load_families
+    from tilelang_golden.family import load_families
 
     words = {f.name for f in load_families().families} | {"block_M", "A_s", "matmul_relu"}
     mentions = [
@@ -146,11 +165,11 @@ def test_the_harness_names_no_family():
 
 
 # What a family file may import of the harness: what it declares, and what its checks may compute.
-FAMILY_API = {"harness.family", "harness.analysis"}
+FAMILY_API = {"tilelang_golden.family", "tilelang_golden.analysis"}
 
 
 def test_families_import_only_the_public_family_api():
-    """kernels/*.py use harness.family and harness.analysis only (and no TVM internals), so the harness
+    """kernels/*.py use tilelang_golden.family and tilelang_golden.analysis only (and no TVM internals), so the harness
     can change behind them."""
     wrong = []
     for path in sorted((REPO / "kernels").glob("*.py")):
@@ -164,6 +183,16 @@ def test_families_import_only_the_public_family_api():
             )
             for name in names:
                 root = name.split(".")[0]
-                if (root == "harness" and name not in FAMILY_API) or root in ("tvm", "tvm_ffi"):
+                if (root == "tilelang_golden" and name not in FAMILY_API) or root in ("tvm", "tvm_ffi"):
                     wrong.append(f"kernels/{path.name} imports {name}")
     assert not wrong, "\n".join(wrong) + f"\na family may import {sorted(FAMILY_API)} of the harness, and no TVM"
+
+
+def test_no_file_edits_the_module_path():
+    """The harness and the families are installed projects; a script or noxfile that puts a folder on sys.path would
+    find them another way than an adopting repository does."""
+    listed = subprocess.run(["git", "ls-files", "*.py", "noxfile*"], cwd=REPO, capture_output=True, text=True)
+    edits = re.compile(r"\bsys\.path\s*(\.(insert|append|extend)\b|\[[^\]]*\]\s*=|=)")
+    found = [f"{name}:{number}" for name in listed.stdout.split() for number, line in
+             enumerate((REPO / name).read_text().splitlines(), 1) if edits.search(line)]  # fmt: skip
+    assert not found, found

@@ -110,22 +110,47 @@ class SessionError(Exception):
     pass
 
 
-def load_noxfile(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+def load_noxfile(monkeypatch: pytest.MonkeyPatch, path: Path = REPO / "noxfile.py") -> types.ModuleType:
+    """The noxfile at `path` as nox loads it (registered under its module name before it runs), with a stand-in nox
+    whose `session` decorator records each session by name in `nox.sessions`."""
     fake = types.ModuleType("nox")
+    fake.sessions = {}
     fake.options = types.SimpleNamespace()
     fake.Session = object
     fake.command = types.SimpleNamespace(CommandFailed=CommandFailed)
 
-    def session(func: Any = None, **_: Any) -> Any:
-        return func if func is not None else (lambda f: f)
+    def session(func: Any = None, name: str | None = None, **_: Any) -> Any:
+        def register(f: Any) -> Any:
+            fake.sessions[name or f.__name__] = f
+            return f
+
+        return register(func) if func is not None else register
 
     fake.session = session
     monkeypatch.setitem(sys.modules, "nox", fake)
-    spec = importlib.util.spec_from_file_location("noxfile_under_test", REPO / "noxfile.py")
+    spec = importlib.util.spec_from_file_location("noxfile_under_test", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    monkeypatch.delitem(sys.modules, "golden_sessions", raising=False)
     spec.loader.exec_module(module)
     return module
+
+
+def test_the_noxfile_runs_a_repositorys_own_noxfiles_after_its_sessions(monkeypatch, tmp_path):
+    """A repository keeps its own sessions in noxfile_*.py beside the shipped noxfile.py, which stays as init wrote
+    it; they import what they share with it from `golden_sessions`. This repository's own are noxfile_harness.py."""
+    shutil.copy(REPO / "noxfile.py", tmp_path / "noxfile.py")
+    (tmp_path / "noxfile_ours.py").write_text(
+        "import nox\nfrom golden_sessions import CPU_LOCK\n\n\n@nox.session\ndef ours(session):\n"
+        "    session.log(CPU_LOCK)\n"
+    )
+    load_noxfile(monkeypatch, tmp_path / "noxfile.py")
+    sessions = sys.modules["nox"].sessions
+    assert {"static", "regen-golden", "tests", "ours"} <= set(sessions) and "lint" not in sessions
+    monkeypatch.undo()
+    load_noxfile(monkeypatch)
+    assert {"static", "tests", "lint", "wheel", "workflows"} <= set(sys.modules["nox"].sessions)
 
 
 class RecordingSession:
@@ -162,13 +187,14 @@ def noxfile(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     return load_noxfile(monkeypatch)
 
 
-PROJECT_INSTALL = ("--no-deps", "--no-build-isolation", "-e", ".")
+# This repository's projects, `projects` of its [tool.tilelang-golden]: the harness, then its families.
+PROJECT_INSTALLS = [("--no-deps", "--no-build-isolation", "-e", folder) for folder in (".", "kernels")]
 
 
 def locked_installs(installs: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
-    """A session's installs but the last, which must be this project itself (editable, nothing else)."""
-    *locked, project = installs
-    assert project == PROJECT_INSTALL, f"the project is installed last, alone: {installs}"
+    """A session's installs but the last ones, which must be this repository's projects (editable, nothing else)."""
+    locked, projects = installs[: -len(PROJECT_INSTALLS)], installs[-len(PROJECT_INSTALLS) :]
+    assert projects == PROJECT_INSTALLS, f"the projects are installed last, alone: {installs}"
     return locked
 
 
@@ -388,13 +414,13 @@ def test_regen_golden_runs_in_the_static_sessions_venv_brought_up_to_date_first(
     update, regen = session.runs
     assert update[1:] == ("-m", "nox", "--install-only", "-s", "static")
     assert Path(regen[0]) == Path(".nox") / "static" / "bin" / "python"
-    assert regen[1:4] == ("-m", "harness", "regen") and regen[-2:] == ("-k", "sm_90")
+    assert regen[1:4] == ("-m", "tilelang_golden", "regen") and regen[-2:] == ("-k", "sm_90")
 
 
 @pytest.mark.parametrize("name", ["static", "tests", "gpu", "lint", "workflows"])
 def test_every_session_installs_only_hashed_locks(noxfile, tmp_path, name):
     session = RecordingSession([], tmp_path)
-    getattr(noxfile, name)(session)
+    sys.modules["nox"].sessions[name](session)
     assert session.installs, f"{name} installs nothing"
     installs = session.installs if name in ("lint", "workflows") else locked_installs(session.installs)
     for args in installs:
@@ -421,10 +447,10 @@ def test_the_harness_is_built_by_the_setuptools_its_lock_installed_by_hash(noxfi
     """A git URL is built: in an isolated build, pip would fetch an unpinned setuptools from PyPI for it."""
     monkeypatch.chdir(adopting_repository(tmp_path / "acme", PINNED_HARNESS))
     session = RecordingSession([], tmp_path / "tmp")
-    getattr(noxfile, name)(session)
+    sys.modules["nox"].sessions[name](session)
     *locked, harness, project = session.installs
     assert harness == ("--no-deps", "--no-build-isolation", PINNED_HARNESS)
-    assert project == PROJECT_INSTALL
+    assert project == PROJECT_INSTALLS[0], "an adopting repository's project: the root alone (projects' default)"
     assert all("--require-hashes" in args for args in locked)
     installed_before = "".join(path.read_text() for path in lock_files_in(locked))
     assert "setuptools" in lock_pins(installed_before), f"{name}: nothing installed setuptools before the builds"
@@ -456,11 +482,13 @@ def test_upgrade_preview_passes_options_after_the_version_to_the_script(noxfile,
     session = RecordingSession(["0.1.13", "--gpu"], tmp_path)
     noxfile.upgrade_preview(session)
     assert session.runs == [
-        ("python", "-m", "harness", "upgrade-preview", "--output", "build/upgrade-preview/0.1.13", "--gpu")
+        ("python", "-m", "tilelang_golden", "upgrade-preview", "--output", "build/upgrade-preview/0.1.13", "--gpu")
     ]
     session = RecordingSession(["0.1.14"], tmp_path)
     noxfile.upgrade_preview(session)
-    assert session.runs == [("python", "-m", "harness", "upgrade-preview", "--output", "build/upgrade-preview/0.1.14")]
+    assert session.runs == [
+        ("python", "-m", "tilelang_golden", "upgrade-preview", "--output", "build/upgrade-preview/0.1.14")
+    ]
 
 
 def test_upgrade_preview_installs_the_lock_without_tilelang_then_the_requested_tilelang(noxfile, tmp_path):

@@ -15,11 +15,11 @@ from conftest import SUBPROCESS_LIMIT_S, num_stages_case
 from hidden_tilelang import HOW, SCRIPTS, run_without_tilelang
 from script_runner import load_script, run_script
 
-from harness.static.facts import extract_facts
-from harness.static.normalize import normalize_cuda
-from harness.targets import TARGETS
 from kernels.gemm_num_stages import CRITERIA as NUM_STAGES_CRITERIA
 from kernels.gemm_num_stages import FAMILY, variant
+from tilelang_golden.static.facts import extract_facts
+from tilelang_golden.static.normalize import normalize_cuda
+from tilelang_golden.targets import TARGETS
 
 script = load_script("lower_num_stages")
 
@@ -263,7 +263,7 @@ def test_without_tilelang_it_says_so_and_exits_nonzero(how):
     assert result.returncode == script.EXIT_CANNOT_RUN
     expected = {  # with -S nothing installed is found, this project included
         "hidden": "cannot import TileLang (No module named 'tilelang')\n",
-        "no site-packages": "cannot import the harness (No module named 'harness'); install this project: ",
+        "no site-packages": "cannot import the harness (No module named 'tilelang_golden'): pip install ",
     }[how]
     assert result.stderr.startswith(expected)
     assert result.stdout == ""
@@ -302,7 +302,7 @@ def test_tilelang_lower_trace_hooks_into_the_lowering(mode, tmp_path):
 
 
 def test_repository_paths_work_from_any_directory(tmp_path):
-    """The script finds kernels/ and harness/ itself (CI and readers run it from anywhere)."""
+    """The script runs from any directory with the installed harness and families (CI and readers run it anywhere)."""
     result = subprocess.run(
         [sys.executable, str(Path(SCRIPTS, "lower_num_stages.py")), "--help"],
         capture_output=True,
@@ -317,8 +317,8 @@ def test_bench_runs_the_gpu_check_for_the_given_n_and_prints_its_summary(monkeyp
     """The wiring of --bench, on a fake GPU run (the real one needs a GPU)."""
     import gpu_fakes
 
-    from harness.gpu import check as gpu_check
-    from harness.gpu import device as gpu_device
+    from tilelang_golden.gpu import check as gpu_check
+    from tilelang_golden.gpu import device as gpu_device
 
     asked = {}
 

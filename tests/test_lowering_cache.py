@@ -1,4 +1,5 @@
-"""The content-addressed lowering cache (harness/static/lowering_cache.py): never wrong, and used by the session."""
+"""The content-addressed lowering cache (tilelang_golden/static/lowering_cache.py): never wrong, and used by the
+session."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ import tilelang
 import tilelang.language as T
 from conftest import SMALL_CASE
 
-import harness.static.lowering_cache as lowering_cache
-from harness.family import Variant, load_families
-from harness.static.cases import Case, all_cases, family_cases
-from harness.static.lowering_cache import CorruptEntry, LoweringCache, StaleCacheEntry
-from harness.static.session import LoweringSession
-from harness.targets import TARGETS
+import tilelang_golden.static.lowering_cache as lowering_cache
+from tilelang_golden.family import Variant, load_families
+from tilelang_golden.static.cases import Case, all_cases, family_cases
+from tilelang_golden.static.lowering_cache import CorruptEntry, LoweringCache, StaleCacheEntry
+from tilelang_golden.static.session import LoweringSession
+from tilelang_golden.targets import TARGETS
 
 SMALL = next(c for c in all_cases(load_families()) if c.id == SMALL_CASE)
 # A variant on every target, and one declared not to lower (its file is the `.error`).
@@ -145,7 +146,10 @@ def test_a_change_to_the_code_that_writes_snapshots_is_a_miss(monkeypatch, tmp_p
 def test_the_fingerprint_reads_every_module_that_writes_snapshot_files():
     modules = lowering_cache.producing_modules()
     expected = {"normalize", "facts", "snapshot", "lowering", "cases", "produce", "lowering_cache", "session", "kinds"}
-    assert {f"harness.static.{name}" for name in expected} | {"harness.build", "harness.targets"} <= modules
+    assert {f"tilelang_golden.static.{name}" for name in expected} | {
+        "tilelang_golden.build",
+        "tilelang_golden.targets",
+    } <= modules
 
 
 # -- a bad entry is a miss, never a hit or a crash ---------------------------------------------------------
@@ -227,7 +231,7 @@ class FakeConfig:
 
 def workers_for(monkeypatch, missing: dict[str, str], **options: object) -> int | None:
     """`pytest_xdist_auto_num_workers` over fake cases: case id -> its group, for the cases the cache lacks."""
-    from harness.static import plugin
+    from tilelang_golden.static import plugin
 
     cases = [dataclasses.replace(SMALL, target=t) for t in TARGETS]  # ids differ by target
     monkeypatch.setattr(plugin, "all_cases", lambda registry: cases)
@@ -242,7 +246,7 @@ def test_a_warm_cache_runs_in_one_process_and_a_cold_one_on_workers(monkeypatch)
     assert workers_for(monkeypatch, {case_id: "one family" for case_id in ids}) == 0, "one group: one worker anyway"
     few = {case_id: f"group {i}" for i, case_id in enumerate(ids[:2])}
     assert workers_for(monkeypatch, few) == 0, "a few cases"
-    monkeypatch.setattr("harness.static.plugin.FEW_MISSES", 2)
+    monkeypatch.setattr("tilelang_golden.static.plugin.FEW_MISSES", 2)
     many = {case_id: f"group {i}" for i, case_id in enumerate(ids)}
     assert workers_for(monkeypatch, many) is None, "xdist's own count"
     for option in ("--regen", "--refresh-cache", "--no-cache"):

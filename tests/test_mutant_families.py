@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-import harness.family
-from harness.build import build_kernel
+import tilelang_golden.family
+from tilelang_golden.build import build_kernel
 
 # mutant family -> the module of the family it mutates (a leading `_`: not registered until the harness can
 # declare its outputs or its several kernels).
@@ -27,8 +27,8 @@ REAL = {
 
 
 @pytest.fixture(scope="module")
-def mutants() -> Iterator[harness.family.Registry]:
-    yield harness.family.load_families("tests.mutant_families")  # found from the repository root (pyproject)
+def mutants() -> Iterator[tilelang_golden.family.Registry]:
+    yield tilelang_golden.family.load_families("tests.mutant_families")  # found from the repository root (pyproject)
 
 
 def test_every_mutant_loads_as_one_variant_of_its_real_family(mutants):

@@ -10,10 +10,10 @@ import sys
 import pytest
 from conftest import GOLDEN_TEST, REPO, SMALL_CASE, SUBPROCESS_LIMIT_S
 
-import harness.family
-from harness.static.cases import all_cases
-from harness.static.job_summary import error_annotations, static_report
-from harness.static.results import read_results
+import tilelang_golden.family
+from tilelang_golden.static.cases import all_cases
+from tilelang_golden.static.job_summary import error_annotations, static_report
+from tilelang_golden.static.results import read_results
 
 WORKERS = ("0", "2")  # -n 0: no xdist; -n 2: what `nox -s static` runs (-n auto on 2 cores)
 
@@ -22,8 +22,8 @@ def session(tmp_path, workers: str, *args: str, **env: str) -> subprocess.Comple
     environ = {k: v for k, v in os.environ.items() if k not in ("CI", "TL_LOWER_TRACE")}
     environ.update(env)
     command = [
-        sys.executable, "-m", "pytest", "-p", "harness.static.plugin", str(GOLDEN_TEST), "-p", "no:cacheprovider",
-        f"--golden-dir={tmp_path / 'golden'}", f"--pending-dir={tmp_path / 'pending'}",
+        sys.executable, "-m", "pytest", "-p", "tilelang_golden.static.plugin", str(GOLDEN_TEST),
+        "-p", "no:cacheprovider", f"--golden-dir={tmp_path / 'golden'}", f"--pending-dir={tmp_path / 'pending'}",
         f"--lowering-cache={tmp_path / 'lowering-cache'}", "-n", workers, "--dist", "loadgroup", *args,
     ]  # fmt: skip
     return subprocess.run(command, cwd=REPO, env=environ, capture_output=True, text=True, timeout=SUBPROCESS_LIMIT_S)
@@ -76,7 +76,7 @@ def test_the_items_of_one_group_run_on_one_worker_and_the_report_names_them_by_c
     assert set(workers) == {"rms_norm", "linear_bf16"}, result.stdout
     assert all(len(ran_on) == 1 for ran_on in workers.values()), workers
 
-    case = next(c for c in all_cases(harness.family.load_families()) if c.family.name == "rms_norm")
+    case = next(c for c in all_cases(tilelang_golden.family.load_families()) if c.family.name == "rms_norm")
     cuda = tmp_path / "golden" / f"{case.id}.cu"
     cuda.write_text(cuda.read_text() + "// tampered\n")
     result = session(tmp_path, "2", "-k", case.id)

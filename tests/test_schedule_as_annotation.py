@@ -6,11 +6,11 @@ import pytest
 from hidden_tilelang import HOW, run_without_tilelang
 from script_runner import load_script, run_script
 
-from harness.analysis import changed_source, source_lines_changed
-from harness.static.variant_effects import VariantEffect, variant_effects
-from harness.targets import TARGETS
 from kernels import gemm_relu_schedules
 from kernels.gemm_relu_schedules import FAMILY
+from tilelang_golden.analysis import changed_source, source_lines_changed
+from tilelang_golden.static.variant_effects import VariantEffect, variant_effects
+from tilelang_golden.targets import TARGETS
 
 script = load_script("schedule_as_annotation")
 
@@ -227,7 +227,7 @@ def test_without_tilelang_it_says_so_and_exits_nonzero(how):
     assert result.returncode == script.EXIT_CANNOT_RUN
     expected = {  # with -S nothing installed is found, this project included
         "hidden": "cannot import TileLang (No module named 'tilelang')\n",
-        "no site-packages": "cannot import the harness (No module named 'harness'); install this project: ",
+        "no site-packages": "cannot import the harness (No module named 'tilelang_golden'): pip install ",
     }[how]
     assert result.stderr.startswith(expected)
     assert result.stdout == ""
@@ -274,9 +274,9 @@ def fake_gpu(monkeypatch):
     """A GPU where v2 fails to compile and v3 mismatches; returns what check_numerics was given."""
     import gpu_fakes
 
-    from harness.gpu import compile as jit
-    from harness.gpu import device as gpu_device
-    from harness.gpu import numerics
+    from tilelang_golden.gpu import compile as jit
+    from tilelang_golden.gpu import device as gpu_device
+    from tilelang_golden.gpu import numerics
 
     given = {}
 

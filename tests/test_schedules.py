@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.analysis import dataflow, source_lines_changed
 from kernels import gemm_num_stages, gemm_relu_schedules
+from tilelang_golden.analysis import dataflow, source_lines_changed
 
 SHAPE = {"M": 1024, "N": 1024, "K": 1024}
 

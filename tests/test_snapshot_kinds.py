@@ -1,4 +1,5 @@
-"""Snapshot kinds (harness/static/kinds.py): one class per kind of file under golden/, and a new kind is one class."""
+"""Snapshot kinds (tilelang_golden/static/kinds.py): one class per kind of file under golden/, and a new kind is one
+class."""
 
 from __future__ import annotations
 
@@ -7,18 +8,27 @@ import dataclasses
 import pytest
 from conftest import SMALL_CASE
 
-import harness.family
-from harness.static import kinds
-from harness.static.cases import Case, all_cases
-from harness.static.changes import CaseOutcome, FileChange
-from harness.static.engine import check_case
-from harness.static.kinds import KINDS, DeclaredError, Facts, KernelSource, SnapshotKind, Summary, case_kinds, kind_of
-from harness.static.results import Status
-from harness.static.session import LoweringSession
-from harness.static.snapshot import SnapshotStore
-from harness.static.verdict import build_verdict
+import tilelang_golden.family
+from tilelang_golden.static import kinds
+from tilelang_golden.static.cases import Case, all_cases
+from tilelang_golden.static.changes import CaseOutcome, FileChange
+from tilelang_golden.static.engine import check_case
+from tilelang_golden.static.kinds import (
+    KINDS,
+    DeclaredError,
+    Facts,
+    KernelSource,
+    SnapshotKind,
+    Summary,
+    case_kinds,
+    kind_of,
+)
+from tilelang_golden.static.results import Status
+from tilelang_golden.static.session import LoweringSession
+from tilelang_golden.static.snapshot import SnapshotStore
+from tilelang_golden.static.verdict import build_verdict
 
-CASE = next(c for c in all_cases(harness.family.load_families()) if c.id == SMALL_CASE)
+CASE = next(c for c in all_cases(tilelang_golden.family.load_families()) if c.id == SMALL_CASE)
 
 
 class PtxStandIn(SnapshotKind):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.family import target_record, targets_where
-from harness.targets import TARGETS, Features, cuda, hip
 from kernels import flash_attention, gemm_num_stages, gemm_tcgen05, rms_norm
+from tilelang_golden.family import target_record, targets_where
+from tilelang_golden.targets import TARGETS, Features, cuda, hip
 
 
 def features(cp_async=False, tma=False, tensor_memory=False, lds_copies=False, mfma=False, pipelining=True):

@@ -10,18 +10,18 @@ import shutil
 import pytest
 from conftest import REPO, SMALL_CASE
 
-import harness.family
-import harness.static.upgrade_preview as preview_module
-from harness.family import Registry
-from harness.static.cases import Case, all_cases
-from harness.static.changes import CaseOutcome, FileChange
-from harness.static.diff import changed_fields
-from harness.static.lowering import LoweringError
-from harness.static.results import read_results
-from harness.static.snapshot import SnapshotStore
-from harness.static.upgrade_preview import CaseRow, Preview, classify_case, render_markdown, run_preview
+import tilelang_golden.family
+import tilelang_golden.static.upgrade_preview as preview_module
+from tilelang_golden.family import Registry
+from tilelang_golden.static.cases import Case, all_cases
+from tilelang_golden.static.changes import CaseOutcome, FileChange
+from tilelang_golden.static.diff import changed_fields
+from tilelang_golden.static.lowering import LoweringError
+from tilelang_golden.static.results import read_results
+from tilelang_golden.static.snapshot import SnapshotStore
+from tilelang_golden.static.upgrade_preview import CaseRow, Preview, classify_case, render_markdown, run_preview
 
-CASE = next(c for c in all_cases(harness.family.load_families()) if c.id == SMALL_CASE)
+CASE = next(c for c in all_cases(tilelang_golden.family.load_families()) if c.id == SMALL_CASE)
 
 
 @pytest.fixture
@@ -69,7 +69,7 @@ def test_a_changed_statement_is_a_cuda_change_and_a_changed_fact_names_its_field
 def test_a_comment_only_edit_is_classified_alike_by_the_static_check_and_the_preview(
     golden_session, tmp_path, lowerings
 ):
-    """One engine (harness.static.engine.check_case): the static session's result and the preview's row name one
+    """One engine (tilelang_golden.static.engine.check_case): the static session's result and the preview's row name one
     class."""
     golden_session("--regen", "-k", SMALL_CASE).assert_outcomes(passed=1)
     source = golden_session.golden / f"{SMALL_CASE}.cu"
@@ -140,12 +140,12 @@ def test_a_real_cuda_change_that_no_fact_explains_is_counted_per_family_and_targ
 def test_a_family_check_whose_outcome_changed_is_listed(monkeypatch, lowerings):
     import dataclasses
 
-    import harness.family
     import kernels.gemm_num_stages as family_module
-    from harness.family import Claim
+    import tilelang_golden.family
+    from tilelang_golden.family import Claim
 
     family = dataclasses.replace(family_module.FAMILY, variants=[CASE.variant], targets=["sm_90"])
-    families = harness.family.Registry((family,), ())
+    families = tilelang_golden.family.Registry((family,), ())
     assert preview_module.changed_checks(lowerings, families) == [], "the pinned TileLang gives what the family records"
     forged = [Claim(family_module.CRITERIA[2], False, "N=0: [0, 0, 1]")]
     monkeypatch.setattr(family_module, "num_stages_criteria", lambda facts: forged)

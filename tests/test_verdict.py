@@ -1,13 +1,13 @@
-"""The verdict of a failing static run (harness/static/verdict.py): grouping, order, words, caps, commands."""
+"""The verdict of a failing static run (tilelang_golden/static/verdict.py): grouping, order, words, caps, commands."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.static.changes import FactChange, FileChange, Mismatch
-from harness.static.diff import fact_changes
-from harness.static.results import CheckResult, Status
-from harness.static.verdict import (
+from tilelang_golden.static.changes import FactChange, FileChange, Mismatch
+from tilelang_golden.static.diff import fact_changes
+from tilelang_golden.static.results import CheckResult, Status
+from tilelang_golden.static.verdict import (
     FAILURE_TEXT_LINES,
     MARKDOWN_UNFOLDED_LINES,
     TERMINAL_BODY_LINES,
@@ -132,7 +132,7 @@ def test_unfolded_lines_count_what_a_reader_sees_with_every_block_closed():
 
 def test_a_family_declaration_error_is_shown_once_and_short():
     """The same error for every case of a family (the case's names aside) is one entry of at most 20 lines."""
-    trace = [f"  File 'harness/x.py', line {i}, in f" for i in range(60)]
+    trace = [f"  File 'tilelang_golden/x.py', line {i}, in f" for i in range(60)]
     failures = [
         CheckResult(
             f"fam/v{i}/sm_80",

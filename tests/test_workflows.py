@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import re
 import shlex
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -110,10 +111,10 @@ def nox_sessions_called(shell: str) -> list[str]:
 
 
 def noxfile_sessions() -> set[str]:
-    """Every session noxfile.py declares, its own and the shared ones it imports (init_files/noxfile.py): the
+    """Every session noxfile.py declares, the shared ones and this repository's own in the noxfile_*.py it loads: the
     function name, or its `name=`."""
     sessions = set()
-    files = [REPO / "noxfile.py", REPO / "scripts" / "harness" / "init_files" / "noxfile.py"]
+    files = [REPO / "noxfile.py", *REPO.glob("noxfile_*.py")]
     for node in (node for path in files for node in ast.walk(ast.parse(path.read_text()))):
         if not isinstance(node, ast.FunctionDef):
             continue
@@ -235,7 +236,7 @@ def test_comment_runs_for_different_pull_requests_or_commits_never_share_a_concu
 
 def test_the_static_shards_upload_the_verdict_and_the_pull_request_number_for_the_comment():
     golden = _static_jobs()["golden"]
-    summary = next(step for step in golden["steps"] if "-m harness summary" in step.get("run", ""))
+    summary = next(step for step in golden["steps"] if "-m tilelang_golden summary" in step.get("run", ""))
     assert "--comment-file build/verdict/verdict.md" in summary["run"]
     number = next(step for step in golden["steps"] if "build/verdict/pull-request" in step.get("run", ""))
     assert number["env"] == {"PULL_REQUEST": "${{ github.event.pull_request.number }}"}
@@ -356,7 +357,7 @@ def test_the_check_runs_the_gpu_session_of_the_pull_request_as_the_workflow_asks
     (call,) = [line.strip() for line in script.splitlines() if nox_sessions_called(line)]
     assert call == '"$HOME/venv/bin/nox" --envdir "$HOME/nox" -s gpu -- --output "$work/out" "$@"'
     assert "report=${GPU_CHECK_REPORT:-/report}" in script and "work=$HOME/check" in script
-    from harness.gpu.command import parse_args  # the session's command: its parser must accept what it is given
+    from tilelang_golden.gpu.command import parse_args  # the session's command: its parser must accept what it is given
 
     options = parse_args(["--output", "/report/out", "--against", "a" * 40])
     assert options.output == Path("/report/out") and options.against == "a" * 40
@@ -768,9 +769,9 @@ def test_static_failure_reports_through_the_harness(job_name):
     commands = _commands(job)
     static = next(run for run in commands if "nox -s static" in run)
     assert "--pending-dir" not in static, f"{job_name}: the summary reads the default pending folder's results"
-    summary = [step for step in job["steps"] if "-m harness summary" in step.get("run", "")]
+    summary = [step for step in job["steps"] if "-m tilelang_golden summary" in step.get("run", "")]
     assert len(summary) == 1 and summary[0]["if"] == "${{ !cancelled() }}"
-    assert shlex.split(summary[0]["run"])[1:5] == ["-m", "harness", "summary", "build/golden-pending"]
+    assert shlex.split(summary[0]["run"])[1:5] == ["-m", "tilelang_golden", "summary", "build/golden-pending"]
     upload = [
         step
         for step in job["steps"]
@@ -807,7 +808,9 @@ def test_regen_forces_writes_under_ci_and_a_job_that_runs_no_code_checks_its_pat
     ]
     (script,) = [step["run"] for step in check["steps"] if "regen-patch-check" in step.get("run", "")]
     assert "tomllib.loads" in script and "base/pyproject.toml" in script
-    assert "-m harness" not in script and "import harness" not in script, "no code of the dispatched ref runs"
+    assert "-m tilelang_golden" not in script and "import tilelang_golden" not in script, (
+        "no code of the dispatched ref runs"
+    )
     assert "(cd tree && python3 ../base/.github/regen-patch-check ../unchecked/golden.patch" in script
     assert 'sha256sum -c && git apply --index golden.patch"' in script and "no snapshot changed" in script
     uploads = [step for step in check["steps"] if step.get("uses", "").startswith("actions/upload-artifact@")]
@@ -819,8 +822,8 @@ def test_regen_forces_writes_under_ci_and_a_job_that_runs_no_code_checks_its_pat
 
 def test_each_shard_titles_its_summary_and_the_orphan_job_promises_no_produced_files():
     jobs = workflows()["static.yml"]["jobs"]
-    summaries = {name: next(s["run"] for s in job["steps"] if "harness summary" in s.get("run", "")) for name, job in
-                 jobs.items() if any("harness summary" in s.get("run", "") for s in job["steps"])}  # fmt: skip
+    summaries = {name: next(s["run"] for s in job["steps"] if "golden summary" in s.get("run", "")) for name, job in
+                 jobs.items() if any("golden summary" in s.get("run", "") for s in job["steps"])}  # fmt: skip
     assert '--title "Golden snapshots, shard $SHARD"' in summaries["golden"]
     assert "--no-produced-files" in summaries["orphans"] and "--artifact" not in summaries["orphans"]
     uploads = [s for s in jobs["orphans"]["steps"] if "upload-artifact" in s.get("uses", "")]
@@ -865,9 +868,9 @@ def test_dependabot_waits_before_proposing_a_release():
 def test_lint_covers_dependabot_and_the_gpu_check_image(monkeypatch):
     from test_locks import RecordingSession, load_noxfile
 
-    noxfile = load_noxfile(monkeypatch)
+    load_noxfile(monkeypatch)
     session = RecordingSession([], REPO)
-    noxfile.lint(session)
+    sys.modules["nox"].sessions["lint"](session)
     (zizmor,) = [run for run in session.runs if run[0] == "zizmor"]
     assert ".github/dependabot.yml" in zizmor and "--min-severity" in zizmor
     linted = {path for run in session.runs if run[0] == "hadolint" for path in run[1:]}

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from harness.family import Params, Work
+from tilelang_golden.family import Params, Work
 
 SHAPE = {"rows": 4096, "cols": 1024}
 

@@ -9,7 +9,7 @@ from typing import Any
 import tilelang
 import tilelang.language as T
 
-from harness.family import Family, Params, Tolerance, Variant, Work
+from tilelang_golden.family import Family, Params, Tolerance, Variant, Work
 
 FAR = 1 << 50  # elements: far beyond any mapping of the device's memory
 

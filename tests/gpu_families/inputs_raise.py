@@ -5,7 +5,7 @@ from typing import Any
 import tilelang
 import tilelang.language as T
 
-from harness.family import Family, Params, Tolerance, Variant
+from tilelang_golden.family import Family, Params, Tolerance, Variant
 
 from ._rows import SHAPE, copy_work, float32_copy, torch_copy
 

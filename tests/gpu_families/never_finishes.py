@@ -8,7 +8,7 @@ the compiler may not reassociate) keeps the loop from being folded away.
 import tilelang
 import tilelang.language as T
 
-from harness.family import Family, Tolerance, Variant
+from tilelang_golden.family import Family, Tolerance, Variant
 
 from ._rows import SHAPE, copy_work, float32_copy, rows_inputs, torch_copy
 

@@ -1,0 +1,83 @@
+"""`tilelang-golden`: the harness's commands, in the repository that runs them (its settings: tilelang_golden.config).
+
+    tilelang-golden static [PYTEST OPTIONS]   compare every snapshot (what `nox -s static` runs)
+    tilelang-golden regen [PYTEST OPTIONS]    rewrite the selected snapshots (what `nox -s regen-golden` runs)
+    tilelang-golden gpu [OPTIONS]             numerics and timing on the GPU at hand (`nox -s gpu`)
+    tilelang-golden upgrade-preview [OPTIONS] what another TileLang would change (`nox -s upgrade-preview`)
+    tilelang-golden summary [OPTIONS]         a static run's results -> GitHub job summary and annotations
+    tilelang-golden config KEY                one of the repository's settings, as the harness reads it
+    tilelang-golden init --families PKG       write the sessions, workflows, locks' inputs and runner set-up here
+
+Each runs in the calling Python: a session installs the locks, the harness and the repository's own package of
+families, then calls it as `python -m tilelang_golden COMMAND`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+
+# The static session's items live in the package; --pyargs collects that module by its name.
+GOLDEN = ["-p", "tilelang_golden.static.plugin", "--pyargs", "tilelang_golden.static.session_items"]
+# Lowerings of one group stay on one worker (docs/internals.md); -n auto starts none when the cache holds them.
+WORKERS = ["-n", "auto", "--dist", "loadgroup"]
+
+
+def static(argv: Sequence[str]) -> int:
+    import pytest
+
+    return int(pytest.main([*GOLDEN, *WORKERS, *argv]))
+
+
+def regen(argv: Sequence[str]) -> int:
+    return static(["--regen", *argv])
+
+
+def gpu(argv: Sequence[str]) -> int:
+    from tilelang_golden.gpu.command import main
+
+    return main(list(argv))
+
+
+def upgrade_preview(argv: Sequence[str]) -> int:
+    from tilelang_golden.upgrade_command import main
+
+    return main(list(argv))
+
+
+def summary(argv: Sequence[str]) -> int:
+    from tilelang_golden.static.job_summary import main
+
+    return main(argv)
+
+
+def config(argv: Sequence[str]) -> int:
+    from tilelang_golden.config import main
+
+    return main(argv)
+
+
+def init(argv: Sequence[str]) -> int:
+    from tilelang_golden.init import main
+
+    return main(argv)
+
+
+COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
+    "static": static,
+    "regen": regen,
+    "gpu": gpu,
+    "upgrade-preview": upgrade_preview,
+    "summary": summary,
+    "config": config,
+    "init": init,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in COMMANDS:
+        given = f"unknown command {args[0]!r}; " if args and args[0] not in ("-h", "--help") else ""
+        print(f"{given}{__doc__.strip()}", file=sys.stderr if given else sys.stdout)
+        return 2 if given or not args else 0
+    return COMMANDS[args[0]](args[1:])

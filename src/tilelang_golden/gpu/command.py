@@ -1,0 +1,175 @@
+"""`tilelang-golden gpu`: numeric and timing checks of every registered variant on the GPU at hand (`nox -s gpu`).
+
+Exit status: 0 the gate passed, 1 it failed, 2 nothing could be checked (no CUDA device, no
+snapshot target for it, no nvcc, no selected variant for its target, a refused baseline
+recording, bad options). See docs/gpu.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from tilelang_golden.config import ConfigError, read_config
+from tilelang_golden.gpu.device import Device, gpu_unavailable
+from tilelang_golden.gpu.numerics_gate import MIN_SEEDS
+from tilelang_golden.gpu.timing import DEFAULT_ROUNDS, REPEAT_MS, TIMERS, WARMUP_MS
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command's options: what it checks, how it times, where its files are, what it compares against."""
+    parser = argparse.ArgumentParser(prog="tilelang-golden gpu", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--output", type=Path, default=Path("build/gpu-report"), help="report folder (default: build/gpu-report)"
+    )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        help=f"input seeds, at least {MIN_SEEDS} (default: fresh ones, recorded in the report)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=DEFAULT_ROUNDS,
+        help="timing rounds, each variant next to its reference in random order; at least 2 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--timer",
+        choices=TIMERS,
+        default=TIMERS[0],
+        help="alternating launches (interleaved), do_bench (events) or do_bench_cudagraph (default: %(default)s)",
+    )
+    parser.add_argument("--timing-seed", type=int, help="seed of the random order (default: fresh, recorded)")
+    parser.add_argument(
+        "--warmup-ms", type=float, default=WARMUP_MS, help="warm-up per measurement (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--repeat-ms",
+        type=float,
+        default=REPEAT_MS,
+        help="timed launches per measurement and side (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--select", action="append", metavar="GLOB", help="only variants whose family/name matches (repeatable)"
+    )
+    parser.add_argument(
+        "--families",
+        nargs="+",
+        default=None,
+        metavar="PACKAGE",
+        help="packages of family files (default: those the static check snapshots, pyproject.toml's "
+        "[tool.tilelang-golden] families); others, such as the test-only tests.gpu_families, have no snapshots "
+        "to agree with and never record a baseline",
+    )
+    parser.add_argument(
+        "--golden-dir", type=Path, default=None, help="static snapshots (default: [tool.tilelang-golden] golden)"
+    )
+    parser.add_argument(
+        "--timing-dir", type=Path, default=None, help="timing baselines (default: [tool.tilelang-golden] timing)"
+    )
+    parser.add_argument(
+        "--against",
+        metavar="REF",
+        help="also time every variant whose snapshot changed since the commit REF next to REF's kernel of it, "
+        "in alternation, and gate on the time ratio (in CI: the pull request's merge base)",
+    )
+    parser.add_argument(
+        "--against-all",
+        action="store_true",
+        help="with --against, time unchanged variants against REF too (identical kernels: the gate's false alarms)",
+    )
+    parser.add_argument(
+        "--record-baseline", action="store_true", help="write this run's ratios as the baseline for this GPU model"
+    )
+    parser.add_argument(
+        "--force-record-under-ci", action="store_true", help="allow --record-baseline although CI is set"
+    )
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The options given, the repository's settings ([tool.tilelang-golden]) where none is, then refused where
+    they cannot be used together."""
+    parser = build_parser()
+    options = parser.parse_args(argv)
+    try:
+        settings = read_config()
+    except ConfigError as error:
+        parser.error(str(error))
+    options.snapshotted = settings.families  # what the static check snapshots: what a variant must agree with
+    options.families = options.families or list(settings.families)
+    options.golden_dir = options.golden_dir or settings.golden
+    options.timing_dir = options.timing_dir or settings.timing
+    options.targets = settings.targets
+    if options.seeds is not None and len(set(options.seeds)) < MIN_SEEDS:
+        parser.error(f"--seeds needs at least {MIN_SEEDS} distinct seeds")
+    if options.against_all and not options.against:
+        parser.error("--against-all needs --against REF")
+    if options.rounds < 2:
+        parser.error("--rounds must be at least 2: the spread between rounds is the measured noise")
+    return options
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    problem = gpu_unavailable()  # before TileLang's slow import and before compiling anything
+    if problem:
+        print(f"gpu check stopped, nothing was checked: {problem}", file=sys.stderr)
+        return 2
+
+    from tilelang_golden.family import load_families, on_targets
+    from tilelang_golden.gpu.check import CheckPlan, device_cases, not_run_on, run_gpu_check
+    from tilelang_golden.static.cases import Case, family_cases
+
+    loaded = [on_targets(load_families(package), options.targets) for package in options.families]
+    families = [family for each in loaded for family in each.families]
+    broken = [b for each in loaded for b in each.broken]
+    for each in broken:
+        print(f"gpu check: family not checked: {each.error}", file=sys.stderr)
+
+    def chosen(key: str) -> bool:  # a variant's `family/variant`
+        return not options.select or any(fnmatch.fnmatchcase(key, pattern) for pattern in options.select)
+
+    if options.select and not any(chosen(c.key) for family in families for c in family_cases(family)):
+        print(f"gpu check stopped: no variant matches --select {options.select}", file=sys.stderr)
+        return 2
+    against = None
+    if options.against:
+        from tilelang_golden.gpu.against import BaseUnavailable, Plan, plan, resolve
+
+        try:
+            base = resolve(options.against, options.families)
+        except BaseUnavailable as error:
+            print(f"gpu check stopped, nothing was checked: {error}", file=sys.stderr)
+            return 2
+        known = [f"{family.name}/{variant.name}" for family in families for variant in family.variants]
+
+        def against(device: Device, cases: Sequence[Case]) -> Plan:
+            return plan(base, cases, device.target, options.golden_dir, known, every=options.against_all)
+
+    plan = CheckPlan(
+        lambda device: [c for c in device_cases(families, device.target) if chosen(c.key)],
+        not_run=lambda device: {key: why for key, why in not_run_on(families, device.target).items() if chosen(key)},
+        seeds=options.seeds,
+        rounds=options.rounds,
+        golden=options.golden_dir,
+        snapshotted=lambda case: case.family.package in options.snapshotted,
+        warmup_ms=options.warmup_ms,
+        repeat_ms=options.repeat_ms,
+        timer=options.timer,
+        timing_seed=options.timing_seed,
+        against=against,
+    )
+    status = run_gpu_check(
+        plan,
+        output=options.output,
+        timing_dir=options.timing_dir,
+        record=options.record_baseline,
+        force_record=options.force_record_under_ci,
+        complete_selection=not options.select and not broken and options.families == list(options.snapshotted),
+    )
+    return 1 if broken and status == 0 else status

@@ -1,0 +1,119 @@
+"""One call per check that produces snapshot files: produce, keep a pending copy, compare or write, one result.
+
+`check_case` is what the static session's item for a case runs and what the upgrade preview runs for every case;
+`check_files` serves any producer of snapshot files (a family's summary). Both return a CheckResult
+(tilelang_golden.static.results) and raise nothing a case causes: a lowering error, a regen refused, a declaration out
+of
+date are results, in the run's own words."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from tilelang_golden.build import BuildError
+from tilelang_golden.static.cases import Case
+from tilelang_golden.static.changes import CaseOutcome, FileChange
+from tilelang_golden.static.golden import RegenRefused, regen_files
+from tilelang_golden.static.kinds import compare_case, kind_of
+from tilelang_golden.static.lowering import LoweringError
+from tilelang_golden.static.produce import NowLowers, unacknowledged_warnings
+from tilelang_golden.static.results import CheckResult, Status, regen_command
+from tilelang_golden.static.session import LoweringSession
+from tilelang_golden.static.snapshot import CorruptSnapshot, SnapshotStore, installed_tilelang_version
+
+# Produces a check's files: `fresh=True` lowers again, past every cache (a regen compares the two).
+Producer = Callable[[bool], dict[str, str]]
+# A skip's reason shows its cause's first lines: enough to act on whatever `-k` selected, the rest in the check
+# that owns the cause.
+REASON_LINES = 3
+
+
+def first_lines(error: Exception) -> str:
+    """An error's first REASON_LINES lines, and how many more it has."""
+    lines = str(error).splitlines()
+    return "\n".join(lines[:REASON_LINES]) + (
+        f"\n... ({len(lines) - REASON_LINES} more lines)" if len(lines) > REASON_LINES else ""
+    )
+
+
+def _version_note(golden: SnapshotStore) -> str | None:
+    try:
+        manifest = golden.read_manifest()
+    except CorruptSnapshot:
+        return None  # test_manifest reports it
+    installed = installed_tilelang_version()
+    if manifest is not None and manifest["tilelang"] != installed:
+        return f"note: {golden.prefix} was produced with TileLang {manifest['tilelang']}, this run uses {installed}"
+    return None
+
+
+def _failed(result: CheckResult, *lines: str | None, **fields) -> CheckResult:
+    return replace(result, status=Status.FAILED, text="\n".join(line for line in lines if line), **fields)
+
+
+def check_files(
+    result: CheckResult,
+    produce: Producer,
+    golden: SnapshotStore,
+    pending: SnapshotStore,
+    regen: bool,
+    declared_failure: bool = False,
+) -> CheckResult:
+    """The produced files written to `pending`, then written to `golden` (regen: when a second, fresh production
+    agrees) or compared with it; `result` names the check (its `accept`: the -k that selects it).
+    `declared_failure`: the one file is the `.error` of a case declared not to lower."""
+    try:
+        produced = produce(False)
+        for path, text in produced.items():
+            pending.write(path, text)
+        if regen:
+            return replace(result, written=regen_files(produced, produce(True), golden))
+    except LoweringError as error:
+        lines = (str(error), f"nothing under {golden.prefix} was written for it")
+        return _failed(result, *lines, outcome=CaseOutcome.FAILED, accept=None)
+    except RegenRefused as error:
+        return _failed(result, str(error), accept=None)
+    except NowLowers as error:  # the snapshot is out of date because the declaration is: the remedy says both
+        case = error.case
+        found = tuple(
+            kind_of(path).mismatch(f"{golden.prefix}{path}", FileChange.NOW_LOWERS, reason=case.not_lowering_note)
+            for path in case.snapshot_files
+        )
+        lines = [f"{m.path}: {m.headline}" for m in found]
+        return _failed(result, *lines, error.remedy, outcome=CaseOutcome.NOW_LOWERS, mismatches=found)
+    comparison = compare_case(produced, golden)
+    result = replace(result, outcome=comparison.outcome(declared_failure), fields=comparison.fields)
+    if not comparison.mismatches:
+        return result
+    lines = [f"{m.path}: {m.headline}" for m in comparison.mismatches]
+    accept = f"to accept these changes: {regen_command(result.accept)}"
+    return _failed(result, *lines, _version_note(golden), accept, mismatches=comparison.mismatches)
+
+
+def check_case(
+    case: Case, lowerings: LoweringSession, golden: SnapshotStore, pending: SnapshotStore, regen: bool = False
+) -> CheckResult:
+    """One case: skipped when its variant does not build (test_family_declaration says why, once per family),
+    else its files compared with (or written to) `golden`, and a compiler warning that means a wrong result
+    failing it after that, in a regen too, until the kernel is fixed or the variant says why it is right."""
+    result = CheckResult(case.id, case=(case.family.name, case.variant.name, case.target), accept=case.id)
+    try:
+        lowerings.build(case.family, case.variant)
+    except BuildError as error:
+        reason = f"not run, because variant {case.variant.name!r} does not build: {first_lines(error)}"
+        return replace(result, status=Status.SKIPPED, accept=None, text=reason)
+    declared = case.does_not_lower is not None
+    result = check_files(result, lambda fresh: lowerings.files(case, fresh=fresh), golden, pending, regen, declared)
+    result = replace(result, lowering=lowerings.sources.get(case.id, ""))
+    if result.outcome in (CaseOutcome.PASSED, CaseOutcome.CHANGED, CaseOutcome.CORRUPT) and not declared:
+        result = replace(result, source_change=_source_change(result, golden.prefix + case.source_file))
+    if result.failed or declared:
+        return result
+    refusal = unacknowledged_warnings(case, lowerings.produce(case).facts)
+    return _failed(result, refusal, accept=None) if refusal else result
+
+
+def _source_change(result: CheckResult, path: str) -> FileChange:
+    """The kernel source's own change: UNCHANGED where it equals its snapshot."""
+    return next((m.kind for m in result.mismatches if m.path == path), FileChange.UNCHANGED)

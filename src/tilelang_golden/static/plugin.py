@@ -1,0 +1,454 @@
+"""pytest plugin for the golden sessions: options, sharding, write policy, each check's result, the verdict.
+
+`nox -s static` and `nox -s regen-golden` run `pytest -p tilelang_golden.static.plugin --pyargs
+tilelang_golden.static.session_items`;
+pytest provides parametrization, `-k` and xdist, this plugin the rest: every item's result is one line of the
+pending folder's results (tilelang_golden.static.results), written by the process that ran it, and the terminal's
+verdict
+and counts are read from those lines.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+import tilelang_golden.family
+from tilelang_golden.config import ConfigError, read_config
+from tilelang_golden.static.cases import all_cases, parse_shard, select_shard
+from tilelang_golden.static.changes import lowering_line
+from tilelang_golden.static.golden import RegenRefused, check_may_write
+from tilelang_golden.static.lowering_cache import LoweringCache
+from tilelang_golden.static.results import (
+    CheckResult,
+    ResultsError,
+    Status,
+    append_result,
+    read_results,
+    unchanged_cases,
+)
+from tilelang_golden.static.snapshot import SnapshotStore
+from tilelang_golden.static.target_identity import identity_lines
+from tilelang_golden.static.verdict import Verdict, build_verdict, capped_text, error_key, footer_lines, terminal_lines
+
+if TYPE_CHECKING:
+    from tilelang_golden.static.session import LoweringSession
+
+OUTCOMES = ("created", "updated", "deleted", "unchanged")
+# The marker of a check that needs every case (the orphan check): sharded runs leave it out.
+UNSHARDED = "unsharded"
+# Cases missing the lowering cache that one process lowers faster than workers would start (`-n auto`).
+FEW_MISSES = 8
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("golden", "golden snapshots")
+    group.addoption("--regen", action="store_true", help="rewrite the selected snapshots instead of comparing")
+    group.addoption(
+        "--force-regen-under-ci", action="store_true", help="allow --regen although CI is set (for a regen job)"
+    )
+    group.addoption("--shard", default=None, metavar="I/N", help="run only shard I of N (numbered from 1)")
+    group.addoption(
+        "--golden-dir", default=None, help="snapshot folder (default: pyproject.toml's [tool.tilelang-golden] golden)"
+    )
+    group.addoption(
+        "--families",
+        nargs="+",
+        default=None,
+        metavar="PACKAGE",
+        help="importable packages of family files, in order (default: pyproject.toml's [tool.tilelang-golden] "
+        "families, else kernels)",
+    )
+    group.addoption(
+        "--lowering-cache",
+        default="build/lowering-cache",
+        metavar="DIR",
+        help="the content-addressed lowering cache (default: build/lowering-cache)",
+    )
+    group.addoption("--no-cache", action="store_true", help="lower every case; neither read nor write the cache")
+    group.addoption(
+        "--refresh-cache",
+        action="store_true",
+        help="lower every case and store it, checking that an entry under the same key holds the same files "
+        "(what --regen always does)",
+    )
+    group.addoption(
+        "--pending-dir",
+        default="build/golden-pending",
+        help="where every run writes what it produced, for review or upload (default: build/golden-pending)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{UNSHARDED}: a check over every case, left out of sharded runs (--shard)")
+    if os.environ.get("TL_LOWER_TRACE"):
+        # In html mode TileLang compiles a kept codegen.cpp instead of what it generated, so a
+        # traced lowering can differ from the real one: never compare or write snapshots with it.
+        raise pytest.UsageError(
+            f"TL_LOWER_TRACE={os.environ['TL_LOWER_TRACE']!r} is set: traced lowerings are not trusted for "
+            "snapshots. Unset it, and trace one variant with scripts/lower_num_stages.py instead."
+        )
+    if config.getoption("--regen"):
+        try:
+            check_may_write(config.getoption("--force-regen-under-ci"), golden_run(config).golden)
+        except RegenRefused as error:
+            raise pytest.UsageError(str(error)) from None
+    shard = config.getoption("--shard")
+    if shard is not None:
+        try:
+            parse_shard(shard)
+        except ValueError as error:
+            raise pytest.UsageError(str(error)) from None
+    config.pluginmanager.register(golden_run(config), GoldenRun.PLUGIN)
+
+
+def _lowering_cache(config: pytest.Config) -> LoweringCache | None:
+    """The cache the options ask for; a regen never reads it: it lowers every case (twice) and refreshes it."""
+    if config.getoption("--no-cache"):
+        return None
+    refresh = config.getoption("--regen") or config.getoption("--refresh-cache")
+    return LoweringCache(Path(config.getoption("--lowering-cache")), read=not refresh)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto` with a lowering cache to read: no workers when what misses the cache is one group of cases or
+    a few, since every worker pays TileLang's import and the tracing of every kernel again (about 3 s) and a
+    group runs on one worker anyway; otherwise xdist's own count (None)."""
+    run = golden_run(config)  # the controller's: when no workers start, it runs every item with these traces
+    cache = run.cache
+    if cache is None or not cache.read:
+        return None
+    from tilelang_golden.build import BuildError
+
+    missing_groups: set[str] = set()
+    misses = 0
+    for case in all_cases(run.registry):
+        try:
+            held = cache.holds(case, run.lowerings.key(case))
+        except BuildError:  # its key needs the kernel; test_family_declaration says why it does not build
+            held = False
+        if not held:
+            misses += 1
+            missing_groups.add(case.group)
+            if misses > FEW_MISSES and len(missing_groups) > 1:
+                return None
+    return 0
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):
+        return  # xdist worker: the controller prepares the pending folder once
+    pending = Path(session.config.getoption("--pending-dir"))
+    if pending.is_dir():
+        shutil.rmtree(pending)
+    pending.mkdir(parents=True)
+
+
+def is_filtered(config: pytest.Config) -> bool:
+    """Whether this run selects a subset: -k, -m or --shard (orphans are only deleted otherwise)."""
+    return bool(config.getoption("keyword") or config.getoption("markexpr") or config.getoption("--shard"))
+
+
+def _group(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("xdist_group")  # also what `--dist loadgroup` keeps on one worker
+    return marker.args[0] if marker else "session"
+
+
+# The load failures of families that -k or -m deselected, as pytest_deselected reports them.
+DESELECTED_LOADS = pytest.StashKey[list[pytest.Item]]()
+KEYWORD_NAME = re.compile(r"[^\s()]+")
+
+
+def pytest_deselected(items: Sequence[pytest.Item]) -> None:
+    for item in items:
+        if getattr(item, "originalname", None) == "test_family_loads":
+            item.config.stash.setdefault(DESELECTED_LOADS, []).append(item)
+
+
+def named_load_failures(config: pytest.Config) -> list[pytest.Item]:
+    """The load failures of the families a -k expression names. `-k "attention and sm_90"` deselects the item that
+    says why `attention` failed to load (its id has no target); without it the run would only say that nothing
+    matched."""
+    tokens = KEYWORD_NAME.findall((config.getoption("keyword") or "").lower())
+    # Words the expression asks for (not those after `not`); a case id's first part is its family's name.
+    words = {word.split("/")[0] for i, word in enumerate(tokens) if i == 0 or tokens[i - 1] != "not"}
+    words -= {"", "and", "or", "not"}
+    return [
+        item
+        for item in config.stash.get(DESELECTED_LOADS, [])
+        if any(word in item.callspec.params["broken"].name.lower() for word in words)
+    ]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """After -k/-m: bring back the load failures of families the selection names, keep this shard's groups, refuse
+    an empty selection."""
+    items += [item for item in named_load_failures(config) if item not in items]
+    shard = config.getoption("--shard")
+    if shard is not None:
+        groups = list(dict.fromkeys(_group(item) for item in items))
+        mine = set(select_shard(groups, parse_shard(shard)))
+        kept = [item for item in items if _group(item) in mine and not item.get_closest_marker(UNSHARDED)]
+        dropped = [item for item in items if item not in kept]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+    if getattr(config.option, "loadgroup", False):
+        # pytest-xdist's loadgroup keeps items whose node id ends in `@<group>` on one worker. Its
+        # worker hook writes that suffix to `item._nodeid`, which pytest 9 no longer reads (node ids
+        # live in `item._id`), so the items of one group ran on both workers, each lowering the same
+        # cases. Set the suffix where pytest reads it (tests/test_refusals.py checks the grouping). An adopting
+        # repository may have an older pytest, which reads `item._nodeid` and has no `_pytest.nodeid`.
+        try:
+            from _pytest.nodeid import coerce_node_id
+        except ImportError:
+            coerce_node_id = None
+        for item in items if coerce_node_id else ():
+            if "@" not in item.nodeid.rsplit("]", 1)[-1]:
+                item._id = coerce_node_id(f"{item.nodeid}@{_group(item)}")
+    if not items and not hasattr(config, "workerinput"):
+        raise pytest.UsageError(empty_selection(config))
+    # An xdist worker must not raise here: the controller would only say "no tests ran". It
+    # reports what it collected, and the controller refuses an empty selection (below).
+
+
+def empty_selection(config: pytest.Config) -> str:
+    return (
+        "no golden case matches this selection "
+        f"(-k {config.getoption('keyword')!r}, --shard {config.getoption('--shard')!r}); "
+        "list the cases with `nox -s static -- --collect-only -q`"
+    )
+
+
+# -- what an item reports: one CheckResult, written by the process that ran it ------------------------------
+
+RESULT = pytest.StashKey[CheckResult]()
+# The item's phases that did not pass, as (outcome, text) in order; the text whole, before the terminal shortens it.
+NOT_PASSED = pytest.StashKey[list[tuple[str, str]]]()
+
+
+def _check_id(item: pytest.Item) -> str:
+    """A case's id (`family/variant/target`), another check's parametrization id, or its function's name."""
+    callspec = getattr(item, "callspec", None)
+    return callspec.id if callspec else getattr(item, "originalname", item.name)
+
+
+def record(request: pytest.FixtureRequest, **fields: Any) -> None:
+    """Add fields (tilelang_golden.static.results.CheckResult's) to the item's result."""
+    item = request.node
+    item.stash[RESULT] = replace(item.stash.get(RESULT, CheckResult(_check_id(item))), **fields)
+
+
+def report(request: pytest.FixtureRequest, result: CheckResult | None = None, **fields: Any) -> None:
+    """End the item with `result`, or with what it recorded and `fields`: it fails or is skipped with the result's
+    text, or passes. Every skip of the session is raised here, so pytest folds those of one cause into one line."""
+    if result is None:
+        record(request, **fields)
+        result = request.node.stash[RESULT]
+    request.node.stash[RESULT] = result
+    if result.status is Status.FAILED:
+        pytest.fail(result.text, pytrace=False)
+    if result.status is Status.SKIPPED:
+        pytest.skip(result.text)
+
+
+def _text(report: pytest.TestReport) -> str:
+    """A failure's whole text, or a skip's reason."""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return report.longrepr[2].removeprefix("Skipped: ")
+    return report.longreprtext
+
+
+def _final_result(item: pytest.Item) -> CheckResult:
+    """What the item recorded, with pytest's outcome over its phases: a failure or skip the item did not record
+    (an exception, a fixture's error) takes its text from pytest's report."""
+    result = item.stash.get(RESULT, CheckResult(_check_id(item)))
+    not_passed = dict(reversed(item.stash.get(NOT_PASSED, [])))  # outcome -> its first phase's text
+    if "failed" in not_passed:
+        return replace(result, status=Status.FAILED, text=not_passed["failed"])
+    if "skipped" in not_passed:
+        return replace(result, status=Status.SKIPPED, text=not_passed["skipped"])
+    return replace(result, status=Status.PASSED)
+
+
+def _shorten(item: pytest.Item, report: pytest.TestReport) -> None:
+    """A failure without mismatch records (an error) that repeats one this process has shown, its case's names
+    aside, is shown by a line naming the first; a long one by its first and last lines (its result keeps it whole).
+    """
+    result = item.stash.get(RESULT, CheckResult(_check_id(item)))
+    if result.mismatches:
+        return
+    key = error_key(replace(result, text=report.longreprtext))
+    first = golden_run(item.config).shown_errors.setdefault(key, result.check)
+    shown = (
+        f"the same error as {first} (above)" if first != result.check else "\n".join(capped_text(report.longreprtext))
+    )
+    if shown != report.longreprtext:
+        report.longrepr = shown
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    """After the item's last phase, its result as one line of the results file, written by the process that ran it
+    (an xdist worker writes its own items')."""
+    test_report = yield
+    if not test_report.passed:
+        item.stash.setdefault(NOT_PASSED, []).append((test_report.outcome, _text(test_report)))
+    if test_report.failed:
+        _shorten(item, test_report)
+    if test_report.when == "teardown":
+        append_result(Path(item.config.getoption("--pending-dir")), _final_result(item))
+    return test_report
+
+
+# -- the run's state ---------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class GoldenRun:
+    """One static session in one process, kept in pytest's config stash (`golden_run`): its families and snapshot
+    folder, this process's lowerings, and the errors it has shown. The summary the session closes with reads the
+    results every process wrote (tilelang_golden.static.results). It is a plugin too: its hooks reach it so."""
+
+    PLUGIN = "golden-run"
+
+    cache: LoweringCache | None  # the disk cache the options ask for; None: lower every case
+    packages: tuple[str, ...]  # where its families come from (`--families`, else the repository's settings)
+    golden: Path  # its snapshot folder (`--golden-dir`, else the repository's settings)
+    targets: tuple[str, ...] | None  # the repository's `targets` setting; None: every target
+    collected_by_worker: dict[str, int] = field(default_factory=dict)  # xdist worker -> items it collected
+    shown_errors: dict[tuple[str, str], str] = field(default_factory=dict)  # an error's key -> the check shown with it
+    _lowerings: LoweringSession | None = field(default=None, repr=False)
+
+    @functools.cached_property
+    def registry(self) -> tilelang_golden.family.Registry:
+        """The run's families, from its packages, loaded on first use (the items are parametrized from them)."""
+        return tilelang_golden.family.on_targets(tilelang_golden.family.load_families(*self.packages), self.targets)
+
+    @property
+    def lowerings(self) -> LoweringSession:
+        """What this process built, traced and lowered, made on first use (an xdist controller that starts
+        workers lowers nothing, and need not import TileLang)."""
+        if self._lowerings is None:
+            from tilelang_golden.static.session import (
+                LoweringSession,
+            )  # it imports TileLang: lowering is what it is for
+
+            self._lowerings = LoweringSession(self.cache)
+        return self._lowerings
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
+        self.collected_by_worker[str(getattr(node, "gateway", node))] = len(ids)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Under xdist, the same refusal and exit status as without it: ERROR on stderr, usage error."""
+        if self.collected_by_worker and not any(self.collected_by_worker.values()):
+            sys.stderr.write(f"ERROR: {empty_selection(session.config)}\n")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+    def _results(self, config: pytest.Config) -> list[CheckResult]:
+        try:
+            return read_results(Path(config.getoption("--pending-dir")))
+        except ResultsError:
+            return []  # nothing ran (a collection, an empty selection): pytest says so
+
+    def _verdict(self, config: pytest.Config, results: list[CheckResult]) -> Verdict:
+        pending = f"{config.getoption('--pending-dir')}/"
+        failures = [r for r in results if r.failed]
+        return build_verdict(failures, unchanged_cases(results), pending, [c.id for c in all_cases(self.registry)])
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+        results = self._results(config)
+        if any(r.failed for r in results):
+            verdict = self._verdict(config, results)
+            terminalreporter.write_sep("=", f"what changed: {verdict.heading}")
+            for line in terminal_lines(verdict):
+                terminalreporter.write_line(line)
+        findings = [line for r in results for line in r.findings]
+        if findings:
+            terminalreporter.write_sep("=", "findings")
+            for line in findings:
+                terminalreporter.write_line(line)
+        if config.getoption("--regen"):
+            written = Counter(outcome for r in results for outcome in r.written.values())
+            counts = ", ".join(f"{written[o]} {o}" for o in OUTCOMES)
+            terminalreporter.write_sep("=", f"golden files: {counts}")
+        lowering = Counter(r.lowering for r in results if r.lowering)
+        if lowering:
+            terminalreporter.write_line(lowering_line(lowering, config.getoption("--lowering-cache")))
+        pending = Path(config.getoption("--pending-dir"))
+        identity = identity_lines(SnapshotStore(pending)) if pending.is_dir() else []
+        if identity:
+            terminalreporter.write_sep("=", "targets with byte-identical kernel source")
+            for line in identity:
+                terminalreporter.write_line(line)
+
+    @pytest.hookimpl(specname="pytest_terminal_summary", wrapper=True, tryfirst=True)
+    def pytest_terminal_summary_closing(self, terminalreporter: pytest.TerminalReporter, config: pytest.Config):
+        """After pytest's own list of failed items: the last lines say what changed and how to accept it."""
+        yield
+        results = self._results(config)
+        if any(r.failed for r in results):
+            verdict = self._verdict(config, results)
+            terminalreporter.write_sep("=", f"what changed ({verdict.heading}), and how to accept it")
+            for line in footer_lines(verdict):
+                terminalreporter.write_line(line)
+        terminalreporter.write_line(f"produced files are in {config.getoption('--pending-dir')}/")
+
+
+GOLDEN_RUN = pytest.StashKey[GoldenRun]()
+
+
+def golden_run(config: pytest.Config) -> GoldenRun:
+    """This process's run, made on first use: by `-n auto`'s count of workers, which traces every kernel before
+    pytest_configure (the controller keeps those traces when it runs the items itself), or by pytest_configure."""
+    if GOLDEN_RUN not in config.stash:
+        try:
+            settings = read_config()
+        except ConfigError as error:
+            raise pytest.UsageError(str(error)) from None
+        packages = tuple(config.getoption("--families") or settings.families)
+        golden = Path(config.getoption("--golden-dir") or settings.golden)
+        config.stash[GOLDEN_RUN] = GoldenRun(_lowering_cache(config), packages, golden, settings.targets)
+    return config.stash[GOLDEN_RUN]
+
+
+@pytest.fixture(scope="session")
+def families(pytestconfig: pytest.Config) -> tilelang_golden.family.Registry:
+    """The run's families (`--families`)."""
+    return golden_run(pytestconfig).registry
+
+
+@pytest.fixture(scope="session")
+def golden_store(pytestconfig: pytest.Config) -> SnapshotStore:
+    return SnapshotStore(golden_run(pytestconfig).golden)
+
+
+@pytest.fixture(scope="session")
+def pending_store(pytestconfig: pytest.Config) -> SnapshotStore:
+    return SnapshotStore(Path(pytestconfig.getoption("--pending-dir")))
+
+
+@pytest.fixture(scope="session")
+def regen(pytestconfig: pytest.Config) -> bool:
+    return bool(pytestconfig.getoption("--regen"))
+
+
+@pytest.fixture(scope="session")
+def lowerings(pytestconfig: pytest.Config) -> LoweringSession:
+    """What this process built, traced and lowered in this run, and the lowering cache it uses."""
+    return golden_run(pytestconfig).lowerings

@@ -1,0 +1,203 @@
+"""The golden check as pytest items: one per case, plus family checks, summaries, manifest, orphans.
+
+Run through nox: `nox -s static` compares, `nox -s regen-golden` writes. Each item lowers its
+case(s) in this process; items of one group share lowerings and stay on one xdist worker.
+Every item list is derived from the families the run loads (`--families`, default kernels; `PARAMETERS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from tilelang_golden.build import BuildError
+from tilelang_golden.declaration import family_problems
+from tilelang_golden.family import Family, Registry, target_record
+from tilelang_golden.static.cases import Case, all_cases, check_groups, family_cases, not_lowering_cases
+from tilelang_golden.static.changes import FileChange, Mismatch
+from tilelang_golden.static.claims import NoClaims, judge_claims
+from tilelang_golden.static.engine import check_case, check_files, first_lines
+from tilelang_golden.static.lowering import LoweringError
+from tilelang_golden.static.plugin import UNSHARDED, golden_run, is_filtered, record, report
+from tilelang_golden.static.results import CheckResult, Status
+from tilelang_golden.static.session import LoweringSession
+from tilelang_golden.static.snapshot import (
+    FORMAT_VERSION,
+    MANIFEST,
+    CorruptSnapshot,
+    installed_tilelang_version,
+    render_manifest,
+)
+from tilelang_golden.static.variant_effects import has_pairs, no_effect, render_effects, summary_path, variant_effects
+
+
+def _not_run(request: pytest.FixtureRequest, reason: str) -> None:
+    """Skip a check over several cases that one of them stops: the reason, in the skip itself (the case's own
+    item, which may not be selected, fails with it). The skip names no item and is raised where every skip of
+    the session is (`report`), so pytest's summary folds the items one cause stops into one line."""
+    report(request, status=Status.SKIPPED, text=reason)
+
+
+def _require_built(request: pytest.FixtureRequest, lowerings: LoweringSession, cases) -> None:
+    """Skip a check over cases whose variant does not build, with the reason (test_family_declaration fails with
+    it, once per family, when selected)."""
+    for case in cases:
+        try:
+            lowerings.build(case.family, case.variant)
+        except BuildError as error:
+            _not_run(request, f"not run, because variant {case.variant.name!r} does not build: {first_lines(error)}")
+
+
+def _grouped(values, group_of, id_of=lambda v: getattr(v, "id", None)) -> list:
+    return [pytest.param(v, id=id_of(v), marks=pytest.mark.xdist_group(group_of(v))) for v in values]
+
+
+def _summary_group(family: Family) -> str:
+    groups = {case.group for case in family_cases(family)}
+    return groups.pop() if len(groups) == 1 else family.name
+
+
+def _by_name(family: Family) -> str:
+    return family.name
+
+
+# item -> (its parameter, its values from the run's families): every item list derives from the families the run
+# loads (`--families`), none from module state.
+PARAMETERS: dict[str, Callable[[Registry], tuple[str, list]]] = {
+    "test_case": lambda r: ("case", _grouped(all_cases(r), lambda c: c.group)),
+    "test_family_loads": lambda r: ("broken", [pytest.param(b, id=b.name) for b in r.broken]),
+    "test_family_declaration": lambda r: ("family", _grouped(r.families, _summary_group, _by_name)),
+    "test_family_checks": lambda r: ("group", _grouped(check_groups(r), lambda group: group, str)),
+    "test_variant_effects": lambda r: (
+        "family",
+        _grouped([f for f in r.families if has_pairs(f)], _summary_group, _by_name),
+    ),
+}
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    parameters = PARAMETERS.get(metafunc.function.__name__)
+    if parameters is not None:
+        metafunc.parametrize(*parameters(golden_run(metafunc.config).registry))
+
+
+def test_case(request, case: Case, lowerings: LoweringSession, golden_store, pending_store, regen) -> None:
+    report(request, check_case(case, lowerings, golden_store, pending_store, regen))
+
+
+def test_family_loads(broken) -> None:
+    """A family file that does not load fails here, once; every other family still runs."""
+    pytest.fail(f"{broken.error}\nits cases were not run and nothing under golden/ was written for it", pytrace=False)
+
+
+def test_family_declaration(family: Family, lowerings: LoweringSession) -> None:
+    """Every variant builds, and the family's inputs(), reference and precision twin fit its kernel's signature in
+    number, shape and dtype (on the meta device: no data, no GPU); one message per family, naming the variants."""
+    problems = family_problems(family, lowerings.build)
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+
+
+def test_family_checks(request, group: str, lowerings: LoweringSession, families: Registry) -> None:
+    """The family's own checks on fresh facts (the seeds' claims); only recorded deviations may fail."""
+    family, cases = check_groups(families)[group]
+    skipped = tuple(
+        f"{group}: family checks skip {c.id}: {c.not_lowering_note}"
+        for c in not_lowering_cases(family)
+        if c.group == group
+    )
+    record(request, findings=skipped)
+    _require_built(request, lowerings, cases)
+    empty = None
+    try:
+        verdict = judge_claims(family, group, [lowerings.facts(c) for c in cases])
+    except LoweringError as error:
+        _not_run(request, f"not run, because case {first_lines(error)}")
+    except NoClaims as error:
+        empty = str(error)
+    if empty:  # outside the handler: one message, no chained error
+        pytest.fail(empty, pytrace=False)
+    deviations = tuple(f"{group}: {c.name}: false ({c.why})" for c in verdict.deviations)
+    record(request, findings=skipped + deviations)
+    unexpected = [f"{c.name} ({'holds' if c.holds else 'fails'}: {c.observed})" for c in verdict.unexpected]
+    assert not unexpected, f"{group}: the family's checks differ from what {family.file} records:\n" + "\n".join(
+        unexpected
+    )
+
+
+def test_variant_effects(
+    request, family: Family, lowerings: LoweringSession, golden_store, pending_store, regen
+) -> None:
+    """Which annotations change the CUDA on each target; committed as golden/<family>/SUMMARY.md."""
+    _require_built(request, lowerings, family_cases(family))
+    try:
+        effects = variant_effects(family, lowerings.produce, lowerings.build)
+    except LoweringError as error:
+        _not_run(request, f"not run, because case {first_lines(error)}")
+    findings = tuple(
+        f"{family.name} on {target}: {target_record(target).language} identical to the variant it is compared with "
+        f"(annotation without effect): {', '.join(variants)}"
+        for target, variants in no_effect(effects).items()
+        if variants  # a target where every annotation has its effect is no finding
+    )
+    summary = {summary_path(family): render_effects(family, effects)}
+    selector = f"variant_effects and {family.name}"  # what -k matches: the item's name
+    result = CheckResult(family.name, accept=selector, findings=findings)
+    report(request, check_files(result, lambda fresh: summary, golden_store, pending_store, regen))
+
+
+def test_manifest(request, golden_store, regen) -> None:
+    """golden/MANIFEST.yaml names the TileLang and format that produced every snapshot."""
+    text = render_manifest(installed_tilelang_version())
+    if regen:
+        record(request, written={MANIFEST: golden_store.write(MANIFEST, text)})
+        return
+    try:
+        manifest, corrupt = golden_store.read_manifest(), None
+    except CorruptSnapshot as error:
+        manifest, corrupt = None, f"{error}; run `nox -s regen-golden` to rewrite it"
+    if corrupt:  # outside the handler: one message, no chained error
+        pytest.fail(corrupt, pytrace=False)
+    if manifest is None:
+        pytest.fail(f"{golden_store.root / MANIFEST} is missing; run `nox -s regen-golden`", pytrace=False)
+    if manifest["format"] != FORMAT_VERSION:
+        pytest.fail(
+            f"{golden_store.prefix} holds snapshot format {manifest['format']!r}, "
+            f"this harness writes format {FORMAT_VERSION}: run `nox -s regen-golden` to rewrite every snapshot",
+            pytrace=False,
+        )
+    if golden_store.read(MANIFEST) != text:
+        pytest.fail(
+            f"{golden_store.prefix} was produced with TileLang {manifest['tilelang']}, this run uses TileLang "
+            f"{installed_tilelang_version()}; every case was still compared, so the failures above show "
+            "what the upgrade changes. When they are intended: nox -s regen-golden",
+            pytrace=False,
+        )
+
+
+def expected_files(families: Registry) -> set[str]:
+    produced = {path for case in all_cases(families) for path in case.snapshot_files}
+    return produced | {summary_path(f) for f in families.families if has_pairs(f)}
+
+
+@getattr(pytest.mark, UNSHARDED)  # registered by the plugin, which leaves it out of sharded runs
+def test_no_orphans(request, golden_store, regen, families: Registry) -> None:
+    """Every file under golden/ is produced by a variant of the run's families (or is a summary).
+
+    A family that failed to load keeps its snapshots: they are not orphans, just not checked.
+    """
+    kept = tuple(f"{b.name}/" for b in families.broken)
+    orphans = sorted(p for p in golden_store.files() - expected_files(families) if not p.startswith(kept))
+    if regen and orphans:
+        if is_filtered(request.config):
+            pytest.skip(f"{len(orphans)} orphan snapshot(s) kept: orphans are deleted only by an unfiltered regen")
+        for path in orphans:
+            golden_store.delete(path)
+        record(request, written={path: "deleted" for path in orphans})
+        return
+    if orphans:
+        found = tuple(Mismatch(f"{golden_store.prefix}{path}", FileChange.ORPHAN) for path in orphans)
+        remedy = "to delete them (a variant was renamed or removed?): an unfiltered `nox -s regen-golden`"
+        text = "\n".join([*(f"{m.path}: {m.headline}" for m in found), remedy])
+        report(request, CheckResult("test_no_orphans", Status.FAILED, mismatches=found, accept="", text=text))

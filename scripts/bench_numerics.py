@@ -4,10 +4,12 @@
 
 Compiles every registered variant that `nox -s gpu` runs on this GPU (tilelang_golden.gpu.check's rule: its target, it
 lowers, it agrees with its static snapshot in golden/, it fits) once and checks it
-(tilelang_golden.gpu.numerics.check_numerics) on `--count` fresh seeds, printed so that `--seeds` replays them. Then
+(tilelang_golden.gpu.measure.numerics.check_numerics) on `--count` fresh seeds, printed so that `--seeds` replays
+them. Then
 prints:
 1. no false alarm: per family, variant and output, over the seeds, each statistic in the units of its threshold
-   (`ErrorStats.against`, tilelang_golden.gpu.numerics_gate.Thresholds): the kernel's max and mean abs error over the
+   (`ErrorStats.against`, tilelang_golden.gpu.gate.numerics_gate.Thresholds): the kernel's max and mean abs error over
+   the
    precision
    twin's, its |bias| and |scale| beyond the twin's in the twin's mean abs errors (relative ones for the scale),
    each as min / median / max; and the most of a bound any seed took, with its seed. Then every failure.
@@ -32,7 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tilelang_golden.gpu.numerics_gate import MIN_SEEDS
+from tilelang_golden.gpu.gate.numerics_gate import MIN_SEEDS
 
 DEFAULT_COUNT = 20
 COST_SEEDS = 3
@@ -125,13 +127,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = parse_args(argv)
-    from tilelang_golden.gpu.device import gpu_unavailable
+    from tilelang_golden.gpu.run.device import gpu_unavailable
 
     problem = gpu_unavailable()  # before TileLang's slow import and before compiling anything
     if problem:
         print(f"bench_numerics: {problem}", file=sys.stderr)
         return 2
-    from tilelang_golden.gpu.numerics import check_numerics, fresh_seeds
+    from tilelang_golden.gpu.measure.numerics import check_numerics, fresh_seeds
 
     started = time.perf_counter()
     seeds = options.seeds or fresh_seeds(options.count)
@@ -158,10 +160,10 @@ def runnable_cases(select: Sequence[str] | None, golden: Path = Path("golden")) 
 
     from tilelang_golden.family import load_families
     from tilelang_golden.gpu.check import check_snapshot, device_cases, not_runnable
-    from tilelang_golden.gpu.compile import compile_cases, read_driver_resources
-    from tilelang_golden.gpu.device import require_cuda
     from tilelang_golden.gpu.pairs import numerics_case
-    from tilelang_golden.static.snapshot import SnapshotStore
+    from tilelang_golden.gpu.run.compile import compile_cases, read_driver_resources
+    from tilelang_golden.gpu.run.device import require_cuda
+    from tilelang_golden.static.snapshots.snapshot import SnapshotStore
 
     device = require_cuda()
     store = SnapshotStore(golden)
@@ -190,7 +192,7 @@ def spread(values: Sequence[float]) -> str:
 
 def no_false_alarm(results: dict[str, Any]) -> tuple[list[str], list[str]]:
     """The distributions' table and the failures (each a line)."""
-    from tilelang_golden.gpu.numerics_gate import NAMES, STATISTICS, THRESHOLDS
+    from tilelang_golden.gpu.gate.numerics_gate import NAMES, STATISTICS, THRESHOLDS
 
     limits = {
         "max_abs": f"max abs error / twin's (<= {THRESHOLDS.max_factor:g})",
@@ -227,7 +229,7 @@ def no_false_alarm(results: dict[str, Any]) -> tuple[list[str], list[str]]:
 
 def sensitivity(cases: Sequence[Any], seeds: Sequence[int]) -> tuple[list[str], list[str]]:
     """The mutant x family table, and the mutants the new gate let through on some seed."""
-    from tilelang_golden.gpu.numerics import check_numerics
+    from tilelang_golden.gpu.measure.numerics import check_numerics
 
     lines = [
         "| mutant | variant | today's gate (Tolerance alone): seeds failed | new gate: seeds failed | failed by |",
@@ -258,7 +260,7 @@ def sensitivity(cases: Sequence[Any], seeds: Sequence[int]) -> tuple[list[str], 
 
 def intermediate(case: Any, seed: int, device: str = "cuda") -> Mutant | None:
     """The intermediate mutant of a case: the first input that moves its reference, scaled; None if none does."""
-    from tilelang_golden.gpu.numerics import make_inputs
+    from tilelang_golden.gpu.measure.numerics import make_inputs
 
     family, params = case.family, case.params
     inputs = make_inputs(family, params, seed, device)
@@ -291,7 +293,7 @@ def first_variants(cases: Sequence[Any]) -> list[Any]:
 
 def failed_by(seed: Any) -> list[str]:
     """What failed a seed: its error, the Tolerance, or the statistics beyond their bounds."""
-    from tilelang_golden.gpu.numerics_gate import NAMES
+    from tilelang_golden.gpu.gate.numerics_gate import NAMES
 
     if seed.error:
         return [f"error: {seed.error}"]
@@ -301,7 +303,7 @@ def failed_by(seed: Any) -> list[str]:
 
 def cost(cases: Sequence[Any], seeds: Sequence[int]) -> str:
     """Wall time of the numeric check with the precision twins and without (each op synchronizes)."""
-    from tilelang_golden.gpu.numerics import check_numerics
+    from tilelang_golden.gpu.measure.numerics import check_numerics
 
     alone = [dataclasses.replace(c, family=dataclasses.replace(c.family, precision_twin=None)) for c in cases]
     seconds = {}

@@ -41,7 +41,7 @@ def time_cases() -> list[tuple[str, str, float, float]]:
     extract its facts and normalize it)."""
     from tilelang_golden.family import load_families
     from tilelang_golden.static.cases import all_cases
-    from tilelang_golden.static.session import LoweringSession
+    from tilelang_golden.static.produce.session import LoweringSession
 
     lowerings = LoweringSession()
     timings = []

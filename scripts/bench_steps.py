@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from tilelang_golden.gpu.timing import DEFAULT_ROUNDS
+from tilelang_golden.gpu.measure.timing import DEFAULT_ROUNDS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,13 +26,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", help="input seeds (default: three fresh ones)")
     options = parser.parse_args(argv)
 
-    from tilelang_golden.gpu.device import gpu_unavailable
+    from tilelang_golden.gpu.run.device import gpu_unavailable
 
     problem = gpu_unavailable()
     if problem:
         print(f"bench_steps: {problem}", file=sys.stderr)
         return 2
-    from tilelang_golden.gpu.numerics import fresh_seeds
+    from tilelang_golden.gpu.measure.numerics import fresh_seeds
     from tilelang_golden.gpu.steps import BadStep, run_steps
 
     try:

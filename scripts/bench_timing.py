@@ -8,7 +8,7 @@ against itself (identical pairs: every warning or failure is a false alarm), the
 followed by a delay sized to cost 1, 2, 3 and 5 % of the kernel's time (`torch.cuda._sleep`,
 calibrated on the run: the cost of the extra launch alone is measured first and subtracted, and
 each achieved slowdown is measured again over many rounds and printed beside its target). Each
-trial is one verdict of the gate as a run makes it (tilelang_golden.gpu.ab_gate.compare_ab: a first
+trial is one verdict of the gate as a run makes it (tilelang_golden.gpu.gate.ab_gate.compare_ab: a first
 measurement, a second one for a suspect). A variant whose kernel is too short for a level (the
 extra launch alone costs more) says so instead of measuring it.
 
@@ -36,9 +36,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tilelang_golden.gpu.ab_gate import compare_ab
-from tilelang_golden.gpu.timing import REPEAT_MS, TIMERS, WARMUP_MS, Pair, slower_by
-from tilelang_golden.gpu.timing_gate import FAIL, FAIL_SLOWER, OK, WARN, WARN_SLOWER, Comparison, compare_ratios
+from tilelang_golden.gpu.gate.ab_gate import compare_ab
+from tilelang_golden.gpu.gate.timing_gate import FAIL, FAIL_SLOWER, OK, WARN, WARN_SLOWER, Comparison, compare_ratios
+from tilelang_golden.gpu.measure.timing import REPEAT_MS, TIMERS, WARMUP_MS, Pair, slower_by
 
 REPO = Path(__file__).resolve().parents[1]
 IDENTICAL_WITHIN = 0.01  # baseline criterion 1: byte-identical kernels, max/min - 1 of their ratios
@@ -102,9 +102,9 @@ def run_ab(select: Sequence[str] | None, trials: int, slowdowns: Sequence[float]
 
     from tilelang_golden.family import load_families
     from tilelang_golden.gpu.check import device_cases
-    from tilelang_golden.gpu.compile import compile_cases
-    from tilelang_golden.gpu.device import require_cuda
-    from tilelang_golden.gpu.timing import cuda_event_timer
+    from tilelang_golden.gpu.measure.timing import cuda_event_timer
+    from tilelang_golden.gpu.run.compile import compile_cases
+    from tilelang_golden.gpu.run.device import require_cuda
 
     device = require_cuda()
     families = load_families().families
@@ -134,9 +134,9 @@ def ab_rows(
     """One variant's kernel against itself (the base), then against itself followed by each calibrated delay."""
     import torch
 
-    from tilelang_golden.gpu.numerics import prepare
+    from tilelang_golden.gpu.measure.numerics import prepare
+    from tilelang_golden.gpu.measure.timing import interleaved_bench, measure_pairs
     from tilelang_golden.gpu.pairs import numerics_case
-    from tilelang_golden.gpu.timing import interleaved_bench, measure_pairs
 
     key, kernel, bench = compiled.case.key, compiled.kernel, interleaved_bench(timer, WARMUP_MS, REPEAT_MS)
     base_args = prepare(numerics_case(compiled), 1, "cuda", checking=False).arguments
@@ -246,8 +246,8 @@ def twin_pairs(run: Any, pairs: dict[str, Pair]) -> tuple[dict[str, str], list[s
     """Each family's declared twin compiled and added to `pairs` beside its original's reference: twin -> original,
     and the table lines saying how much more work each does. Raises RuntimeError when a twin does not compile."""
     from tilelang_golden.family import load_families
-    from tilelang_golden.gpu.compile import compile_cases
     from tilelang_golden.gpu.pairs import timed_pair
+    from tilelang_golden.gpu.run.compile import compile_cases
     from tilelang_golden.static.cases import Case
 
     by_key = {r.key: r for r in run.variants}
@@ -296,12 +296,12 @@ def run_baseline(
     """The baseline benchmark on the current GPU, with every family's declared twin: table lines and whether
     every criterion holds."""
     from tilelang_golden.family import load_families
-    from tilelang_golden.gpu.baseline import baseline_key, baseline_path, key_differences, read_baseline
     from tilelang_golden.gpu.check import CheckPlan, check_cases, device_cases
-    from tilelang_golden.gpu.gpu_state import GpuState, summarize
-    from tilelang_golden.gpu.results import shape_name
-    from tilelang_golden.gpu.timing import make_bench, measure_pairs
-    from tilelang_golden.static.snapshot import SnapshotStore, strip_cuda_header
+    from tilelang_golden.gpu.gate.baseline import baseline_key, baseline_path, key_differences, read_baseline
+    from tilelang_golden.gpu.measure.timing import make_bench, measure_pairs
+    from tilelang_golden.gpu.report.results import shape_name
+    from tilelang_golden.gpu.run.gpu_state import GpuState, summarize
+    from tilelang_golden.static.snapshots.snapshot import SnapshotStore, strip_cuda_header
 
     families = load_families().families
     plan = CheckPlan(
@@ -380,7 +380,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
-    from tilelang_golden.gpu.device import gpu_unavailable
+    from tilelang_golden.gpu.run.device import gpu_unavailable
 
     problem = gpu_unavailable()
     if problem:

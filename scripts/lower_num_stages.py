@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 try:
-    from tilelang_golden.static.lowering import tilelang_unavailable
+    from tilelang_golden.static.produce.lowering import tilelang_unavailable
     from tilelang_golden.targets import TARGETS
 except ModuleNotFoundError as missing:  # a Python without this project (or without anything installed)
     print(f"cannot import the harness ({missing}): pip install --no-deps -e . -e kernels", file=sys.stderr)
@@ -223,7 +223,7 @@ def lower_all(num_stages: Sequence[int], arch: str, tile: tuple[int, int, int]) 
     """N -> the harness's Lowering of the GEMM for that N."""
     from kernels.gemm_num_stages import FAMILY, variant
     from tilelang_golden.static.cases import Case
-    from tilelang_golden.static.session import LoweringSession
+    from tilelang_golden.static.produce.session import LoweringSession
 
     session = LoweringSession()
     return {n: session.lower(Case(FAMILY, variant(n, *tile), arch)) for n in num_stages}
@@ -231,7 +231,7 @@ def lower_all(num_stages: Sequence[int], arch: str, tile: tuple[int, int, int]) 
 
 def dump(lowerings: Mapping[int, Any], directory: Path) -> list[Path]:
     """Each N's normalized kernel source, named with its target's suffix (`.cu`, `.hip`)."""
-    from tilelang_golden.static.normalize import normalize_cuda
+    from tilelang_golden.static.produce.normalize import normalize_cuda
 
     directory.mkdir(parents=True, exist_ok=True)
     written = []
@@ -245,7 +245,7 @@ def dump(lowerings: Mapping[int, Any], directory: Path) -> list[Path]:
 def bench_problem(num_stages: Sequence[int], tile: tuple[int, int, int]) -> str | None:
     """Why --bench cannot run here, checked before any lowering; None when it can."""
     from kernels.gemm_num_stages import FAMILY, variant
-    from tilelang_golden.gpu.device import NoCudaDevice, UnknownTarget, require_cuda
+    from tilelang_golden.gpu.run.device import NoCudaDevice, UnknownTarget, require_cuda
 
     registered = {v.name for v in FAMILY.variants}
     unregistered = [name for n in num_stages if (name := variant(n, *tile).name) not in registered]
@@ -267,7 +267,7 @@ def bench(num_stages: Sequence[int], tile: tuple[int, int, int]) -> int:
     """The seed's performance section: `nox -s gpu`'s compile, numerics and timing for these N only."""
     from kernels.gemm_num_stages import FAMILY, variant
     from tilelang_golden.gpu.check import CheckPlan, check_cases
-    from tilelang_golden.gpu.report import render_markdown
+    from tilelang_golden.gpu.report.report import render_markdown
     from tilelang_golden.static.cases import Case
 
     run = check_cases(
@@ -289,8 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     import tilelang
 
     from kernels.gemm_num_stages import FAMILY, NUM_STAGES
-    from tilelang_golden.static.facts import extract_facts
-    from tilelang_golden.static.lowering import LoweringError
+    from tilelang_golden.static.produce.facts import extract_facts
+    from tilelang_golden.static.produce.lowering import LoweringError
 
     if args.arch not in FAMILY.target_names:  # a family may narrow the project's targets
         print(f"--arch {args.arch}: {FAMILY.file} declares only targets {list(FAMILY.target_names)}", file=sys.stderr)

@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tilelang_golden.static.session import LoweringSession
+    from tilelang_golden.static.produce.session import LoweringSession
 
 try:
-    from tilelang_golden.gpu.numerics_gate import MIN_SEEDS  # standard library only until it runs
-    from tilelang_golden.static.lowering import tilelang_unavailable
+    from tilelang_golden.gpu.gate.numerics_gate import MIN_SEEDS  # standard library only until it runs
+    from tilelang_golden.static.produce.lowering import tilelang_unavailable
     from tilelang_golden.targets import TARGETS
 except ModuleNotFoundError as missing:  # a Python without this project (or without anything installed)
     print(f"cannot import the harness ({missing}): pip install --no-deps -e . -e kernels", file=sys.stderr)
@@ -273,7 +273,7 @@ def static_report(lowerings: LoweringSession) -> int:
         print(f"\nmissing from the installed TileLang: {', '.join(missing)}; the variants using them cannot be built")
         return EXIT_FAILED
 
-    from tilelang_golden.static.lowering import LoweringError
+    from tilelang_golden.static.produce.lowering import LoweringError
     from tilelang_golden.static.variant_effects import variant_effects
 
     family = seed_schedules()
@@ -305,10 +305,10 @@ def seed_schedules() -> Any:
 
 def gpu_report(seeds: Sequence[int] | None) -> int:
     """Compile the four variants for this GPU and check them against torch.relu(A @ B)."""
-    from tilelang_golden.gpu import numerics
-    from tilelang_golden.gpu.compile import compile_cases
-    from tilelang_golden.gpu.device import NoCudaDevice, UnknownTarget, require_cuda
+    from tilelang_golden.gpu.measure import numerics
     from tilelang_golden.gpu.pairs import numerics_case
+    from tilelang_golden.gpu.run.compile import compile_cases
+    from tilelang_golden.gpu.run.device import NoCudaDevice, UnknownTarget, require_cuda
     from tilelang_golden.static.cases import family_cases
 
     family = seed_schedules()
@@ -370,7 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(problem, file=sys.stderr)
         return EXIT_CANNOT_RUN
     if args.static_only:
-        from tilelang_golden.static.session import LoweringSession
+        from tilelang_golden.static.produce.session import LoweringSession
 
         return static_report(LoweringSession())
     return gpu_report(args.seeds)

@@ -18,7 +18,7 @@ from kernels.gemm_num_stages import FAMILY as NUM_STAGES_FAMILY
 from kernels.gemm_num_stages import variant as num_stages_variant
 from tilelang_golden.family import load_families
 from tilelang_golden.static.cases import Case
-from tilelang_golden.static.session import LoweringSession
+from tilelang_golden.static.produce.session import LoweringSession
 
 load_families()  # import the kernel modules before pytester snapshots sys.modules
 

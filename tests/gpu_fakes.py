@@ -10,9 +10,7 @@ from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, tor
 from tilelang_golden.dtypes import torch_dtype
 from tilelang_golden.family import RETURNED, Family, OutputKind, Params, Sweep, Variant
 from tilelang_golden.gpu.check import not_runnable
-from tilelang_golden.gpu.compile import Argument, CompiledCase
-from tilelang_golden.gpu.device import Device
-from tilelang_golden.gpu.numerics import (
+from tilelang_golden.gpu.measure.numerics import (
     ErrorStats,
     NumericsCase,
     NumericsResult,
@@ -20,9 +18,11 @@ from tilelang_golden.gpu.numerics import (
     OutputCheck,
     SeedCheck,
 )
-from tilelang_golden.gpu.results import GpuRun, SnapshotCheck, VariantResult
+from tilelang_golden.gpu.measure.timing import PairedTiming, Timing, throughput
+from tilelang_golden.gpu.report.results import GpuRun, SnapshotCheck, VariantResult
+from tilelang_golden.gpu.run.compile import Argument, CompiledCase
+from tilelang_golden.gpu.run.device import Device
 from tilelang_golden.gpu.stages import KernelSession
-from tilelang_golden.gpu.timing import PairedTiming, Timing, throughput
 from tilelang_golden.static.cases import Case
 
 LIMIT = 232448  # an H200's opt-in shared memory per block; the harness queries it on a real device
@@ -199,7 +199,8 @@ V0 = case(GEMM_RELU, "v0_baseline")
 
 class FakeClock:
     """The GPU's time as the timer sees it, on the CPU: a launch advances it by its known duration, and
-    `timer` reads it before and after each launch as CUDA events do (a `tilelang_golden.gpu.timing.LaunchTimer`)."""
+    `timer` reads it before and after each launch as CUDA events do (a
+    `tilelang_golden.gpu.measure.timing.LaunchTimer`)."""
 
     def __init__(self) -> None:
         self.now = 0.0
@@ -410,7 +411,7 @@ def cpu_session(progress: Callable[[str], None] = lambda key: None) -> KernelSes
 
 
 class CpuWorker(KernelSession):
-    """A real worker's handler on the CPU (`python -m tilelang_golden.gpu.worker gpu_fakes:CpuWorker`): the check's
+    """A real worker's handler on the CPU (`python -m tilelang_golden.gpu.run.worker gpu_fakes:CpuWorker`): the check's
     stages
     as cpu_session runs them, its cases found in ISOLATED."""
 

@@ -17,7 +17,7 @@ from scratch_repo import FAMILIES, GOLDEN, PACKAGE, build_harness_wheel, make_sc
 
 from tilelang_golden import init
 from tilelang_golden.config import Config, ConfigError, read_config
-from tilelang_golden.static.results import RESULTS
+from tilelang_golden.static.snapshots.results import RESULTS
 
 INIT_FILES = REPO / "src" / "tilelang_golden" / "init_files"
 # `tilelang-golden static` (what `nox -s static` runs), in one process (-n 0) on one target, to stay short.
@@ -163,8 +163,8 @@ def test_the_harness_builds_as_a_wheel_with_its_command_and_what_init_writes(tmp
     wheel = build_harness_wheel(tmp_path)
     archive = zipfile.ZipFile(wheel)
     names = archive.namelist()
-    for module in ("cli.py", "config.py", "init.py", "static/results.py", "gpu/command.py", "gpu/timing_worker.py",
-                   "upgrade_command.py"):  # fmt: skip
+    for module in ("cli.py", "config.py", "init.py", "static/snapshots/results.py", "gpu/command.py",
+                   "upgrade/timing_worker.py", "upgrade/command.py"):  # fmt: skip
         module = f"tilelang_golden/{module}"
         assert module in names, f"{module} is not in {wheel.name}"
     assert not [name for name in names if name.startswith("kernels/")], "this repository's families stay out"

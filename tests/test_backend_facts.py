@@ -13,8 +13,8 @@ import tilelang.language as T
 from kernels.gemm_num_stages import FAMILY, variant
 from tilelang_golden.family import Variant
 from tilelang_golden.static.cases import Case
-from tilelang_golden.static.facts import extract_facts
-from tilelang_golden.static.snapshot import CorruptSnapshot, parse_facts, render_facts
+from tilelang_golden.static.produce.facts import extract_facts
+from tilelang_golden.static.snapshots.snapshot import CorruptSnapshot, parse_facts, render_facts
 
 CP_ASYNC_KEYS = {"cp_async_wait", "cp_async_commit_groups", "cp_async_copies"}
 TMA_KEYS = {"tma_loads", "mbarriers"}

@@ -9,9 +9,9 @@ import torch
 from script_runner import load_script, run_script
 
 from tilelang_golden.family import load_families
-from tilelang_golden.gpu import device
-from tilelang_golden.gpu.compile import Argument
-from tilelang_golden.gpu.numerics import NumericsCase, check_numerics, make_inputs
+from tilelang_golden.gpu.measure.numerics import NumericsCase, check_numerics, make_inputs
+from tilelang_golden.gpu.run import device
+from tilelang_golden.gpu.run.compile import Argument
 
 bench = load_script("bench_numerics")
 SHAPE = {"M": 128, "N": 48, "K": 32}

@@ -5,8 +5,8 @@ import kernel_styles as styles
 import pytest
 import tilelang.language as T
 
-from tilelang_golden.build import BuildError, build_kernel, signature
-from tilelang_golden.declaration import FamilyCallError, check_declaration, logical_outputs
+from tilelang_golden.families.build import BuildError, build_kernel, signature
+from tilelang_golden.families.declaration import FamilyCallError, check_declaration, logical_outputs
 from tilelang_golden.family import Chain, FamilyError, Returned, Tolerance, Variant, Written, snapshot_params
 from tilelang_golden.static.cases import Case
 
@@ -114,7 +114,7 @@ def test_an_output_in_a_storage_layout_is_mapped_to_its_logical_shape_before_the
 def test_a_case_that_does_not_lower_is_told_the_declaration_line_to_add(monkeypatch):
     import tilelang
 
-    from tilelang_golden.static.lowering import LoweringError, lower
+    from tilelang_golden.static.produce.lowering import LoweringError, lower
 
     declared = {"gfx942": "LDS too small"}
     variant = Variant("only", styles.eager_scale, {"block_rows": 8, "threads": 128}, does_not_lower=declared)
@@ -136,7 +136,7 @@ def test_a_case_that_does_not_lower_is_told_the_declaration_line_to_add(monkeypa
 def test_a_kernel_that_sizes_its_tensors_from_module_constants_is_refused_at_a_variants_own_shape():
     import tilelang
 
-    from tilelang_golden.declaration import family_problems
+    from tilelang_golden.families.declaration import family_problems
 
     @tilelang.jit(out_idx=[1])
     def fixed(rows: int, cols: int, block_rows: int = 8):

@@ -1,4 +1,4 @@
-"""Job summary and annotations from the static session's results (tilelang_golden/static/job_summary.py)."""
+"""Job summary and annotations from the static session's results (tilelang_golden/static/report/job_summary.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 from conftest import SMALL_CASE
 
 from tilelang_golden.github import MAX_ANNOTATIONS, escape_data, escape_property
-from tilelang_golden.static import job_summary as ci_summary
-from tilelang_golden.static.changes import FactChange, FileChange, Mismatch
-from tilelang_golden.static.job_summary import StaticReport, error_annotations, render_job_summary, static_report
-from tilelang_golden.static.results import RESULTS, CheckResult, Status, append_result, read_results
+from tilelang_golden.static.report import job_summary as ci_summary
+from tilelang_golden.static.report.job_summary import StaticReport, error_annotations, render_job_summary, static_report
+from tilelang_golden.static.snapshots.changes import FactChange, FileChange, Mismatch
+from tilelang_golden.static.snapshots.results import RESULTS, CheckResult, Status, append_result, read_results
 
 main = ci_summary.main
 

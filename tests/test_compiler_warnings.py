@@ -11,13 +11,13 @@ import pytest
 import tilelang_golden.family
 from tilelang_golden.family import FamilyError, Registry
 from tilelang_golden.static.cases import Case
-from tilelang_golden.static.facts import extract_facts
-from tilelang_golden.static.lowering import captured_output
-from tilelang_golden.static.lowering_cache import LoweringCache
-from tilelang_golden.static.normalize import normalize_warnings
-from tilelang_golden.static.produce import unacknowledged_warnings
-from tilelang_golden.static.session import LoweringSession
-from tilelang_golden.static.snapshot import load_yaml
+from tilelang_golden.static.produce.facts import extract_facts
+from tilelang_golden.static.produce.lowering import captured_output
+from tilelang_golden.static.produce.lowering_cache import LoweringCache
+from tilelang_golden.static.produce.normalize import normalize_warnings
+from tilelang_golden.static.produce.produced import unacknowledged_warnings
+from tilelang_golden.static.produce.session import LoweringSession
+from tilelang_golden.static.snapshots.snapshot import load_yaml
 
 READ_BEFORE_WRITE = "read before initialization"
 PRINTED = """[11:12:10] : Warning: Buffer read before initialization: 1 buffer(s) read before anything writes them

@@ -7,8 +7,8 @@ import kernel_styles as styles
 import pytest
 import torch
 
-from tilelang_golden.build import BuildError, build_kernel
-from tilelang_golden.declaration import MAX_LINES, family_problems, from_inputs
+from tilelang_golden.families.build import BuildError, build_kernel
+from tilelang_golden.families.declaration import MAX_LINES, family_problems, from_inputs
 from tilelang_golden.family import (
     FROM_INPUTS,
     RETURNED,
@@ -19,7 +19,7 @@ from tilelang_golden.family import (
     Variant,
     Written,
 )
-from tilelang_golden.gpu.compile import out_idx
+from tilelang_golden.gpu.run.compile import out_idx
 
 TWO = [Tolerance(atol=0, rtol=0)] * 2  # Acc += X and Y = 2 X are exact in fp16 at these magnitudes
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO
 from script_runner import load_script, run_script
 
-from tilelang_golden.static.snapshot import FACTS_SCHEMA, KERNEL_SCHEMA, OPTIONAL_KERNEL_FACTS
+from tilelang_golden.static.snapshots.snapshot import FACTS_SCHEMA, KERNEL_SCHEMA, OPTIONAL_KERNEL_FACTS
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 README_MOST_LINES = 320

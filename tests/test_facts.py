@@ -16,8 +16,8 @@ import tilelang_golden.family
 from kernels.gemm_num_stages import FAMILY
 from tilelang_golden.family import Variant
 from tilelang_golden.static.cases import Case, all_cases
-from tilelang_golden.static.facts import _calls, canonical_form, extract_facts
-from tilelang_golden.static.snapshot import CorruptSnapshot, parse_facts, render_facts
+from tilelang_golden.static.produce.facts import _calls, canonical_form, extract_facts
+from tilelang_golden.static.snapshots.snapshot import CorruptSnapshot, parse_facts, render_facts
 from tilelang_golden.targets import TARGETS
 
 
@@ -475,7 +475,7 @@ def test_a_family_check_reading_the_only_kernel_of_two_is_told_to_read_each(lowe
 def test_a_changed_field_names_its_kernel_where_the_module_launches_several(lowerings):
     import copy
 
-    from tilelang_golden.static.diff import changed_fields
+    from tilelang_golden.static.snapshots.diff import changed_fields
 
     facts = extract_facts(lowerings.lower(split_sum_case("sm_80")))
     changed = copy.deepcopy(facts)

@@ -93,8 +93,8 @@ def test_the_new_familys_numerics_run_through_the_gpu_check(kernels_dir):
     returns its output, as TileLang's kernels do, from memory the gate poisoned first."""
     import gpu_fakes
 
-    from tilelang_golden.gpu.compile import Argument
-    from tilelang_golden.gpu.numerics import check_numerics
+    from tilelang_golden.gpu.measure.numerics import check_numerics
+    from tilelang_golden.gpu.run.compile import Argument
 
     write_family(kernels_dir, "tiny_scale")
     (family,) = [f for f in tilelang_golden.family.load_families().families if f.name == "tiny_scale"]

@@ -8,10 +8,10 @@ import pytest
 from conftest import SMALL_CASE
 
 import tilelang_golden.family
-import tilelang_golden.static.session
+import tilelang_golden.static.produce.session
 from tilelang_golden.static.cases import all_cases
-from tilelang_golden.static.lowering import LoweringError
-from tilelang_golden.static.snapshot import FORMAT_VERSION
+from tilelang_golden.static.produce.lowering import LoweringError
+from tilelang_golden.static.snapshots.snapshot import FORMAT_VERSION
 
 
 def small_registry(monkeypatch, *ids: str) -> None:
@@ -147,13 +147,13 @@ def test_regen_refused_under_ci_unless_forced(golden_session, monkeypatch, ci):
 
 def test_regen_refuses_nondeterministic_lowering(golden_session, monkeypatch):
     lowerings = iter(range(1000))
-    real = tilelang_golden.static.session.lower
+    real = tilelang_golden.static.produce.session.lower
 
     def drifting(case, built):
         lowering = real(case, built)
         return dataclasses.replace(lowering, cuda=lowering.cuda + f"// {next(lowerings)}\n")
 
-    monkeypatch.setattr(tilelang_golden.static.session, "lower", drifting)
+    monkeypatch.setattr(tilelang_golden.static.produce.session, "lower", drifting)
     result = golden_session("--regen", "-k", SMALL_CASE)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*two lowerings of the same case differ*"])
@@ -162,14 +162,14 @@ def test_regen_refuses_nondeterministic_lowering(golden_session, monkeypatch):
 
 def test_lowering_failure_fails_that_case_only(golden_session, monkeypatch):
     broken, fine = SMALL_CASE, SMALL_CASE.replace("sm_90", "sm_80")
-    real = tilelang_golden.static.session.lower
+    real = tilelang_golden.static.produce.session.lower
 
     def failing(case, built):
         if case.id == broken:
             raise LoweringError(case.id, "TileLang could not lower this variant (boom)")
         return real(case, built)
 
-    monkeypatch.setattr(tilelang_golden.static.session, "lower", failing)
+    monkeypatch.setattr(tilelang_golden.static.produce.session, "lower", failing)
     result = golden_session("--regen", "-k", f"{broken} or {fine}")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([f"*{broken}: TileLang could not lower this variant (boom)*"])
@@ -178,7 +178,7 @@ def test_lowering_failure_fails_that_case_only(golden_session, monkeypatch):
 def test_a_case_that_does_not_lower_is_reported_once(golden_session, monkeypatch):
     """The family checks and summaries that need the case say only that it stopped them."""
     broken = SMALL_CASE
-    real = tilelang_golden.static.session.lower
+    real = tilelang_golden.static.produce.session.lower
 
     def failing(case, built):
         if case.id == broken:
@@ -186,7 +186,7 @@ def test_a_case_that_does_not_lower_is_reported_once(golden_session, monkeypatch
         return real(case, built)
 
     small_registry(monkeypatch, SMALL_CASE, SMALL_CASE.replace("ns0", "ns1"))
-    monkeypatch.setattr(tilelang_golden.static.session, "lower", failing)
+    monkeypatch.setattr(tilelang_golden.static.produce.session, "lower", failing)
     result = golden_session("--regen", "-k", "64x64x32")
     assert result.ret != 0
     # its own failure, then one folded line for every check it stops, with the reason
@@ -271,7 +271,7 @@ def test_lower_trace_is_refused(golden_session, monkeypatch):
 def test_the_same_error_in_several_cases_is_printed_once_and_short(golden_session, monkeypatch):
     """A harness or declaration error that every case of a family hits: its text once, at most
     FAILURE_TEXT_LINES lines; the other cases name the first."""
-    from tilelang_golden.static.verdict import FAILURE_TEXT_LINES
+    from tilelang_golden.static.report.verdict import FAILURE_TEXT_LINES
 
     second = SMALL_CASE.replace("ns0", "ns1")
 
@@ -279,7 +279,7 @@ def test_the_same_error_in_several_cases_is_printed_once_and_short(golden_sessio
         raise RuntimeError(f"{case.id}: a declaration the harness cannot use")
 
     small_registry(monkeypatch, SMALL_CASE, second)
-    monkeypatch.setattr(tilelang_golden.static.session, "lower", failing)
+    monkeypatch.setattr(tilelang_golden.static.produce.session, "lower", failing)
     result = golden_session("-k", "64x64x32 and test_case")
     result.assert_outcomes(failed=2)
     text = result.stdout.str()

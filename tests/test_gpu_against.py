@@ -12,11 +12,21 @@ import gpu_fakes as fake
 import pytest
 from scratch_repo import FAMILIES, make_scratch_repo
 
-from tilelang_golden.gpu import ab_gate, check, gate
-from tilelang_golden.gpu.against import NEW, BaseUnavailable, Plan, load_base, load_bases, load_package, plan, resolve
+from tilelang_golden.gpu import check
 from tilelang_golden.gpu.check import CheckPlan, run_gpu_check
+from tilelang_golden.gpu.gate import ab_gate, gate
+from tilelang_golden.gpu.measure.timing import interleaved_bench
+from tilelang_golden.gpu.run.against import (
+    NEW,
+    BaseUnavailable,
+    Plan,
+    load_base,
+    load_bases,
+    load_package,
+    plan,
+    resolve,
+)
 from tilelang_golden.gpu.stages import Kernels, KernelSession
-from tilelang_golden.gpu.timing import interleaved_bench
 from tilelang_golden.static.cases import Case
 
 # -- the verdict ------------------------------------------------------------------------------------
@@ -229,7 +239,7 @@ def ab_run(tmp_path, monkeypatch, pr_ms: float, base_ms: float = 1.0):
     base_family = fake.gemm_family("tiny@base", [fake.variant("changed")], **declared)
     cases = [Case(family, v, fake.TARGET) for v in family.variants]
     base_case = Case(base_family, base_family.variants[0], fake.TARGET)
-    from tilelang_golden.gpu.against import Base
+    from tilelang_golden.gpu.run.against import Base
 
     base = Base("main", "a" * 40, Path("build/against/aaaaaaaaaaaa"))
     session = KernelSession(

@@ -16,10 +16,7 @@ from conftest import REPO, SUBPROCESS_LIMIT_S
 from kernels._gemm import gemm_work
 from tilelang_golden.family import Work
 from tilelang_golden.gpu.check import CheckPlan, check_snapshot, device_cases, not_runnable, run_gpu_check
-from tilelang_golden.gpu.compile import CompiledCase, read_driver_resources
-from tilelang_golden.gpu.device import PEAKS, Peak, UnknownTarget, target_for_capability
-from tilelang_golden.gpu.results import VariantResult
-from tilelang_golden.gpu.timing import (
+from tilelang_golden.gpu.measure.timing import (
     Pair,
     PairedTiming,
     Throughput,
@@ -31,7 +28,10 @@ from tilelang_golden.gpu.timing import (
     one_after_the_other,
     throughput,
 )
-from tilelang_golden.static.snapshot import FORMAT_VERSION, SnapshotStore, cuda_header
+from tilelang_golden.gpu.report.results import VariantResult
+from tilelang_golden.gpu.run.compile import CompiledCase, read_driver_resources
+from tilelang_golden.gpu.run.device import PEAKS, Peak, UnknownTarget, target_for_capability
+from tilelang_golden.static.snapshots.snapshot import FORMAT_VERSION, SnapshotStore, cuda_header
 
 V0 = fake.V0
 
@@ -366,7 +366,7 @@ def test_a_device_knows_its_peak_by_name():
 
 
 def test_nvcc_is_found_where_tilelang_looks(tmp_path):
-    from tilelang_golden.gpu.device import find_nvcc
+    from tilelang_golden.gpu.run.device import find_nvcc
 
     toolkit = tmp_path / "cuda"
     (toolkit / "bin").mkdir(parents=True)
@@ -380,7 +380,7 @@ def test_nvcc_is_found_where_tilelang_looks(tmp_path):
 
 def test_without_nvcc_the_entry_stops_before_compiling_with_status_2(monkeypatch, capsys, tmp_path):
     from tilelang_golden.gpu import command as entry
-    from tilelang_golden.gpu import device
+    from tilelang_golden.gpu.run import device
 
     monkeypatch.setattr(device, "require_cuda", fake.device)
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-toolkit"))

@@ -13,13 +13,15 @@ import gpu_fakes as fake
 import pytest
 from test_gpu_check import FACTS
 
-from tilelang_golden.build import BuiltKernel
-from tilelang_golden.chain import Launch
-from tilelang_golden.gpu import check, command, compile
-from tilelang_golden.gpu.baseline import baseline_key
+from tilelang_golden.families.build import BuiltKernel
+from tilelang_golden.families.chain import Launch
+from tilelang_golden.gpu import check, command
 from tilelang_golden.gpu.check import CheckPlan, check_snapshot, device_selection, run_gpu_check
-from tilelang_golden.gpu.compile import CompiledCase, compile_cases, read_driver_resources
-from tilelang_golden.gpu.device import (
+from tilelang_golden.gpu.gate.baseline import baseline_key
+from tilelang_golden.gpu.report.report import NOT_RUN, render_markdown, report_data
+from tilelang_golden.gpu.run import compile
+from tilelang_golden.gpu.run.compile import CompiledCase, compile_cases, read_driver_resources
+from tilelang_golden.gpu.run.device import (
     NoCudaDevice,
     UnknownTarget,
     gpu_unavailable,
@@ -28,9 +30,8 @@ from tilelang_golden.gpu.device import (
     target_for_capability,
     target_for_gcn_arch,
 )
-from tilelang_golden.gpu.report import NOT_RUN, render_markdown, report_data
 from tilelang_golden.gpu.stages import Kernels, KernelSession
-from tilelang_golden.static.snapshot import FORMAT_VERSION, SnapshotStore, cuda_header
+from tilelang_golden.static.snapshots.snapshot import FORMAT_VERSION, SnapshotStore, cuda_header
 from tilelang_golden.targets import TARGETS
 
 TARGETS_FILE = "src/tilelang_golden/targets.py"

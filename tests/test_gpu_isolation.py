@@ -2,7 +2,7 @@
 and one that kills its worker each fail their variant alone, and the report and exit status say so.
 
 On the CPU: the check's stages (tilelang_golden.gpu.stages) run fake kernels, in process, or in a real worker process
-(tilelang_golden.gpu.worker) whose kernels sleep or abort."""
+(tilelang_golden.gpu.run.worker) whose kernels sleep or abort."""
 
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ from conftest import SUBPROCESS_LIMIT_S
 
 import tilelang_golden.family
 from tilelang_golden.family import Family
-from tilelang_golden.gpu import check, numerics, stages
+from tilelang_golden.gpu import check, stages
 from tilelang_golden.gpu.check import CheckPlan, run_gpu_check
+from tilelang_golden.gpu.measure import numerics
+from tilelang_golden.gpu.run.worker import CRASHED, DID_NOT_FINISH, RAISED, TimeLimits, WorkerProcess
 from tilelang_golden.gpu.stages import Kernels, KernelSession
-from tilelang_golden.gpu.worker import CRASHED, DID_NOT_FINISH, RAISED, TimeLimits, WorkerProcess
 from tilelang_golden.static.cases import Case
 
 SEEDS = [1, 2, 3]
@@ -197,7 +198,7 @@ DTYPES = [
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_every_dtype_is_compared_and_a_wrong_element_is_seen(dtype):
     from tilelang_golden.family import Tolerance
-    from tilelang_golden.gpu.numerics import Output, check_output
+    from tilelang_golden.gpu.measure.numerics import Output, check_output
 
     exact = not dtype.is_floating_point
     values = torch.arange(-8, 8, dtype=torch.float32) / (1 if exact else 4)
@@ -215,7 +216,7 @@ def test_every_dtype_is_compared_and_a_wrong_element_is_seen(dtype):
 
 def test_an_integer_difference_beyond_int64_does_not_wrap():
     from tilelang_golden.family import Tolerance
-    from tilelang_golden.gpu.numerics import Output, check_output
+    from tilelang_golden.gpu.measure.numerics import Output, check_output
 
     reference = torch.tensor([2**63 - 1, 0])
     unwritten = torch.tensor([-(2**63), 0])  # the poison: int64's minimum
@@ -253,7 +254,7 @@ def test_a_family_raising_in_its_own_file_is_located_there():
 
 
 def test_a_family_call_error_names_its_file_once():
-    from tilelang_golden.declaration import FamilyCallError
+    from tilelang_golden.families.declaration import FamilyCallError
     from tilelang_golden.family import load_families
 
     family: Family = next(f for f in load_families("tests.gpu_families").families if f.name == "inputs_raise")

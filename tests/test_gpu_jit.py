@@ -9,9 +9,9 @@ import kernel_styles as styles
 import pytest
 from conftest import REPO
 
-from tilelang_golden.build import build_kernel, signature
+from tilelang_golden.families.build import build_kernel, signature
 from tilelang_golden.family import Variant, load_families
-from tilelang_golden.gpu.compile import (
+from tilelang_golden.gpu.run.compile import (
     DYNAMIC_SHARED_LAUNCH_PARAM,
     Argument,
     compile_cases,
@@ -20,7 +20,7 @@ from tilelang_golden.gpu.compile import (
     out_idx,
 )
 from tilelang_golden.static.cases import Case
-from tilelang_golden.static.snapshot import SnapshotStore, parse_facts
+from tilelang_golden.static.snapshots.snapshot import SnapshotStore, parse_facts
 from tilelang_golden.targets import TARGETS
 
 GOLDEN = REPO / "golden"

@@ -10,10 +10,10 @@ import torch
 
 from kernels._gemm import TOLERANCE, gemm_inputs
 from tilelang_golden.family import FROM_INPUTS, RETURNED, Accumulated, PrecisionBudget, Tolerance, Written
-from tilelang_golden.gpu.compile import Argument
-from tilelang_golden.gpu.numerics import check_numerics
-from tilelang_golden.gpu.numerics_gate import THRESHOLDS
-from tilelang_golden.gpu.report import _of_bound
+from tilelang_golden.gpu.gate.numerics_gate import THRESHOLDS
+from tilelang_golden.gpu.measure.numerics import check_numerics
+from tilelang_golden.gpu.report.report import _of_bound
+from tilelang_golden.gpu.run.compile import Argument
 
 SHAPE = {"M": 64, "N": 48, "K": 32}
 SEEDS = [1, 2, 3]

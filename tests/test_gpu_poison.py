@@ -13,10 +13,10 @@ import tilelang.language as T
 import torch
 
 from tilelang_golden.family import Family, Tolerance, Variant, Work
-from tilelang_golden.gpu.compile import Argument
-from tilelang_golden.gpu.device import find_nvcc, require_cuda
-from tilelang_golden.gpu.numerics import check_numerics
-from tilelang_golden.gpu.poison import poison, unpoisoned
+from tilelang_golden.gpu.measure.numerics import check_numerics
+from tilelang_golden.gpu.run.compile import Argument
+from tilelang_golden.gpu.run.device import find_nvcc, require_cuda
+from tilelang_golden.gpu.run.poison import poison, unpoisoned
 from tilelang_golden.static.cases import Case
 
 SHAPE = {"M": 64, "N": 48, "K": 32}
@@ -133,8 +133,8 @@ DOUBLED = Family(
     not torch.cuda.is_available() or find_nvcc() is None, reason="needs a CUDA GPU and nvcc to compile for it"
 )
 def test_a_real_eager_kernel_is_called_as_users_call_it_and_its_unwritten_row_fails(monkeypatch):
-    from tilelang_golden.gpu.compile import compile_cases
     from tilelang_golden.gpu.pairs import numerics_case
+    from tilelang_golden.gpu.run.compile import compile_cases
 
     monkeypatch.setattr(tilelang, "disable_cache", lambda: None)  # keep this process's cache setting
     target = require_cuda().target  # each case is compiled for its target: this device's

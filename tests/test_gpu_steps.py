@@ -52,12 +52,12 @@ def test_a_bad_step_says_what_is_wrong(spec, message):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
-@pytest.mark.parametrize("script", ["bench_steps", "bench_timing", "tilelang_golden.gpu.timing_worker"])
+@pytest.mark.parametrize("script", ["bench_steps", "bench_timing", "tilelang_golden.upgrade.timing_worker"])
 def test_without_a_gpu_each_gpu_script_stops_with_status_2_and_says_why(script):
     module = importlib.import_module(script) if "." in script else load_script(script)
     argv = {"bench_steps": ["some_family/some_variant"], "bench_timing": ["ab"]}.get(script, [])
     status, out, err = run_script(module.main, *argv)
-    from tilelang_golden.gpu.device import gpu_unavailable
+    from tilelang_golden.gpu.run.device import gpu_unavailable
 
     assert status == 2 and out == ""
     assert err.endswith(f": {gpu_unavailable()}\n"), err

@@ -6,7 +6,7 @@ import gpu_fakes as fake
 
 from tilelang_golden.family import Sweep
 from tilelang_golden.gpu.check import build_sweeps
-from tilelang_golden.gpu.sweep import SweepCurve, SweepPoint, conclusions, find_knee
+from tilelang_golden.gpu.measure.sweep import SweepCurve, SweepPoint, conclusions, find_knee
 
 KIB = 1024
 FAMILY = "gemm_num_stages"

@@ -11,7 +11,7 @@ import tilelang
 import tilelang.language as T
 
 import tilelang_golden.family
-from tilelang_golden.build import KERNEL_KINDS, BuildError, build_kernel
+from tilelang_golden.families.build import KERNEL_KINDS, BuildError, build_kernel
 from tilelang_golden.family import FamilyError, Tolerance, Variant
 from tilelang_golden.static.cases import Case
 

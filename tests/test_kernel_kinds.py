@@ -13,11 +13,11 @@ from tvm.target import Target
 
 import tilelang_golden.family
 from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul
-from tilelang_golden.build import BuildError, build_kernel
+from tilelang_golden.families.build import BuildError, build_kernel
 from tilelang_golden.family import Family, Variant
 from tilelang_golden.static.cases import Case
-from tilelang_golden.static.normalize import normalize_cuda
-from tilelang_golden.static.snapshot import SnapshotStore, strip_cuda_header
+from tilelang_golden.static.produce.normalize import normalize_cuda
+from tilelang_golden.static.snapshots.snapshot import SnapshotStore, strip_cuda_header
 from tilelang_golden.targets import TARGETS
 
 GOLDEN = SnapshotStore(Path(__file__).resolve().parents[1] / "golden")

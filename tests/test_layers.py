@@ -13,10 +13,10 @@ from conftest import REPO, SUBPROCESS_LIMIT_S
 HARNESS = REPO / "src" / "tilelang_golden"
 # Modules that walk TVM IR, and those that lower and extract: only ever used to lower.
 READS_IR = {
-    "tilelang_golden.static.facts",
-    "tilelang_golden.static.produce",
-    "tilelang_golden.static.session",  # what a run builds, traces and lowers: it holds the producing modules
-    "tilelang_golden.static.upgrade_preview",
+    "tilelang_golden.static.produce.facts",
+    "tilelang_golden.static.produce.produced",
+    "tilelang_golden.static.produce.session",  # what a run builds, traces and lowers: it holds the producing modules
+    "tilelang_golden.upgrade.preview",
     "tilelang_golden.static.session_items",  # the static session's pytest items: they lower
 }
 # Which layers each layer may import from (besides itself and the standard library).
@@ -26,16 +26,18 @@ ALLOWED = {
     "tilelang_golden.cli": {
         "tilelang_golden.static",
         "tilelang_golden.gpu",
-        "tilelang_golden.upgrade_command",
+        "tilelang_golden.upgrade",
         "tilelang_golden.init",
         "tilelang_golden.config",
     },
     # `tilelang-golden upgrade-preview`: the static half's preview, then both TileLangs on the GPU
-    "tilelang_golden.upgrade_command": {
+    "tilelang_golden.upgrade": {
         "tilelang_golden.config",
         "tilelang_golden.family",
+        "tilelang_golden.families",
         "tilelang_golden.static",
         "tilelang_golden.gpu",
+        "tilelang_golden.targets",
     },
     "tilelang_golden.init": {
         "tilelang_golden.config"
@@ -55,17 +57,23 @@ ALLOWED = {
     "tilelang_golden.analysis": set(),  # what families' checks compute: with .family, all they may import
     "tilelang_golden.dtypes": set(),  # below both halves: element types by TVM's and torch's names
     # a chain of jit kernels traced on the meta device: what build makes of a Chain
-    "tilelang_golden.chain": {"tilelang_golden.dtypes"},
-    "tilelang_golden.build": {"tilelang_golden.family", "tilelang_golden.chain", "tilelang_golden.dtypes"},
+    "tilelang_golden.families.chain": {"tilelang_golden.dtypes"},
+    "tilelang_golden.families.build": {
+        "tilelang_golden.family",
+        "tilelang_golden.families.chain",
+        "tilelang_golden.dtypes",
+    },
     # a family's callables against the kernel's signature: checked by both halves
-    "tilelang_golden.declaration": {"tilelang_golden.family", "tilelang_golden.build", "tilelang_golden.dtypes"},
+    "tilelang_golden.families.declaration": {
+        "tilelang_golden.family",
+        "tilelang_golden.families.build",
+        "tilelang_golden.dtypes",
+    },
     "tilelang_golden.static": {
         "tilelang_golden.config",
         "tilelang_golden.family",
         "tilelang_golden.analysis",
-        "tilelang_golden.build",
-        "tilelang_golden.chain",
-        "tilelang_golden.declaration",
+        "tilelang_golden.families",
         "tilelang_golden.targets",
         "tilelang_golden.files",
         "tilelang_golden.environment",
@@ -74,9 +82,8 @@ ALLOWED = {
     "tilelang_golden.gpu": {
         "tilelang_golden.config",
         "tilelang_golden.family",
-        "tilelang_golden.build",
+        "tilelang_golden.families",
         "tilelang_golden.dtypes",
-        "tilelang_golden.declaration",
         "tilelang_golden.static",
         "tilelang_golden.github",
         "tilelang_golden.targets",

@@ -17,8 +17,8 @@ from script_runner import load_script, run_script
 
 from kernels.gemm_num_stages import CRITERIA as NUM_STAGES_CRITERIA
 from kernels.gemm_num_stages import FAMILY, variant
-from tilelang_golden.static.facts import extract_facts
-from tilelang_golden.static.normalize import normalize_cuda
+from tilelang_golden.static.produce.facts import extract_facts
+from tilelang_golden.static.produce.normalize import normalize_cuda
 from tilelang_golden.targets import TARGETS
 
 script = load_script("lower_num_stages")
@@ -318,7 +318,7 @@ def test_bench_runs_the_gpu_check_for_the_given_n_and_prints_its_summary(monkeyp
     import gpu_fakes
 
     from tilelang_golden.gpu import check as gpu_check
-    from tilelang_golden.gpu import device as gpu_device
+    from tilelang_golden.gpu.run import device as gpu_device
 
     asked = {}
 

@@ -1,4 +1,4 @@
-"""The content-addressed lowering cache (tilelang_golden/static/lowering_cache.py): never wrong, and used by the
+"""The content-addressed lowering cache (tilelang_golden/static/produce/lowering_cache.py): never wrong, and used by the
 session."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import tilelang
 import tilelang.language as T
 from conftest import SMALL_CASE
 
-import tilelang_golden.static.lowering_cache as lowering_cache
+import tilelang_golden.static.produce.lowering_cache as lowering_cache
 from tilelang_golden.family import Variant, load_families
 from tilelang_golden.static.cases import Case, all_cases, family_cases
-from tilelang_golden.static.lowering_cache import CorruptEntry, LoweringCache, StaleCacheEntry
-from tilelang_golden.static.session import LoweringSession
+from tilelang_golden.static.produce.lowering_cache import CorruptEntry, LoweringCache, StaleCacheEntry
+from tilelang_golden.static.produce.session import LoweringSession
 from tilelang_golden.targets import TARGETS
 
 SMALL = next(c for c in all_cases(load_families()) if c.id == SMALL_CASE)
@@ -138,18 +138,27 @@ def test_a_change_to_the_code_that_writes_snapshots_is_a_miss(monkeypatch, tmp_p
     shutil.copytree(lowering_cache.HARNESS_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(lowering_cache, "HARNESS_ROOT", copy)
     before = case_key(scale_case())
-    normalize = copy / "static" / "normalize.py"
+    normalize = copy / "static" / "produce" / "normalize.py"
     normalize.write_text(normalize.read_text() + "\n# one more rule\n")
     assert case_key(scale_case()) != before
 
 
 def test_the_fingerprint_reads_every_module_that_writes_snapshot_files():
     modules = lowering_cache.producing_modules()
-    expected = {"normalize", "facts", "snapshot", "lowering", "cases", "produce", "lowering_cache", "session", "kinds"}
-    assert {f"tilelang_golden.static.{name}" for name in expected} | {
-        "tilelang_golden.build",
-        "tilelang_golden.targets",
-    } <= modules
+    expected = {
+        "static.cases",
+        "static.produce.session",
+        "static.produce.normalize",
+        "static.produce.facts",
+        "static.produce.lowering",
+        "static.produce.lowering_cache",
+        "static.produce.produced",
+        "static.snapshots.kinds",
+        "static.snapshots.snapshot",
+        "families.build",
+        "targets",
+    }
+    assert {f"tilelang_golden.{name}" for name in expected} <= modules
 
 
 # -- a bad entry is a miss, never a hit or a crash ---------------------------------------------------------

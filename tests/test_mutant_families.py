@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 import tilelang_golden.family
-from tilelang_golden.build import build_kernel
+from tilelang_golden.families.build import build_kernel
 
 # mutant family -> the module of the family it mutates (a leading `_`: not registered until the harness can
 # declare its outputs or its several kernels).

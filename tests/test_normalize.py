@@ -1,4 +1,4 @@
-from tilelang_golden.static.normalize import normalize_cuda
+from tilelang_golden.static.produce.normalize import normalize_cuda
 
 
 def test_line_directives_are_dropped_unless_asked_for():

@@ -12,8 +12,8 @@ from conftest import GOLDEN_TEST, REPO, SMALL_CASE, SUBPROCESS_LIMIT_S
 
 import tilelang_golden.family
 from tilelang_golden.static.cases import all_cases
-from tilelang_golden.static.job_summary import error_annotations, static_report
-from tilelang_golden.static.results import read_results
+from tilelang_golden.static.report.job_summary import error_annotations, static_report
+from tilelang_golden.static.snapshots.results import read_results
 
 WORKERS = ("0", "2")  # -n 0: no xdist; -n 2: what `nox -s static` runs (-n auto on 2 cores)
 

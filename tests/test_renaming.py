@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tilelang_golden.static.changes import FileChange
-from tilelang_golden.static.kinds import describe_mismatch
-from tilelang_golden.static.renaming import all_tokens, classify
+from tilelang_golden.static.snapshots.changes import FileChange
+from tilelang_golden.static.snapshots.kinds import describe_mismatch
+from tilelang_golden.static.snapshots.renaming import all_tokens, classify
 
 DATA = Path(__file__).parent / "data" / "renaming"
 
@@ -85,7 +85,7 @@ def test_a_failing_cu_says_which_kind_it_is():
 
 
 def test_comment_and_whitespace_edits_get_their_own_kind():
-    from tilelang_golden.static.snapshot import cuda_header
+    from tilelang_golden.static.snapshots.snapshot import cuda_header
 
     header = cuda_header("f/v/sm_80", "sm_80")
     code = "int main() {\n  int i = 0;\n  return i;\n}\n"

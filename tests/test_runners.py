@@ -23,7 +23,7 @@ import yaml
 from conftest import SUBPROCESS_LIMIT_S
 from referencing.jsonschema import DRAFT7
 
-from tilelang_golden.gpu.baseline import TIMING_DIR, baseline_path
+from tilelang_golden.gpu.gate.baseline import TIMING_DIR, baseline_path
 
 REPO = Path(__file__).resolve().parents[1]
 ARC = REPO / "deploy" / "arc"
@@ -322,7 +322,7 @@ def test_each_model_runs_on_its_own_nodes_and_gpu(model):
 
 def test_each_model_has_its_own_timing_baseline():
     """The node label is the product name the report names the GPU by, so it picks the baseline file
-    (tilelang_golden.gpu.baseline.baseline_path): one file per model, the H200's the committed one."""
+    (tilelang_golden.gpu.gate.baseline.baseline_path): one file per model, the H200's the committed one."""
     baselines = {model.stem: baseline_path(product(model)) for model in MODELS}
     assert len(set(baselines.values())) == len(MODELS), baselines
     assert baselines["gpu-h200"] == TIMING_DIR / "nvidia-h200.yaml" and (REPO / baselines["gpu-h200"]).is_file()

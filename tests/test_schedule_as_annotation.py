@@ -274,9 +274,9 @@ def fake_gpu(monkeypatch):
     """A GPU where v2 fails to compile and v3 mismatches; returns what check_numerics was given."""
     import gpu_fakes
 
-    from tilelang_golden.gpu import compile as jit
-    from tilelang_golden.gpu import device as gpu_device
-    from tilelang_golden.gpu import numerics
+    from tilelang_golden.gpu.measure import numerics
+    from tilelang_golden.gpu.run import compile as jit
+    from tilelang_golden.gpu.run import device as gpu_device
 
     given = {}
 

@@ -9,8 +9,8 @@ from conftest import REPO
 
 from tilelang_golden.environment import running_under_ci
 from tilelang_golden.files import atomic_write
-from tilelang_golden.static.golden import RegenRefused, check_may_write, regen_files
-from tilelang_golden.static.snapshot import (
+from tilelang_golden.static.snapshots.golden import RegenRefused, check_may_write, regen_files
+from tilelang_golden.static.snapshots.snapshot import (
     CUDA_FORMAT_VERSION,
     FACTS_SCHEMA,
     FORMAT_CHANGELOG,
@@ -108,8 +108,8 @@ def test_a_facts_file_of_an_earlier_format_is_refused_with_the_fix():
 
 
 def test_two_differing_lowerings_are_refused_in_one_readable_message(tmp_path):
-    from tilelang_golden.static.golden import RegenRefused, regen_files
-    from tilelang_golden.static.snapshot import SnapshotStore
+    from tilelang_golden.static.snapshots.golden import RegenRefused, regen_files
+    from tilelang_golden.static.snapshots.snapshot import SnapshotStore
 
     golden = SnapshotStore(tmp_path)
     first = {"f/v/sm_80.cu": "a\nworkspace\n"}
@@ -131,7 +131,7 @@ def test_one_changed_count_is_one_changed_line_of_the_facts():
 
     import yaml
 
-    from tilelang_golden.static.snapshot import render_facts
+    from tilelang_golden.static.snapshots.snapshot import render_facts
 
     facts = yaml.safe_load((REPO / "golden/layer_norm/threads256/sm_90.yaml").read_text())
     before = render_facts(facts)

@@ -1,4 +1,5 @@
-"""Snapshot kinds (tilelang_golden/static/kinds.py): one class per kind of file under golden/, and a new kind is one
+"""Snapshot kinds (tilelang_golden/static/snapshots/kinds.py): one class per kind of file under golden/, and a new
+kind is one
 class."""
 
 from __future__ import annotations
@@ -9,11 +10,13 @@ import pytest
 from conftest import SMALL_CASE
 
 import tilelang_golden.family
-from tilelang_golden.static import kinds
 from tilelang_golden.static.cases import Case, all_cases
-from tilelang_golden.static.changes import CaseOutcome, FileChange
 from tilelang_golden.static.engine import check_case
-from tilelang_golden.static.kinds import (
+from tilelang_golden.static.produce.session import LoweringSession
+from tilelang_golden.static.report.verdict import build_verdict
+from tilelang_golden.static.snapshots import kinds
+from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange
+from tilelang_golden.static.snapshots.kinds import (
     KINDS,
     DeclaredError,
     Facts,
@@ -23,10 +26,8 @@ from tilelang_golden.static.kinds import (
     case_kinds,
     kind_of,
 )
-from tilelang_golden.static.results import Status
-from tilelang_golden.static.session import LoweringSession
-from tilelang_golden.static.snapshot import SnapshotStore
-from tilelang_golden.static.verdict import build_verdict
+from tilelang_golden.static.snapshots.results import Status
+from tilelang_golden.static.snapshots.snapshot import SnapshotStore
 
 CASE = next(c for c in all_cases(tilelang_golden.family.load_families()) if c.id == SMALL_CASE)
 

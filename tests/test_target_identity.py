@@ -1,13 +1,14 @@
-"""Which targets emit the same kernel source (tilelang_golden/static/target_identity.py), and where it is reported."""
+"""Which targets emit the same kernel source (tilelang_golden/static/snapshots/target_identity.py), and where it is
+reported."""
 
 from __future__ import annotations
 
 import io
 from pathlib import Path
 
-from tilelang_golden.static.results import CheckResult, append_result
-from tilelang_golden.static.snapshot import SnapshotStore, cuda_header
-from tilelang_golden.static.target_identity import NAMED_DIFFERENCES, identical_target_pairs, identity_lines
+from tilelang_golden.static.snapshots.results import CheckResult, append_result
+from tilelang_golden.static.snapshots.snapshot import SnapshotStore, cuda_header
+from tilelang_golden.static.snapshots.target_identity import NAMED_DIFFERENCES, identical_target_pairs, identity_lines
 
 KERNEL = "__global__ void k() {}\n"
 OTHER = "__global__ void k() { __syncthreads(); }\n"
@@ -62,7 +63,7 @@ def test_the_job_summary_lists_identical_targets_from_the_pending_folder(tmp_pat
     snapshot(pending, "f/a", "sm_89", KERNEL)
     append_result(pending.root, CheckResult("f/a/sm_80", case=("f", "a", "sm_80")))
     out = io.StringIO()
-    from tilelang_golden.static.job_summary import main
+    from tilelang_golden.static.report.job_summary import main
 
     assert main([str(pending.root)], environ={}, out=out) == 0
     assert "### Targets with byte-identical kernel source\n\n- sm_80 = sm_89: 1 of 1 variants\n" in out.getvalue()

@@ -11,20 +11,20 @@ import pytest
 from conftest import SMALL_CASE
 
 import tilelang_golden.family
-import tilelang_golden.static.session
-from tilelang_golden.build import build_kernel
+import tilelang_golden.static.produce.session
+from tilelang_golden.families.build import build_kernel
 from tilelang_golden.family import Claim, Family, FamilyError
 from tilelang_golden.gpu.check import device_cases, not_run_on
-from tilelang_golden.gpu.report import render_markdown, report_data
+from tilelang_golden.gpu.report.report import render_markdown, report_data
 from tilelang_golden.static.cases import all_cases, check_groups, family_cases
-from tilelang_golden.static.changes import CaseOutcome
-from tilelang_golden.static.lowering import LoweringError
-from tilelang_golden.static.normalize import normalize_error
-from tilelang_golden.static.session import LoweringSession
-from tilelang_golden.static.snapshot import SnapshotStore
-from tilelang_golden.static.upgrade_preview import classify_case
+from tilelang_golden.static.produce.lowering import LoweringError
+from tilelang_golden.static.produce.normalize import normalize_error
+from tilelang_golden.static.produce.session import LoweringSession
+from tilelang_golden.static.snapshots.changes import CaseOutcome
+from tilelang_golden.static.snapshots.snapshot import SnapshotStore
 from tilelang_golden.static.variant_effects import no_effect, render_effects, variant_effects
 from tilelang_golden.targets import TARGETS
+from tilelang_golden.upgrade.preview import classify_case
 
 REASON = "a reason in words"
 # What TileLang raises, as it reaches the harness: a machine path and an object address in it.
@@ -50,14 +50,14 @@ def use(monkeypatch, family: Family) -> None:
 
 def fail_lowering(monkeypatch, case_id: str, error: Exception = TILELANG_ERROR) -> None:
     """Lowering `case_id` raises `error` as TileLang would; every other case lowers for real."""
-    real = tilelang_golden.static.session.lower
+    real = tilelang_golden.static.produce.session.lower
 
     def lower(case, built):
         if case.id == case_id:
             raise LoweringError(case.id, "TileLang could not lower this variant") from error
         return real(case, built)
 
-    monkeypatch.setattr(tilelang_golden.static.session, "lower", lower)
+    monkeypatch.setattr(tilelang_golden.static.produce.session, "lower", lower)
 
 
 # -- declarations -----------------------------------------------------------------------------------

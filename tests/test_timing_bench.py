@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from script_runner import load_script
 
-from tilelang_golden.gpu.baseline import Baseline
-from tilelang_golden.gpu.gpu_state import summarize
-from tilelang_golden.gpu.timing_gate import FAIL_SLOWER, WARN_SLOWER, compare_ratios
+from tilelang_golden.gpu.gate.baseline import Baseline
+from tilelang_golden.gpu.gate.timing_gate import FAIL_SLOWER, WARN_SLOWER, compare_ratios
+from tilelang_golden.gpu.run.gpu_state import summarize
 
 bench = load_script("bench_timing")
 Repetition, criteria, identical_groups, spread = bench.Repetition, bench.criteria, bench.identical_groups, bench.spread

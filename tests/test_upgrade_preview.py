@@ -11,15 +11,15 @@ import pytest
 from conftest import REPO, SMALL_CASE
 
 import tilelang_golden.family
-import tilelang_golden.static.upgrade_preview as preview_module
+import tilelang_golden.upgrade.preview as preview_module
 from tilelang_golden.family import Registry
 from tilelang_golden.static.cases import Case, all_cases
-from tilelang_golden.static.changes import CaseOutcome, FileChange
-from tilelang_golden.static.diff import changed_fields
-from tilelang_golden.static.lowering import LoweringError
-from tilelang_golden.static.results import read_results
-from tilelang_golden.static.snapshot import SnapshotStore
-from tilelang_golden.static.upgrade_preview import CaseRow, Preview, classify_case, render_markdown, run_preview
+from tilelang_golden.static.produce.lowering import LoweringError
+from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange
+from tilelang_golden.static.snapshots.diff import changed_fields
+from tilelang_golden.static.snapshots.results import read_results
+from tilelang_golden.static.snapshots.snapshot import SnapshotStore
+from tilelang_golden.upgrade.preview import CaseRow, Preview, classify_case, render_markdown, run_preview
 
 CASE = next(c for c in all_cases(tilelang_golden.family.load_families()) if c.id == SMALL_CASE)
 

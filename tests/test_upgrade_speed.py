@@ -12,7 +12,7 @@ from argparse import Namespace
 import pytest
 from conftest import REPO
 
-from tilelang_golden.gpu.upgrade_speed import (
+from tilelang_golden.upgrade.speed import (
     FASTER_BELOW,
     MAYBE_SLOWER_ABOVE,
     SLOWER_ABOVE,
@@ -110,7 +110,7 @@ def test_a_worker_process_answers_over_its_pipes(tmp_path):
     command = fake_environment(
         tmp_path,
         """
-        from tilelang_golden.gpu.upgrade_speed import serve
+        from tilelang_golden.upgrade.speed import serve
         serve({"tilelang": "0.0.1", "argv": sys.argv[3:]}, lambda r, s: {"f/a": r * s}, sys.stdin, sys.stdout)
         """,
     )
@@ -136,8 +136,8 @@ def test_a_missing_python_is_a_clear_failure():
 
 
 def test_without_a_gpu_the_speed_preview_stops_with_status_2(monkeypatch, capsys):
-    from tilelang_golden import upgrade_command
-    from tilelang_golden.gpu import device
+    from tilelang_golden.gpu.run import device
+    from tilelang_golden.upgrade import command as upgrade_command
 
     def no_gpu() -> None:
         raise device.NoCudaDevice("no CUDA device is visible")

@@ -1,13 +1,11 @@
-"""The verdict of a failing static run (tilelang_golden/static/verdict.py): grouping, order, words, caps, commands."""
+"""The verdict of a failing static run (tilelang_golden/static/report/verdict.py): grouping, order, words, caps,
+commands."""
 
 from __future__ import annotations
 
 import pytest
 
-from tilelang_golden.static.changes import FactChange, FileChange, Mismatch
-from tilelang_golden.static.diff import fact_changes
-from tilelang_golden.static.results import CheckResult, Status
-from tilelang_golden.static.verdict import (
+from tilelang_golden.static.report.verdict import (
     FAILURE_TEXT_LINES,
     MARKDOWN_UNFOLDED_LINES,
     TERMINAL_BODY_LINES,
@@ -19,6 +17,9 @@ from tilelang_golden.static.verdict import (
     terminal_lines,
     unfolded_lines,
 )
+from tilelang_golden.static.snapshots.changes import FactChange, FileChange, Mismatch
+from tilelang_golden.static.snapshots.diff import fact_changes
+from tilelang_golden.static.snapshots.results import CheckResult, Status
 
 TARGETS = ("sm_80", "sm_89", "sm_90", "sm_100a", "sm_120", "gfx942", "gfx950")
 # Same change per pair of targets that emit the same source, as the FullCol warp policy change does.

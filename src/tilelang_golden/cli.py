@@ -40,13 +40,13 @@ def gpu(argv: Sequence[str]) -> int:
 
 
 def upgrade_preview(argv: Sequence[str]) -> int:
-    from tilelang_golden.upgrade_command import main
+    from tilelang_golden.upgrade.command import main
 
     return main(list(argv))
 
 
 def summary(argv: Sequence[str]) -> int:
-    from tilelang_golden.static.job_summary import main
+    from tilelang_golden.static.report.job_summary import main
 
     return main(argv)
 

@@ -87,7 +87,7 @@ class Chain:
 class Variant:
     """One kernel of a family: a name unique in it, how to build it, and its parameters.
 
-    `kernel` is one of the kinds `tilelang_golden.build` lists (an eager or lazy `@tilelang.jit` function,
+    `kernel` is one of the kinds `tilelang_golden.families.build` lists (an eager or lazy `@tilelang.jit` function,
     an `@tilelang.autotune` one, a PrimFunc factory, a ready `@T.prim_func`); it is called with the
     problem dimensions and `params` as keywords, and every one of them must be a name it uses.
     """
@@ -106,7 +106,8 @@ class Variant:
     # anyway and snapshots the error, so the day TileLang fixes it the check says "now lowers".
     does_not_lower: Mapping[str, str] = field(default_factory=dict)
     # part of a compiler warning (e.g. "read before initialization") -> why the kernel is right despite it. A
-    # warning that fails the static check (tilelang_golden.static.produce.FAILING_WARNINGS) passes once acknowledged.
+    # warning that fails the static check (tilelang_golden.static.produce.produced.FAILING_WARNINGS) passes once
+    # acknowledged.
     acknowledged_warnings: Mapping[str, str] = field(default_factory=dict)
     # This variant's own bound(s), replacing the family's (one, or one per output), each saying why in `why`: a
     # causal attention's error is not the non-causal one's, and one bound for both is too loose for one of them.
@@ -117,7 +118,8 @@ class Variant:
 class PrecisionBudget:
     """How far one output's error may exceed its precision twin's beyond the harness's bounds, and why.
 
-    Each factor given replaces that bound's own (`tilelang_golden.gpu.numerics_gate.Thresholds`); one left None keeps
+    Each factor given replaces that bound's own (`tilelang_golden.gpu.gate.numerics_gate.Thresholds`); one left None
+    keeps
     it.
     For a kernel that rounds differently from the twin on purpose (fp16 products before an fp32 sum, where the
     twin sums in fp32), so the family keeps the twin's gate on every other statistic and output.
@@ -306,7 +308,8 @@ class Family:
     # (params, *inputs) -> the reference's outputs computed by a PyTorch op at the kernel's own precision (one tensor
     # per output, in the output's dtype; a tensor with the output's element count is reshaped to it). The numeric
     # gate holds the kernel's error against the reference to this op's error on the same inputs
-    # (tilelang_golden.gpu.numerics). SPEED_REFERENCE by default; None where no op computes at the kernel's precision:
+    # (tilelang_golden.gpu.measure.numerics). SPEED_REFERENCE by default; None where no op computes at the kernel's
+    # precision:
     # then the Tolerance alone judges.
     precision_twin: Callable[..., Any] | Literal["speed_reference"] | None = SPEED_REFERENCE
     # Optional: the project's targets (tilelang_golden.targets.TARGETS) this family is snapshotted and run on, e.g. a

@@ -1,1 +1,2 @@
-"""The GPU path: device -> compile -> numerics -> timing -> baseline -> results -> report."""
+"""The GPU path: run (device, compile, worker) -> measure (numerics, timing) -> gate -> report; `check` runs the
+stages for every variant, `command` is `tilelang-golden gpu`."""

@@ -2,7 +2,7 @@
 
 `check_cases` is the reusable part (no baseline, no files written): every stage keeps what it
 found per variant, and each variant's result is built once at the end. `run_gpu_check` adds
-the baseline comparison or recording (tilelang_golden.gpu.gate judges) and the reports, and returns the
+the baseline comparison or recording (tilelang_golden.gpu.gate.gate judges) and the reports, and returns the
 exit status.
 """
 
@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tilelang_golden.family import Family
-from tilelang_golden.gpu.ab_gate import AbComparison, compare_ab
-from tilelang_golden.gpu.against import Plan
-from tilelang_golden.gpu.baseline import (
+from tilelang_golden.gpu.gate.ab_gate import AbComparison, compare_ab
+from tilelang_golden.gpu.gate.baseline import (
     BaselineRefused,
     CorruptBaseline,
     baseline_key,
@@ -29,15 +28,11 @@ from tilelang_golden.gpu.baseline import (
     render_baseline,
     write_baseline,
 )
-from tilelang_golden.gpu.compile import CompiledCase
-from tilelang_golden.gpu.device import Device, NoCudaDevice, UnknownTarget, require_cuda
-from tilelang_golden.gpu.gpu_state import summarize
-from tilelang_golden.gpu.numerics import NumericsResult, fresh_seeds
-from tilelang_golden.gpu.numerics_gate import validate_seeds
-from tilelang_golden.gpu.results import GpuRun, SnapshotCheck, VariantFailure, VariantResult, fits_in, shape_name
-from tilelang_golden.gpu.stages import Compiled, Kernels, KernelSession, TimingRequest, raised
-from tilelang_golden.gpu.sweep import SweepCurve, SweepPoint
-from tilelang_golden.gpu.timing import (
+from tilelang_golden.gpu.gate.numerics_gate import validate_seeds
+from tilelang_golden.gpu.gate.timing_gate import CORRUPT, RECORDED, Comparison, compare_ratios
+from tilelang_golden.gpu.measure.numerics import NumericsResult, fresh_seeds
+from tilelang_golden.gpu.measure.sweep import SweepCurve, SweepPoint
+from tilelang_golden.gpu.measure.timing import (
     DEFAULT_ROUNDS,
     REPEAT_MS,
     TIMER_TOOLS,
@@ -48,14 +43,19 @@ from tilelang_golden.gpu.timing import (
     Timing,
     throughput,
 )
-from tilelang_golden.gpu.timing_gate import CORRUPT, RECORDED, Comparison, compare_ratios
-from tilelang_golden.gpu.worker import RAISED, TimeLimits
+from tilelang_golden.gpu.report.results import GpuRun, SnapshotCheck, VariantFailure, VariantResult, fits_in, shape_name
+from tilelang_golden.gpu.run.against import Plan
+from tilelang_golden.gpu.run.compile import CompiledCase
+from tilelang_golden.gpu.run.device import Device, NoCudaDevice, UnknownTarget, require_cuda
+from tilelang_golden.gpu.run.gpu_state import summarize
+from tilelang_golden.gpu.run.worker import RAISED, TimeLimits
+from tilelang_golden.gpu.stages import Compiled, Kernels, KernelSession, TimingRequest, raised
 from tilelang_golden.static.cases import Case
-from tilelang_golden.static.snapshot import CorruptSnapshot, SnapshotStore, parse_facts, strip_cuda_header
+from tilelang_golden.static.snapshots.snapshot import CorruptSnapshot, SnapshotStore, parse_facts, strip_cuda_header
 
 Log = Callable[[str], None]
 T = TypeVar("T")
-# against(device, cases) -> what the A/B timing compares (tilelang_golden.gpu.against.plan on the device's target)
+# against(device, cases) -> what the A/B timing compares (tilelang_golden.gpu.run.against.plan on the device's target)
 Against = Callable[[Device, Sequence[Case]], Plan]
 
 
@@ -529,7 +529,7 @@ def run_gpu_check(
     """The `nox -s gpu` run: 0 when the gate passes, 1 when it fails, 2 when nothing could be checked.
 
     The kernels run in a worker process (tilelang_golden.gpu.stages.Kernels.in_worker) unless `kernels` says where."""
-    from tilelang_golden.gpu.report import write_reports
+    from tilelang_golden.gpu.report.report import write_reports
 
     started = time.perf_counter()
     kernels = kernels or Kernels.in_worker(log=log)

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tilelang_golden.config import ConfigError, read_config
-from tilelang_golden.gpu.device import Device, gpu_unavailable
-from tilelang_golden.gpu.numerics_gate import MIN_SEEDS
-from tilelang_golden.gpu.timing import DEFAULT_ROUNDS, REPEAT_MS, TIMERS, WARMUP_MS
+from tilelang_golden.gpu.gate.numerics_gate import MIN_SEEDS
+from tilelang_golden.gpu.measure.timing import DEFAULT_ROUNDS, REPEAT_MS, TIMERS, WARMUP_MS
+from tilelang_golden.gpu.run.device import Device, gpu_unavailable
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     against = None
     if options.against:
-        from tilelang_golden.gpu.against import BaseUnavailable, Plan, plan, resolve
+        from tilelang_golden.gpu.run.against import BaseUnavailable, Plan, plan, resolve
 
         try:
             base = resolve(options.against, options.families)

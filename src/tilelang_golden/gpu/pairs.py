@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilelang_golden.declaration import FamilyCallError
-from tilelang_golden.gpu.compile import CompiledCase
-from tilelang_golden.gpu.numerics import NumericsCase, prepare
-from tilelang_golden.gpu.results import reference_name
-from tilelang_golden.gpu.timing import Pair
+from tilelang_golden.families.declaration import FamilyCallError
+from tilelang_golden.gpu.measure.numerics import NumericsCase, prepare
+from tilelang_golden.gpu.measure.timing import Pair
+from tilelang_golden.gpu.report.results import reference_name
+from tilelang_golden.gpu.run.compile import CompiledCase
 
 
 def numerics_case(compiled: CompiledCase, key: str | None = None) -> NumericsCase:

@@ -3,12 +3,12 @@
 `KernelSession` holds the compiled kernels and their timed pairs and runs each stage: compile
 (every case, in parallel), reference (the timed pair made on one seed, and one call of the speed
 reference timed, for the time limits), numerics (every seed), timing (every pair interleaved over
-rounds, one request: tilelang_golden.gpu.timing.measure_pairs, exactly as in one process). An exception
+rounds, one request: tilelang_golden.gpu.measure.timing.measure_pairs, exactly as in one process). An exception
 in a variant's stage is that variant's `VariantFailure`, naming its family file, the variant and the
 last frame of the family's own code it passed through; the other variants go on.
 
 The check asks its stages of `Kernels`, which reaches one KernelSession through a transport: a worker
-process (`Kernels.in_worker`, over tilelang_golden.gpu.worker: a kernel that never finishes, or one that leaves
+process (`Kernels.in_worker`, over tilelang_golden.gpu.run.worker: a kernel that never finishes, or one that leaves
 its CUDA context unusable, fails its variant and a fresh worker takes the rest) or this process
 (`Kernels.in_process`: the same stages with nothing to stop a hang, for the scripts that time the
 kernels again afterwards).
@@ -24,16 +24,16 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
 
-from tilelang_golden.declaration import FamilyCallError
+from tilelang_golden.families.declaration import FamilyCallError
 from tilelang_golden.family import Family
-from tilelang_golden.gpu.against import load_package
-from tilelang_golden.gpu.compile import CompiledCase, compile_cases, read_driver_resources
-from tilelang_golden.gpu.numerics import NumericsResult, check_numerics
+from tilelang_golden.gpu.measure.numerics import NumericsResult, check_numerics
+from tilelang_golden.gpu.measure.timing import Bench, Pair, PairedTiming, make_bench, measure_pairs
 from tilelang_golden.gpu.pairs import ab_pair, numerics_case, timed_pair
-from tilelang_golden.gpu.poison import Memory
-from tilelang_golden.gpu.results import VariantFailure
-from tilelang_golden.gpu.timing import Bench, Pair, PairedTiming, make_bench, measure_pairs
-from tilelang_golden.gpu.worker import CRASHED, LIMITS, RAISED, Stopped, TimeLimits, WorkerProcess, limit_of
+from tilelang_golden.gpu.report.results import VariantFailure
+from tilelang_golden.gpu.run.against import load_package
+from tilelang_golden.gpu.run.compile import CompiledCase, compile_cases, read_driver_resources
+from tilelang_golden.gpu.run.poison import Memory
+from tilelang_golden.gpu.run.worker import CRASHED, LIMITS, RAISED, Stopped, TimeLimits, WorkerProcess, limit_of
 from tilelang_golden.static.cases import Case
 
 # (family package, family, variant, target): how the worker finds a case among the families it imports.
@@ -93,7 +93,7 @@ def where(error: BaseException, family: Family) -> str:
 
 class KernelSession:
     """The stages on `device` ("cuda", or "cpu" with a test's stand-ins), holding the kernels it compiled; a worker's
-    handler as it is (tilelang_golden.gpu.worker), and the in-process transport's. Its answers can be pickled.
+    handler as it is (tilelang_golden.gpu.run.worker), and the in-process transport's. Its answers can be pickled.
 
     `progress(key)` says which variant a timing request goes on with (a worker tells its driver)."""
 
@@ -186,7 +186,8 @@ class KernelSession:
         return state.note, state.other_processes()
 
     def time(self, keys: Sequence[str], request: TimingRequest, against: Mapping[str, str] | None = None) -> Timed:
-        """Every pair measured together, as tilelang_golden.gpu.timing.measure_pairs does in one process; a pair not
+        """Every pair measured together, as tilelang_golden.gpu.measure.timing.measure_pairs does in one process; a
+        pair not
         made
         in this worker yet is made first. Each pair is the variant and its speed reference or, with `against`
         (variant -> the base's case key), the variant and the base's kernel of it."""
@@ -244,7 +245,7 @@ class KernelSession:
             torch.cuda.synchronize()
 
     def _gpu_state(self) -> Any:
-        from tilelang_golden.gpu.gpu_state import GpuState
+        from tilelang_golden.gpu.run.gpu_state import GpuState
 
         if self._state is None:
             import torch

@@ -53,11 +53,11 @@ def parse_step(spec: str, families: Sequence[Family], target: str) -> Step:
 def run_steps(specs: Sequence[str], rounds: int, seeds: Sequence[int], log: Callable[[str], None] = print) -> list[str]:
     """Time every step on the current GPU; the table's lines (ratio to the reference, change to the step before)."""
     from tilelang_golden.family import load_families
-    from tilelang_golden.gpu.compile import compile_cases
-    from tilelang_golden.gpu.device import require_cuda
-    from tilelang_golden.gpu.numerics import check_numerics
+    from tilelang_golden.gpu.measure.numerics import check_numerics
+    from tilelang_golden.gpu.measure.timing import make_bench, measure_pairs
     from tilelang_golden.gpu.pairs import numerics_case, timed_pair
-    from tilelang_golden.gpu.timing import make_bench, measure_pairs
+    from tilelang_golden.gpu.run.compile import compile_cases
+    from tilelang_golden.gpu.run.device import require_cuda
 
     device = require_cuda()
     steps = [parse_step(spec, load_families().families, device.target) for spec in specs]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilelang_golden.family import Family, Registry, Variant
-from tilelang_golden.static.kinds import Facts, KernelSource, case_kinds
+from tilelang_golden.static.snapshots.kinds import Facts, KernelSource, case_kinds
 from tilelang_golden.targets import TARGETS
 
 
@@ -40,7 +40,8 @@ class Case:
 
     @property
     def snapshot_files(self) -> tuple[str, ...]:
-        """The files under golden/ this case produces, one per kind (tilelang_golden.static.kinds): its error when
+        """The files under golden/ this case produces, one per kind (tilelang_golden.static.snapshots.kinds): its
+        error when
         declared
         not to lower, else its kernel source and facts."""
         return tuple(f"{self.id}{kind.suffix}" for kind in case_kinds(self))

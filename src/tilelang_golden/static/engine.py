@@ -2,7 +2,8 @@
 
 `check_case` is what the static session's item for a case runs and what the upgrade preview runs for every case;
 `check_files` serves any producer of snapshot files (a family's summary). Both return a CheckResult
-(tilelang_golden.static.results) and raise nothing a case causes: a lowering error, a regen refused, a declaration out
+(tilelang_golden.static.snapshots.results) and raise nothing a case causes: a lowering error, a regen refused, a
+declaration out
 of
 date are results, in the run's own words."""
 
@@ -11,16 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from tilelang_golden.build import BuildError
+from tilelang_golden.families.build import BuildError
 from tilelang_golden.static.cases import Case
-from tilelang_golden.static.changes import CaseOutcome, FileChange
-from tilelang_golden.static.golden import RegenRefused, regen_files
-from tilelang_golden.static.kinds import compare_case, kind_of
-from tilelang_golden.static.lowering import LoweringError
-from tilelang_golden.static.produce import NowLowers, unacknowledged_warnings
-from tilelang_golden.static.results import CheckResult, Status, regen_command
-from tilelang_golden.static.session import LoweringSession
-from tilelang_golden.static.snapshot import CorruptSnapshot, SnapshotStore, installed_tilelang_version
+from tilelang_golden.static.produce.lowering import LoweringError
+from tilelang_golden.static.produce.produced import NowLowers, unacknowledged_warnings
+from tilelang_golden.static.produce.session import LoweringSession
+from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange
+from tilelang_golden.static.snapshots.golden import RegenRefused, regen_files
+from tilelang_golden.static.snapshots.kinds import compare_case, kind_of
+from tilelang_golden.static.snapshots.results import CheckResult, Status, regen_command
+from tilelang_golden.static.snapshots.snapshot import CorruptSnapshot, SnapshotStore, installed_tilelang_version
 
 # Produces a check's files: `fresh=True` lowers again, past every cache (a regen compares the two).
 Producer = Callable[[bool], dict[str, str]]

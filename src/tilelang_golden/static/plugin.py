@@ -3,7 +3,8 @@
 `nox -s static` and `nox -s regen-golden` run `pytest -p tilelang_golden.static.plugin --pyargs
 tilelang_golden.static.session_items`;
 pytest provides parametrization, `-k` and xdist, this plugin the rest: every item's result is one line of the
-pending folder's results (tilelang_golden.static.results), written by the process that ran it, and the terminal's
+pending folder's results (tilelang_golden.static.snapshots.results), written by the process that ran it, and the
+terminal's
 verdict
 and counts are read from those lines.
 """
@@ -26,10 +27,18 @@ import pytest
 import tilelang_golden.family
 from tilelang_golden.config import ConfigError, read_config
 from tilelang_golden.static.cases import all_cases, parse_shard, select_shard
-from tilelang_golden.static.changes import lowering_line
-from tilelang_golden.static.golden import RegenRefused, check_may_write
-from tilelang_golden.static.lowering_cache import LoweringCache
-from tilelang_golden.static.results import (
+from tilelang_golden.static.produce.lowering_cache import LoweringCache
+from tilelang_golden.static.report.verdict import (
+    Verdict,
+    build_verdict,
+    capped_text,
+    error_key,
+    footer_lines,
+    terminal_lines,
+)
+from tilelang_golden.static.snapshots.changes import lowering_line
+from tilelang_golden.static.snapshots.golden import RegenRefused, check_may_write
+from tilelang_golden.static.snapshots.results import (
     CheckResult,
     ResultsError,
     Status,
@@ -37,12 +46,11 @@ from tilelang_golden.static.results import (
     read_results,
     unchanged_cases,
 )
-from tilelang_golden.static.snapshot import SnapshotStore
-from tilelang_golden.static.target_identity import identity_lines
-from tilelang_golden.static.verdict import Verdict, build_verdict, capped_text, error_key, footer_lines, terminal_lines
+from tilelang_golden.static.snapshots.snapshot import SnapshotStore
+from tilelang_golden.static.snapshots.target_identity import identity_lines
 
 if TYPE_CHECKING:
-    from tilelang_golden.static.session import LoweringSession
+    from tilelang_golden.static.produce.session import LoweringSession
 
 OUTCOMES = ("created", "updated", "deleted", "unchanged")
 # The marker of a check that needs every case (the orphan check): sharded runs leave it out.
@@ -129,7 +137,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     cache = run.cache
     if cache is None or not cache.read:
         return None
-    from tilelang_golden.build import BuildError
+    from tilelang_golden.families.build import BuildError
 
     missing_groups: set[str] = set()
     misses = 0
@@ -246,7 +254,7 @@ def _check_id(item: pytest.Item) -> str:
 
 
 def record(request: pytest.FixtureRequest, **fields: Any) -> None:
-    """Add fields (tilelang_golden.static.results.CheckResult's) to the item's result."""
+    """Add fields (tilelang_golden.static.snapshots.results.CheckResult's) to the item's result."""
     item = request.node
     item.stash[RESULT] = replace(item.stash.get(RESULT, CheckResult(_check_id(item))), **fields)
 
@@ -320,7 +328,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
 class GoldenRun:
     """One static session in one process, kept in pytest's config stash (`golden_run`): its families and snapshot
     folder, this process's lowerings, and the errors it has shown. The summary the session closes with reads the
-    results every process wrote (tilelang_golden.static.results). It is a plugin too: its hooks reach it so."""
+    results every process wrote (tilelang_golden.static.snapshots.results). It is a plugin too: its hooks reach it
+    so."""
 
     PLUGIN = "golden-run"
 
@@ -342,7 +351,7 @@ class GoldenRun:
         """What this process built, traced and lowered, made on first use (an xdist controller that starts
         workers lowers nothing, and need not import TileLang)."""
         if self._lowerings is None:
-            from tilelang_golden.static.session import (
+            from tilelang_golden.static.produce.session import (
                 LoweringSession,
             )  # it imports TileLang: lowering is what it is for
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilelang_golden.analysis import dataflow, source_lines_changed
-from tilelang_golden.build import BuiltKernel
+from tilelang_golden.families.build import BuiltKernel
 from tilelang_golden.family import Family, Variant
 from tilelang_golden.static.cases import Case
-from tilelang_golden.static.diff import changed_fields
+from tilelang_golden.static.snapshots.diff import changed_fields
 from tilelang_golden.targets import TARGETS
 
 SUMMARY_NAME = "SUMMARY.md"

@@ -1,0 +1,1 @@
+"""Measuring a running kernel: its numerics against a reference, its time beside its reference, sweeps."""

@@ -1,0 +1,107 @@
+"""One run's lowerings: the kernels it built, traced and lowered, and the lowering cache it reads and fills.
+
+A run makes one `LoweringSession` and passes it to everything that builds or lowers a case: the static session's
+pytest plugin keeps it in pytest's config stash (one per process, so one per xdist worker), a script makes its own.
+Nothing of a run is kept in module state, so two runs in one process (the tests start the static session
+in-process) share nothing, and a run sees only the disk cache it was given.
+
+The path of one case: `files` -> its key (`lowering_cache.case_key`, over the kernel as `build` traced it, read
+once per variant) -> the disk cache's entry under that key, or `lower` (`tilelang_golden.static.produce.lowering`)
+rendered by
+`kinds.render_case`; `produce` and `facts` read those files back, so a cached case reads as a lowered one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilelang_golden.families.build import BuildError, BuiltKernel, build_kernel
+from tilelang_golden.family import CaseFacts, Family, Variant
+from tilelang_golden.static.cases import Case
+from tilelang_golden.static.produce.lowering import Lowering, LoweringError, lower
+from tilelang_golden.static.produce.lowering_cache import LoweringCache, case_key, installed_code, traced_kernel
+from tilelang_golden.static.produce.produced import Produced, case_facts, read_produced
+from tilelang_golden.static.snapshots.kinds import render_case
+
+# A variant by the ids of its Family and Variant objects (their fields hold dicts: they do not hash); each memo
+# keeps those objects beside what it holds, so their ids stay theirs while the session lives.
+VariantSlot = tuple[int, int]
+CaseSlot = tuple[int, int, str]
+
+
+def _case_slot(case: Case) -> CaseSlot:
+    return (id(case.family), id(case.variant), case.target)
+
+
+@dataclass(eq=False)
+class LoweringSession:
+    """What one run built, traced and lowered, each once, and the disk cache it uses (None: lower every case)."""
+
+    cache: LoweringCache | None = None
+    # case id -> `cache` or `lowered`: where this run took each case's snapshot files from.
+    sources: dict[str, str] = field(default_factory=dict)
+    _built: dict[VariantSlot, tuple[Family, Variant, BuiltKernel]] = field(default_factory=dict, repr=False)
+    _traced: dict[VariantSlot, tuple[Variant, dict[str, Any]]] = field(default_factory=dict, repr=False)
+    _lowered: dict[CaseSlot, tuple[Case, Lowering]] = field(default_factory=dict, repr=False)
+    _files: dict[CaseSlot, tuple[Case, dict[str, str]]] = field(default_factory=dict, repr=False)
+    _code: dict[str, str] | None = field(default=None, repr=False)
+
+    def build(self, family: Family, variant: Variant) -> BuiltKernel:
+        """The variant's kernel, traced once per run (the key, every target's lowering, the declaration check and
+        the variant comparison read it); BuildError naming the family file and the variant."""
+        slot = (id(family), id(variant))
+        if slot not in self._built:
+            self._built[slot] = (family, variant, build_kernel(family, variant))
+        return self._built[slot][2]
+
+    def key(self, case: Case) -> str:
+        """The case's lowering-cache key. Its kernel's text is read once per variant, before any of its lowerings
+        (`traced_kernel` says why), and the installed code once per run."""
+        slot = (id(case.family), id(case.variant))
+        if slot not in self._traced:
+            self._traced[slot] = (case.variant, traced_kernel(self.build(case.family, case.variant)))
+        if self._code is None:
+            self._code = installed_code()
+        return case_key(case, self._traced[slot][1], self._code)
+
+    def lower(self, case: Case, *, fresh: bool = False) -> Lowering:
+        """The case lowered, once per run unless `fresh`; LoweringError when its kernel does not build or lower."""
+        slot = _case_slot(case)
+        if not fresh and slot in self._lowered:
+            return self._lowered[slot][1]
+        try:
+            built = self.build(case.family, case.variant)
+        except BuildError as error:
+            raise LoweringError(case.id, str(error)) from error
+        lowering = lower(case, built)
+        if not fresh:
+            self._lowered[slot] = (case, lowering)
+        return lowering
+
+    def files(self, case: Case, *, fresh: bool = False) -> dict[str, str]:
+        """The case's snapshot files (`kinds.render_case`), once per run: from the disk cache when it holds
+        them, else lowered (and stored there); `fresh` lowers again, past the cache and every memo."""
+        if fresh:
+            return render_case(case, lambda: self.lower(case, fresh=True))
+        slot = _case_slot(case)
+        if slot not in self._files:
+
+            def produce() -> dict[str, str]:
+                return render_case(case, lambda: self.lower(case))
+
+            if self.cache is None:
+                files, source = produce(), "lowered"
+            else:
+                files, source = self.cache.files(case, self.key(case), produce)
+            self._files[slot] = (case, files)
+            self.sources[case.id] = source
+        return self._files[slot][1]
+
+    def produce(self, case: Case, *, fresh: bool = False) -> Produced:
+        """The normalized source and facts of a case that lowers, read back from its files."""
+        return read_produced(case, self.files(case, fresh=fresh))
+
+    def facts(self, case: Case) -> CaseFacts:
+        """What a family check sees of a case."""
+        return case_facts(case, self.produce(case))

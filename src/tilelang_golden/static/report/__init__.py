@@ -1,0 +1,1 @@
+"""What a static run tells a reviewer: the verdict in words, the job summary and annotations."""

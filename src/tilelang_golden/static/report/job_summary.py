@@ -1,0 +1,209 @@
+"""A static session's results -> GitHub job summary (Markdown) and error annotations.
+
+Every check of the static session leaves one result in the pending folder (`tilelang_golden.static.snapshots.results`:
+its
+case, one mismatch record per snapshot file, the regen that accepts them); this module reads those records,
+never the printed messages, and renders the same verdict the session closes with
+(`tilelang_golden.static.report.verdict`):
+one entry per change, its facts first, its CUDA/HIP folded. A check without mismatch records (a family check,
+the manifest) is shown by its failure text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from tilelang_golden.github import MAX_ANNOTATIONS, append_step_summary, capped, workflow_command
+from tilelang_golden.static.report.verdict import Verdict, build_verdict, entries_markdown, folded, overview_lines
+from tilelang_golden.static.snapshots.changes import lowering_line
+from tilelang_golden.static.snapshots.results import (
+    CaseKey,
+    CheckResult,
+    ResultsError,
+    Status,
+    read_results,
+    unchanged_cases,
+)
+from tilelang_golden.static.snapshots.snapshot import SnapshotStore
+from tilelang_golden.static.snapshots.target_identity import identity_lines
+
+# A step summary may hold 1 MiB; stay below it and list what did not fit by name.
+MAX_SUMMARY_BYTES = 900_000
+
+
+@dataclass(frozen=True)
+class StaticReport:
+    checks: int
+    skipped: int
+    failed: tuple[CheckResult, ...]
+    lowering: Mapping[str, int] = field(default_factory=dict)  # cases `lowered` and taken from the `cache`
+    unchanged: tuple[CaseKey, ...] = ()  # the cases that passed
+
+    def verdict(self) -> Verdict:
+        return build_verdict(self.failed, self.unchanged)
+
+
+def static_report(results: Sequence[CheckResult]) -> StaticReport:
+    """The counts, failures and cases of a run's results (tilelang_golden.static.snapshots.results.read_results)."""
+    return StaticReport(
+        checks=len(results),
+        skipped=sum(r.status is Status.SKIPPED for r in results),
+        failed=tuple(r for r in results if r.failed),
+        lowering=dict(Counter(r.lowering for r in results if r.lowering)),
+        unchanged=tuple(unchanged_cases(results)),
+    )
+
+
+def error_annotations(report: StaticReport, limit: int = MAX_ANNOTATIONS) -> list[str]:
+    """`::error` lines: one per entry of the verdict (a change, wherever it applies), on a snapshot file of it
+    where it has one; its text is the headline and the command that accepts it."""
+    errors = []
+    for entry in report.verdict().entries:
+        body = "\n".join(line for line in (entry.headline, entry.accept and f"to accept: {entry.accept}") if line)
+        where = {"file": entry.path, "line": "1"} if entry.path else {}
+        errors.append(workflow_command("error", body, **where, title=entry.title))
+    return capped(errors, "changes", limit)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def kind_counts(report: StaticReport) -> dict[str, int]:
+    """Snapshot files per kind of change (`HIP changed` for a `.hip`) across the failed checks, most frequent first."""
+    counts = Counter(mismatch.label for check in report.failed for mismatch in check.mismatches)
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+def render_job_summary(
+    report: StaticReport,
+    title: str,
+    artifact: str | None = None,
+    produced: bool = True,
+    identity: Sequence[str] = (),
+) -> str:
+    """Markdown for $GITHUB_STEP_SUMMARY: what changed and how to accept it first, then one entry per change
+    (facts shown, CUDA/HIP folded), every failing file in a folded table, then `identity`
+    (`tilelang_golden.static.snapshots.target_identity`: which targets emitted the same source).
+
+    `produced=False` for a job whose checks produce no snapshot files (the orphan check): its
+    summary then points at the committed files only."""
+    identity_section = _identity_section(identity)
+    lowering = f"\n{lowering_line(report.lowering)}.\n" if report.lowering else ""
+    passed = report.checks - len(report.failed) - report.skipped
+    if not report.failed:
+        skipped = f", {report.skipped} skipped" if report.skipped else ""
+        return f"## {title}: all {passed} checks passed{skipped}\n{lowering}{identity_section}"
+    verdict = report.verdict()
+    parts = [f"## {title}: {len(report.failed)} of {report.checks} checks failed", "", *overview_lines(verdict), ""]
+    where = f"the `{artifact}` artifact of this run" if artifact else "the pending folder"
+    parts.append(
+        f"What this run produced is in {where} (`build/golden-pending/`, laid out like `golden/`). "
+        "If every change is intended, run the command locally and commit the result."
+        if produced
+        else "These checks compare the committed files with the registered variants; they produce no snapshot. "
+        "Run the command locally and commit the result."
+    )
+    parts.append(lowering)
+    entries = entries_markdown(verdict)
+    if len(entries.encode()) > MAX_SUMMARY_BYTES:
+        titles = ", ".join(entry.title for entry in verdict.entries)
+        entries = (
+            f"The changes did not fit in the summary (see the job log, and the results in the artifact): {titles}\n"
+        )
+    parts.append(entries)
+    counts = kind_counts(report)
+    if counts:
+        rows = ["| check | snapshot | change |", "| --- | --- | --- |"]
+        for check in report.failed:
+            for mismatch in check.mismatches:
+                rows.append(f"| `{_cell(check.check)}` | `{mismatch.path}` | {_cell(mismatch.headline)} |")
+        by_kind = ", ".join(f"{n} {name}" for name, n in counts.items())
+        parts.append(folded(f"Every failing snapshot file: {by_kind}", "\n".join(rows)))
+    return "\n".join(parts) + "\n" + identity_section
+
+
+def _identity_section(identity: Sequence[str]) -> str:
+    if not identity:
+        return ""
+    lines = "".join(f"- {line}\n" for line in identity)
+    return f"\n### Targets with byte-identical kernel source\n\n{lines}"
+
+
+def publish(
+    pending: Path,
+    title: str,
+    artifact: str | None,
+    environ: Mapping[str, str] = os.environ,
+    out: TextIO = sys.stdout,
+    produced: bool = True,
+    comment: Path | None = None,
+) -> int:
+    """Print the annotations, append the summary to $GITHUB_STEP_SUMMARY (stdout when unset); 1 without results.
+
+    `pending`: the run's pending folder, which holds its results and, unless `produced` is False, the snapshots
+    it produced, whose targets with identical source the summary names.
+    `comment`: a file that gets the summary too (or the error), for the pull request comment."""
+    try:
+        report = static_report(read_results(pending))
+    except ResultsError as error:
+        print(workflow_command("error", str(error), title=title), file=out)
+        if comment is not None:
+            _write(comment, f"## {title}\n\n{error}\n")
+        return 1
+    for line in error_annotations(report):
+        print(line, file=out)
+    identity = identity_lines(SnapshotStore(pending)) if produced else []
+    summary = render_job_summary(report, title, artifact, produced, identity)
+    if comment is not None:
+        _write(comment, summary + "\n")
+    if not append_step_summary(summary + "\n", environ):
+        print(summary, file=out)
+    return 0
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout) -> int:
+    parser = argparse.ArgumentParser(
+        prog="tilelang-golden summary",
+        description="Turn the static session's results into a GitHub job summary and annotations.",
+    )
+    parser.add_argument(
+        "pending",
+        type=Path,
+        nargs="?",
+        default=Path("build/golden-pending"),
+        help="the session's pending folder (--pending-dir), which holds its results (default: build/golden-pending)",
+    )
+    parser.add_argument("--title", default="Golden snapshots", help="heading of the summary")
+    parser.add_argument("--artifact", default=None, help="name of the artifact that holds build/golden-pending/")
+    parser.add_argument(
+        "--no-produced-files", action="store_true", help="the checks produce no snapshot (the orphan check)"
+    )
+    parser.add_argument(
+        "--comment-file",
+        type=Path,
+        default=None,
+        help="also write the summary to this file (the pull request comment workflow posts it)",
+    )
+    args = parser.parse_args(argv)
+    return publish(
+        args.pending,
+        args.title,
+        args.artifact,
+        environ,
+        out,
+        produced=not args.no_produced_files,
+        comment=args.comment_file,
+    )

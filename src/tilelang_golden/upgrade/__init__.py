@@ -1,0 +1,1 @@
+"""What another TileLang would change: the static preview, and the speed of both TileLangs on a GPU."""

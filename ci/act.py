@@ -98,8 +98,8 @@ def reduce_copy(source: Path, target: Path) -> None:
         text = (target / name).read_text()
         assert line in text, f"{name} no longer has {line!r}: update ACT_CANNOT_READ"
         (target / name).write_text(text.replace(line, ""))
-    # The scripts that import a family by name (the seed scripts) go with their families.
-    for script in (target / "scripts").glob("*.py"):
+    # The command lines that import a family by name (the seeds' modules) go with their families.
+    for script in (target / "seeds").glob("*.py"):
         if re.search(rf"\bkernels\.(?!{FAMILY}\b)\w+", script.read_text()):
             script.unlink()
     shutil.rmtree(target / "tests")

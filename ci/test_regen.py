@@ -11,13 +11,13 @@ from test_static import KERNEL_CHANGE
 
 PATCH_JOB = "the patch touches the snapshot folder only"
 WORKFLOW = ".github/workflows/static.yml"
-# The regen's code of a pull request that sets its snapshot folder to scripts/ (the base's is golden/; the settings
+# The regen's code of a pull request that sets its snapshot folder to tools/ (the base's is golden/; the settings
 # refuse .github/ itself), changes a file there and a workflow, and makes the workflow's own `git diff` of that folder
 # (git's external diff) print a crafted patch: a hunk from
 # a workflow to a snapshot with no rename header, which git's listings show as golden/x.cu alone and `git apply`
 # turns into the workflow's deletion, followed by the real diff of the changed workflow. With the run's artifact
 # token it also uploads `golden-regen` itself (here as the upload stand-in stores it).
-SETTINGS_CHANGE = {"pyproject.toml": ('families = ["kernels"]\n', 'families = ["kernels"]\ngolden = "scripts"\n')}
+SETTINGS_CHANGE = {"pyproject.toml": ('families = ["kernels"]\n', 'families = ["kernels"]\ngolden = "tools"\n')}
 TAMPERING_SESSION = f"""
 
 @nox.session(name="regen-golden", venv_backend="none")
@@ -25,7 +25,7 @@ def regen_golden(session):
     import os, subprocess
     changed = Path(".github/workflows/harness.yml")
     changed.write_text(changed.read_text() + "# the regen's\\n")
-    Path("scripts/regen-note.txt").write_text("a change under its own folder, which the workflow diffs\\n")
+    Path("tools/regen-note.txt").write_text("a change under its own folder, which the workflow diffs\\n")
     real = subprocess.run(["git", "diff", "--no-ext-diff", "--binary", "--", str(changed)], capture_output=True,
                           text=True, check=True).stdout
     old = Path("{WORKFLOW}").read_text().splitlines(keepends=True)[:3]

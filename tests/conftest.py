@@ -16,9 +16,9 @@ import yaml  # noqa: F401
 import tilelang_golden.static
 from kernels.gemm_num_stages import FAMILY as NUM_STAGES_FAMILY
 from kernels.gemm_num_stages import variant as num_stages_variant
-from tilelang_golden.family import load_families
-from tilelang_golden.static.cases import Case
-from tilelang_golden.static.produce.session import LoweringSession
+from tilelang_golden.families.cases import Case
+from tilelang_golden.families.loading import load_families
+from tilelang_golden.static.session import LoweringSession
 
 load_families()  # import the kernel modules before pytester snapshots sys.modules
 
@@ -33,6 +33,21 @@ SMALL_CASE = "gemm_num_stages/ns0_64x64x32/sm_90"
 # Every subprocess's time limit: a net for a hang, never a judgment of speed. Minutes beyond the slowest one on a
 # busy 2-core machine (a golden session lowering two families, about 2 minutes there), within the CI job's 30.
 SUBPROCESS_LIMIT_S = 600
+
+
+def collected_items(lines: list[str]) -> list[str]:
+    """The item ids `--collect-only -q` prints, one a line, before its blank line and count."""
+    return lines[: lines.index("")] if "" in lines else list(lines)
+
+
+def collected_cases(lines: list[str], golden: str = "golden/") -> list[str]:
+    """The case ids among `--collect-only -q` lines: a case's item is named by its snapshots' path without suffix,
+    `<golden>family/variant/target`."""
+    return [
+        line.removeprefix(golden)
+        for line in lines
+        if line.startswith(golden) and line.count("/") == golden.count("/") + 2 and "::" not in line
+    ]
 
 
 @functools.cache

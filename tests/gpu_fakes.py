@@ -8,22 +8,16 @@ from typing import Any
 
 from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul, torch_matmul_relu
 from tilelang_golden.dtypes import torch_dtype
+from tilelang_golden.families.cases import Case
 from tilelang_golden.family import RETURNED, Family, OutputKind, Params, Sweep, Variant
-from tilelang_golden.gpu.check import not_runnable
-from tilelang_golden.gpu.measure.numerics import (
-    ErrorStats,
-    NumericsCase,
-    NumericsResult,
-    Output,
-    OutputCheck,
-    SeedCheck,
-)
+from tilelang_golden.gpu.gate.numerics_gate import ErrorStats, NumericsResult, Output, OutputCheck, SeedCheck
+from tilelang_golden.gpu.measure.numerics import NumericsCase
 from tilelang_golden.gpu.measure.timing import PairedTiming, Timing, throughput
 from tilelang_golden.gpu.report.results import GpuRun, SnapshotCheck, VariantResult
 from tilelang_golden.gpu.run.compile import Argument, CompiledCase
 from tilelang_golden.gpu.run.device import Device
+from tilelang_golden.gpu.selection import not_runnable
 from tilelang_golden.gpu.stages import KernelSession
-from tilelang_golden.static.cases import Case
 
 LIMIT = 232448  # an H200's opt-in shared memory per block; the harness queries it on a real device
 SEEDS = [11, 22, 33]
@@ -295,7 +289,7 @@ def run(
     each reference a timed result names. Throughputs are computed from each family's work, as
     `check_cases` does, and the sweeps are built from the families' declarations.
     """
-    from tilelang_golden.gpu.check import build_sweeps
+    from tilelang_golden.gpu.report.results import build_sweeps
 
     gpu = gpu or device()
     timed = [r for r in results if r.timing is not None]
@@ -412,8 +406,7 @@ def cpu_session(progress: Callable[[str], None] = lambda key: None) -> KernelSes
 
 class CpuWorker(KernelSession):
     """A real worker's handler on the CPU (`python -m tilelang_golden.gpu.run.worker gpu_fakes:CpuWorker`): the check's
-    stages
-    as cpu_session runs them, its cases found in ISOLATED."""
+    stages as cpu_session runs them, its cases found in ISOLATED."""
 
     def __init__(self, progress: Callable[[str], None]) -> None:
         super().__init__(progress, device="cpu", memory=CPU_CACHE, bench=steady_bench, compiler=cpu_compiler)

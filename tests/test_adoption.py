@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, SUBPROCESS_LIMIT_S
+from conftest import REPO, SUBPROCESS_LIMIT_S, collected_cases
 from scratch_repo import FAMILIES, GOLDEN, PACKAGE, build_harness_wheel, make_scratch_repo
 
 from tilelang_golden import init
@@ -36,8 +36,8 @@ def test_the_targets_setting_narrows_every_family_to_those_targets(tmp_path):
     with (root / "pyproject.toml").open("a") as settings:
         settings.write('targets = ["gfx942", "sm_90"]\n')
     collected = static(root, "--collect-only", "-q", "-k", "not no_orphans")
-    checks = [line for line in collected.stdout.splitlines() if "::test_case[" in line]
-    assert checks and {line.split("/")[-1].rstrip("]") for line in checks} == {"sm_90", "gfx942"}, collected.stdout
+    checks = collected_cases(collected.stdout.splitlines(), f"{GOLDEN}/")
+    assert checks and {line.split("/")[-1] for line in checks} == {"sm_90", "gfx942"}, collected.stdout
 
 
 def test_settings_are_read_and_the_timing_folder_follows_the_golden_one(tmp_path):
@@ -164,7 +164,7 @@ def test_the_harness_builds_as_a_wheel_with_its_command_and_what_init_writes(tmp
     archive = zipfile.ZipFile(wheel)
     names = archive.namelist()
     for module in ("cli.py", "config.py", "init.py", "static/snapshots/results.py", "gpu/command.py",
-                   "upgrade/timing_worker.py", "upgrade/command.py"):  # fmt: skip
+                   "upgrade/timing_worker.py", "upgrade/command.py", "family/__init__.py"):  # fmt: skip
         module = f"tilelang_golden/{module}"
         assert module in names, f"{module} is not in {wheel.name}"
     assert not [name for name in names if name.startswith("kernels/")], "this repository's families stay out"

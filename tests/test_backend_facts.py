@@ -11,8 +11,8 @@ import pytest
 import tilelang.language as T
 
 from kernels.gemm_num_stages import FAMILY, variant
+from tilelang_golden.families.cases import Case
 from tilelang_golden.family import Variant
-from tilelang_golden.static.cases import Case
 from tilelang_golden.static.produce.facts import extract_facts
 from tilelang_golden.static.snapshots.snapshot import CorruptSnapshot, parse_facts, render_facts
 
@@ -163,9 +163,8 @@ def test_tensor_memory_is_an_optional_fact_of_the_snapshot(extracted):
 
 
 def test_the_num_stages_report_names_only_the_machinery_the_target_has(extracted):
-    from script_runner import load_script
+    from seeds.lower_num_stages import describe
 
-    describe = load_script("lower_num_stages").describe
     sm80, sm90, hip = (describe(3, extracted[name][0])[-1] for name in ("sm_80", "sm_90", "gfx950"))
     assert sm80 == "warp specialized = no, threads = 128, MMA = mma.sync"
     assert sm90 == "warp specialized = yes, threads = 256, TMA loads = 2, mbarriers = 4, MMA = wgmma"

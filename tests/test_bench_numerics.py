@@ -1,4 +1,4 @@
-"""scripts/bench_numerics.py on the CPU: it stops without a GPU, and its mutants change what they say they change
+"""benchmarks/numerics.py on the CPU: it stops without a GPU, and its mutants change what they say they change
 (the GPU run itself is the lead's measurement, docs/gpu.md)."""
 
 from __future__ import annotations
@@ -6,14 +6,14 @@ from __future__ import annotations
 import gpu_fakes as fake
 import pytest
 import torch
-from script_runner import load_script, run_script
+from script_runner import run_script
 
-from tilelang_golden.family import load_families
+from benchmarks import numerics as bench
+from tilelang_golden.families.loading import load_families
 from tilelang_golden.gpu.measure.numerics import NumericsCase, check_numerics, make_inputs
 from tilelang_golden.gpu.run import device
 from tilelang_golden.gpu.run.compile import Argument
 
-bench = load_script("bench_numerics")
 SHAPE = {"M": 128, "N": 48, "K": 32}
 SEEDS = [1, 2, 3]
 GEMM = fake.gemm_family("small_gemm", [fake.variant("v")], shape=SHAPE)
@@ -37,7 +37,7 @@ def test_without_a_gpu_it_stops_with_status_2_saying_why(monkeypatch):
     monkeypatch.setattr(device, "require_cuda", no_device)
     status, out, err = run_script(bench.main)
     assert status == 2 and out == ""
-    assert err == "bench_numerics: no CUDA device is visible\n"
+    assert err == "benchmarks.numerics: no CUDA device is visible\n"
 
 
 def test_fewer_than_three_seeds_are_a_usage_error(capsys):

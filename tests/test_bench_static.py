@@ -1,10 +1,8 @@
-"""The shard rule scripts/bench_static.py applies (docs/ci.md, "The shard count")."""
+"""The shard rule benchmarks/static.py applies (docs/ci.md, "The shard count")."""
 
 from __future__ import annotations
 
-from script_runner import load_script
-
-shard_count = load_script("bench_static").shard_count
+from benchmarks.static import shard_count
 
 
 def test_the_shard_count_follows_the_docs_thresholds():

@@ -6,9 +6,9 @@ import pytest
 import tilelang.language as T
 
 from tilelang_golden.families.build import BuildError, build_kernel, signature
+from tilelang_golden.families.cases import Case
 from tilelang_golden.families.declaration import FamilyCallError, check_declaration, logical_outputs
 from tilelang_golden.family import Chain, FamilyError, Returned, Tolerance, Variant, Written, snapshot_params
-from tilelang_golden.static.cases import Case
 
 
 def chain_family(function=styles.scale_twice, params=None, **overrides):

@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from tilelang_golden.family import Claim, load_families
+from tilelang_golden.families.loading import load_families
+from tilelang_golden.family import Claim
 from tilelang_golden.static.claims import NoClaims, judge_claims
 
 FAMILY = next(f for f in load_families().families if f.checks is not None)

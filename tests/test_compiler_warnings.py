@@ -8,15 +8,17 @@ import os
 import kernel_styles as styles
 import pytest
 
+import tilelang_golden.families.loading
 import tilelang_golden.family
-from tilelang_golden.family import FamilyError, Registry
-from tilelang_golden.static.cases import Case
+from tilelang_golden.families.cases import Case
+from tilelang_golden.families.loading import Registry
+from tilelang_golden.family import FamilyError
 from tilelang_golden.static.produce.facts import extract_facts
 from tilelang_golden.static.produce.lowering import captured_output
 from tilelang_golden.static.produce.lowering_cache import LoweringCache
 from tilelang_golden.static.produce.normalize import normalize_warnings
 from tilelang_golden.static.produce.produced import unacknowledged_warnings
-from tilelang_golden.static.produce.session import LoweringSession
+from tilelang_golden.static.session import LoweringSession
 from tilelang_golden.static.snapshots.snapshot import load_yaml
 
 READ_BEFORE_WRITE = "read before initialization"
@@ -121,12 +123,18 @@ def test_the_lowering_cache_holds_the_warnings(tmp_path):
 
 def test_the_static_check_snapshots_the_warning_and_fails_until_it_is_acknowledged(golden_session, monkeypatch):
     case = uncleared()
-    monkeypatch.setattr(tilelang_golden.family, "load_families", lambda *packages: Registry((case.family,), ()))
+    monkeypatch.setattr(
+        tilelang_golden.families.loading, "load_families", lambda *packages, **options: Registry((case.family,), ())
+    )
     result = golden_session("--regen", "-k", case.id)
     result.assert_outcomes(failed=1)  # written for review, and failed: a regen does not accept it silently
     result.stdout.fnmatch_lines(["*uncleared/only/sm_80: TileLang warned while lowering it:*"])
     assert READ_BEFORE_WRITE in (golden_session.golden / f"{case.id}.yaml").read_text()
     golden_session("-k", case.id).assert_outcomes(failed=1)
     acknowledged = uncleared(acknowledged_warnings={READ_BEFORE_WRITE: "Y holds the running maximum"})
-    monkeypatch.setattr(tilelang_golden.family, "load_families", lambda *packages: Registry((acknowledged.family,), ()))
+    monkeypatch.setattr(
+        tilelang_golden.families.loading,
+        "load_families",
+        lambda *packages, **options: Registry((acknowledged.family,), ()),
+    )
     golden_session("-k", case.id).assert_outcomes(passed=1)

@@ -113,7 +113,7 @@ def test_a_precision_budget_needs_a_reason_and_a_bound_it_changes(budget, messag
 
 
 def test_every_registered_family_fits_its_kernels():
-    from tilelang_golden.family import load_families
+    from tilelang_golden.families.loading import load_families
 
     assert {f.name: family_problems(f) for f in load_families().families} == {
         f.name: [] for f in load_families().families

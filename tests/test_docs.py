@@ -3,12 +3,13 @@ resolves, and the README stays a user guide."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
 import pytest
 from conftest import REPO
-from script_runner import load_script, run_script
+from script_runner import run_script
 
 from tilelang_golden.static.snapshots.snapshot import FACTS_SCHEMA, KERNEL_SCHEMA, OPTIONAL_KERNEL_FACTS
 
@@ -21,14 +22,14 @@ CODE = re.compile(r"^```.*?^```|`[^`\n]*`", re.S | re.M)
 
 
 def test_the_snapshot_format_doc_is_what_the_code_renders():
-    doc = load_script("snapshot_format_doc")
+    doc = importlib.import_module("tools.snapshot_format_doc")
     text = doc.DOC.read_text()
     assert doc.render(text) == text, f"docs/snapshot-format.md is out of date: run `{doc.COMMAND}`"
     assert run_script(doc.main, "--check")[0] == 0
 
 
 def test_the_check_fails_on_a_stale_doc_and_names_the_command(tmp_path, monkeypatch):
-    doc = load_script("snapshot_format_doc")
+    doc = importlib.import_module("tools.snapshot_format_doc")
     stale = tmp_path / "snapshot-format.md"
     stale.write_text(doc.DOC.read_text().replace("| `kernels` | `list` |", "| `kernels` | `dict` |"))
     monkeypatch.setattr(doc, "DOC", stale)
@@ -38,13 +39,13 @@ def test_the_check_fails_on_a_stale_doc_and_names_the_command(tmp_path, monkeypa
 
 
 def test_a_doc_without_its_markers_is_refused_naming_the_file():
-    doc = load_script("snapshot_format_doc")
+    doc = importlib.import_module("tools.snapshot_format_doc")
     with pytest.raises(ValueError, match="x.md: expected one line"):
         doc.render("# no markers\n", Path("x.md"))
 
 
 def test_every_fact_key_is_described_by_hand():
-    doc = load_script("snapshot_format_doc")
+    doc = importlib.import_module("tools.snapshot_format_doc")
     prose = doc.DOC.read_text().split(doc.BEGIN)[0]
     undescribed = [key for key in FACTS_SCHEMA | KERNEL_SCHEMA | OPTIONAL_KERNEL_FACTS if f"`{key}`" not in prose]
     assert not undescribed, f"docs/snapshot-format.md: describe {undescribed} above the generated part"

@@ -12,11 +12,14 @@ import pytest
 from conftest import num_stages_case
 from tvm import tirx
 
+import tilelang_golden.families.loading
 import tilelang_golden.family
 from kernels.gemm_num_stages import FAMILY
+from tilelang_golden.families.cases import Case, all_cases
 from tilelang_golden.family import Variant
-from tilelang_golden.static.cases import Case, all_cases
-from tilelang_golden.static.produce.facts import _calls, canonical_form, extract_facts
+from tilelang_golden.static.produce.facts import extract_facts
+from tilelang_golden.static.produce.ir import calls
+from tilelang_golden.static.produce.layouts import canonical_form
 from tilelang_golden.static.snapshots.snapshot import CorruptSnapshot, parse_facts, render_facts
 from tilelang_golden.targets import TARGETS
 
@@ -110,7 +113,7 @@ def test_steady_state_loop_is_the_k_loop_in_cuda(lowerings):
 
 # -- facts that explain the CUDA, each checked against the text of the same lowering ---------------
 
-CASES = {case.id: case for case in all_cases(tilelang_golden.family.load_families())}
+CASES = {case.id: case for case in all_cases(tilelang_golden.families.loading.load_families())}
 # One sm_80 case (cp.async, ldmatrix, mma.sync, vectorized ReLU), three sm_90 ones (TMA, wgmma,
 # stmatrix, TMA stores, descriptor offsets).
 EXPLAINED = (
@@ -310,7 +313,7 @@ def tilelang_warp_partition(lowerings, target: str, threads: int, policy: str) -
     case = probe_case(kernel_styles.swizzled_gemm, GEMM, target, threads=threads, policy=policy)
     inferred = lowerings.lower(case).ir_after["tl.LayoutInference"]
     (func,) = inferred.functions.values()
-    (call, *_) = _calls(func.body, "tl.tileop.gemm")
+    (call, *_) = calls(func.body, "tl.tileop.gemm")
     gemm = tvm.ir.Op.get("tl.tileop.gemm").get_attr("TLOpBuilder")(call.args, call.annotations)
     target_object = Target(TARGETS[target].description)
     instruction = tvm_ffi.get_global_func("tl.GemmGetGemmInstructionKey")(gemm, threads, target_object)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from conftest import SMALL_CASE
+from conftest import SMALL_CASE, collected_cases
 
 import kernels
+import tilelang_golden.families.loading
 import tilelang_golden.family
 from tilelang_golden.family import FamilyError, Variant
 from tilelang_golden.targets import TARGETS
@@ -97,7 +98,7 @@ def test_the_new_familys_numerics_run_through_the_gpu_check(kernels_dir):
     from tilelang_golden.gpu.run.compile import Argument
 
     write_family(kernels_dir, "tiny_scale")
-    (family,) = [f for f in tilelang_golden.family.load_families().families if f.name == "tiny_scale"]
+    (family,) = [f for f in tilelang_golden.families.loading.load_families().families if f.name == "tiny_scale"]
     arguments = [Argument((256, 128), "float16", "X"), Argument((256, 128), "float16", "Y")]
 
     def right(x, y):
@@ -162,7 +163,7 @@ def test_a_family_file_that_does_not_import_fails_alone(kernels_dir, golden_sess
 def test_a_module_without_a_family_or_with_another_name_is_refused(kernels_dir):
     write_family(kernels_dir, "tiny_plain", text="VALUE = 1\n")
     write_family(kernels_dir, "tiny_named", text=TINY_FAMILY.format(name="other_name", extra=""))
-    broken = {b.name: b.error for b in tilelang_golden.family.load_families().broken}
+    broken = {b.name: b.error for b in tilelang_golden.families.loading.load_families().broken}
     assert "must define FAMILY = Family(...)" in broken["tiny_plain"]
     assert "FAMILY.name is 'other_name'; it must be the module's name, 'tiny_named'" in broken["tiny_named"]
 
@@ -243,7 +244,7 @@ def test_a_twin_must_name_a_variant_and_a_dimension_of_its_family():
 
     declared = {
         f.name: (f.timing_twin.variant, f.timing_twin.dimension)
-        for f in tilelang_golden.family.load_families().families
+        for f in tilelang_golden.families.loading.load_families().families
         if f.timing_twin
     }
     assert declared == {
@@ -337,14 +338,14 @@ def test_a_declaration_that_does_not_fit_the_kernel_fails_on_the_cpu_once(kernel
 def test_the_static_check_takes_its_families_from_the_packages_it_is_given(golden_session):
     """`--families PACKAGE`: the items are those of that package's families, and nothing of kernels/."""
     result = golden_session("--collect-only", "-q", "--families", "tests.mutant_families")
-    collected = [line for line in result.stdout.lines if "::" in line]
-    cases = {line.split("[", 1)[1].split("/", 1)[0] for line in collected if "::test_case[" in line}
-    assert cases == {f.name for f in tilelang_golden.family.load_families("tests.mutant_families").families}
+    collected = result.stdout.lines
+    cases = {case.split("/", 1)[0] for case in collected_cases(collected)}
+    assert cases == {f.name for f in tilelang_golden.families.loading.load_families("tests.mutant_families").families}
     assert not [line for line in collected if "gemm_num_stages" in line]
 
 
 def test_a_family_name_two_packages_share_is_refused_in_the_later_one():
-    both = tilelang_golden.family.load_families("kernels", "tests.mutant_families")
+    both = tilelang_golden.families.loading.load_families("kernels", "tests.mutant_families")
     assert {f.file.split("/")[0] for f in both.families} == {"kernels"}
     refused = {b.name: b.error for b in both.broken}
     assert "inplace_update" in refused

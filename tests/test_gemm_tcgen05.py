@@ -10,8 +10,8 @@ import tilelang
 import tilelang.language as T
 
 from kernels.gemm_tcgen05 import BASELINE, CLAIMS, FAMILY, check_tcgen05, gemm_tcgen05
+from tilelang_golden.families.cases import Case
 from tilelang_golden.family import CaseFacts, Variant
-from tilelang_golden.static.cases import Case
 
 
 @tilelang.jit

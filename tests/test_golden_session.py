@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from conftest import SMALL_CASE
+from conftest import SMALL_CASE, collected_cases, collected_items
 
+import tilelang_golden.families.loading
 import tilelang_golden.family
-import tilelang_golden.static.produce.session
-from tilelang_golden.static.cases import all_cases
+import tilelang_golden.static.session
+from tilelang_golden.families.cases import all_cases
 from tilelang_golden.static.produce.lowering import LoweringError
 from tilelang_golden.static.snapshots.snapshot import FORMAT_VERSION
 
@@ -17,7 +18,7 @@ from tilelang_golden.static.snapshots.snapshot import FORMAT_VERSION
 def small_registry(monkeypatch, *ids: str) -> None:
     """Shrink the registry to the variants of these case ids, on the targets named, so an unfiltered
     session runs in seconds."""
-    everything = tilelang_golden.family.load_families()
+    everything = tilelang_golden.families.loading.load_families()
     chosen = [c for c in all_cases(everything) if c.id in ids]
     assert len(chosen) == len(ids)
     families = []
@@ -26,8 +27,8 @@ def small_registry(monkeypatch, *ids: str) -> None:
         if kept:
             targets = [c.target for c in chosen if c.family is family]
             families.append(dataclasses.replace(family, variants=kept, targets=targets))
-    small = tilelang_golden.family.Registry(tuple(families), ())
-    monkeypatch.setattr(tilelang_golden.family, "load_families", lambda *packages: small)
+    small = tilelang_golden.families.loading.Registry(tuple(families), ())
+    monkeypatch.setattr(tilelang_golden.families.loading, "load_families", lambda *packages, **options: small)
 
 
 def test_regen_then_static_passes(golden_session):
@@ -147,13 +148,13 @@ def test_regen_refused_under_ci_unless_forced(golden_session, monkeypatch, ci):
 
 def test_regen_refuses_nondeterministic_lowering(golden_session, monkeypatch):
     lowerings = iter(range(1000))
-    real = tilelang_golden.static.produce.session.lower
+    real = tilelang_golden.static.session.lower
 
     def drifting(case, built):
         lowering = real(case, built)
         return dataclasses.replace(lowering, cuda=lowering.cuda + f"// {next(lowerings)}\n")
 
-    monkeypatch.setattr(tilelang_golden.static.produce.session, "lower", drifting)
+    monkeypatch.setattr(tilelang_golden.static.session, "lower", drifting)
     result = golden_session("--regen", "-k", SMALL_CASE)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*two lowerings of the same case differ*"])
@@ -162,14 +163,14 @@ def test_regen_refuses_nondeterministic_lowering(golden_session, monkeypatch):
 
 def test_lowering_failure_fails_that_case_only(golden_session, monkeypatch):
     broken, fine = SMALL_CASE, SMALL_CASE.replace("sm_90", "sm_80")
-    real = tilelang_golden.static.produce.session.lower
+    real = tilelang_golden.static.session.lower
 
     def failing(case, built):
         if case.id == broken:
             raise LoweringError(case.id, "TileLang could not lower this variant (boom)")
         return real(case, built)
 
-    monkeypatch.setattr(tilelang_golden.static.produce.session, "lower", failing)
+    monkeypatch.setattr(tilelang_golden.static.session, "lower", failing)
     result = golden_session("--regen", "-k", f"{broken} or {fine}")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([f"*{broken}: TileLang could not lower this variant (boom)*"])
@@ -178,7 +179,7 @@ def test_lowering_failure_fails_that_case_only(golden_session, monkeypatch):
 def test_a_case_that_does_not_lower_is_reported_once(golden_session, monkeypatch):
     """The family checks and summaries that need the case say only that it stopped them."""
     broken = SMALL_CASE
-    real = tilelang_golden.static.produce.session.lower
+    real = tilelang_golden.static.session.lower
 
     def failing(case, built):
         if case.id == broken:
@@ -186,7 +187,7 @@ def test_a_case_that_does_not_lower_is_reported_once(golden_session, monkeypatch
         return real(case, built)
 
     small_registry(monkeypatch, SMALL_CASE, SMALL_CASE.replace("ns0", "ns1"))
-    monkeypatch.setattr(tilelang_golden.static.produce.session, "lower", failing)
+    monkeypatch.setattr(tilelang_golden.static.session, "lower", failing)
     result = golden_session("--regen", "-k", "64x64x32")
     assert result.ret != 0
     # its own failure, then one folded line for every check it stops, with the reason
@@ -196,7 +197,7 @@ def test_a_case_that_does_not_lower_is_reported_once(golden_session, monkeypatch
 
 def _collected(golden_session, *args: str) -> set[str]:
     result = golden_session("--collect-only", "-q", *args)
-    return {line.split("::", 1)[1] for line in result.stdout.lines if "::" in line}
+    return set(collected_items(result.stdout.lines))
 
 
 def test_shards_cover_every_case_exactly_once(golden_session):
@@ -205,10 +206,10 @@ def test_shards_cover_every_case_exactly_once(golden_session):
     assert all(shards)
     combined = [item for shard in shards for item in shard]
     assert len(combined) == len(set(combined)), "an item is in two shards"
-    orphan_check = {item for item in everything if "no_orphans" in item}
+    orphan_check = {item for item in everything if item.endswith("::orphans")}
     assert set(combined) == everything - orphan_check, "sharded runs leave the orphan check to an unsharded job"
-    cases = {item for item in everything if item.startswith("test_case[")}
-    assert len(cases) == len(all_cases(tilelang_golden.family.load_families())) > 0
+    cases = set(collected_cases(list(everything)))
+    assert len(cases) == len(all_cases(tilelang_golden.families.loading.load_families())) > 0
 
 
 def test_bad_shard_is_a_usage_error(golden_session):
@@ -279,7 +280,7 @@ def test_the_same_error_in_several_cases_is_printed_once_and_short(golden_sessio
         raise RuntimeError(f"{case.id}: a declaration the harness cannot use")
 
     small_registry(monkeypatch, SMALL_CASE, second)
-    monkeypatch.setattr(tilelang_golden.static.produce.session, "lower", failing)
+    monkeypatch.setattr(tilelang_golden.static.session, "lower", failing)
     result = golden_session("-k", "64x64x32 and test_case")
     result.assert_outcomes(failed=2)
     text = result.stdout.str()

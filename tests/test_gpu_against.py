@@ -12,6 +12,7 @@ import gpu_fakes as fake
 import pytest
 from scratch_repo import FAMILIES, make_scratch_repo
 
+from tilelang_golden.families.cases import Case
 from tilelang_golden.gpu import check
 from tilelang_golden.gpu.check import CheckPlan, run_gpu_check
 from tilelang_golden.gpu.gate import ab_gate, gate
@@ -27,7 +28,7 @@ from tilelang_golden.gpu.run.against import (
     resolve,
 )
 from tilelang_golden.gpu.stages import Kernels, KernelSession
-from tilelang_golden.static.cases import Case
+from tilelang_golden.gpu.timing_baseline import BaselineUse
 
 # -- the verdict ------------------------------------------------------------------------------------
 
@@ -252,7 +253,7 @@ def ab_run(tmp_path, monkeypatch, pr_ms: float, base_ms: float = 1.0):
         against=lambda device, selected: Plan(base, {"tiny/changed": base_case}, unchanged=["tiny/same"]),
     )  # fmt: skip
     status = run_gpu_check(
-        plan, output=tmp_path / "report", timing_dir=tmp_path / "timing", environ={},
+        plan, output=tmp_path / "report", baseline=BaselineUse(tmp_path / "timing"), environ={},
         kernels=Kernels.in_process(session), log=lambda line: None,
     )  # fmt: skip
     report = json.loads((tmp_path / "report" / "report.json").read_text())

@@ -20,8 +20,7 @@ from tilelang_golden.gpu.gate.baseline import (
     render_baseline,
     write_baseline,
 )
-from tilelang_golden.gpu.gate.timing_gate import FAIL_SLOWER, WARN_SLOWER, compare_ratios
-from tilelang_golden.gpu.measure.timing import slower_by
+from tilelang_golden.gpu.gate.timing_gate import FAIL_SLOWER, WARN_SLOWER, compare_ratios, slower_by
 
 VERSIONS = {"cuda": "13.0", "torch": "2.11.0+cu130", "tilelang": "0.1.15"}
 KEY = baseline_key("NVIDIA H200", VERSIONS)

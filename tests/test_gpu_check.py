@@ -15,7 +15,7 @@ from conftest import REPO, SUBPROCESS_LIMIT_S
 
 from kernels._gemm import gemm_work
 from tilelang_golden.family import Work
-from tilelang_golden.gpu.check import CheckPlan, check_snapshot, device_cases, not_runnable, run_gpu_check
+from tilelang_golden.gpu.check import CheckPlan, check_snapshot, run_gpu_check
 from tilelang_golden.gpu.measure.timing import (
     Pair,
     PairedTiming,
@@ -31,6 +31,8 @@ from tilelang_golden.gpu.measure.timing import (
 from tilelang_golden.gpu.report.results import VariantResult
 from tilelang_golden.gpu.run.compile import CompiledCase, read_driver_resources
 from tilelang_golden.gpu.run.device import PEAKS, Peak, UnknownTarget, target_for_capability
+from tilelang_golden.gpu.selection import device_cases, not_runnable
+from tilelang_golden.gpu.timing_baseline import BaselineUse
 from tilelang_golden.static.snapshots.snapshot import FORMAT_VERSION, SnapshotStore, cuda_header
 
 V0 = fake.V0
@@ -80,7 +82,11 @@ def test_recording_under_ci_is_refused_before_any_gpu_work(tmp_path):
     logged: list[str] = []
     select = Selection()
     status = run_gpu_check(
-        CheckPlan(select), output=tmp_path, timing_dir=tmp_path, record=True, environ={"CI": "true"}, log=logged.append
+        CheckPlan(select),
+        output=tmp_path,
+        baseline=BaselineUse(tmp_path, record=True),
+        environ={"CI": "true"},
+        log=logged.append,
     )
     assert status == 2 and "refusing to record a timing baseline while CI='true'" in logged[0]
     assert not list(tmp_path.iterdir()) and select.asked == []
@@ -92,9 +98,7 @@ def test_recording_from_a_selection_is_refused(tmp_path):
     status = run_gpu_check(
         CheckPlan(select),
         output=tmp_path,
-        timing_dir=tmp_path,
-        record=True,
-        complete_selection=False,
+        baseline=BaselineUse(tmp_path, record=True, complete_selection=False),
         environ={},
         log=logged.append,
     )

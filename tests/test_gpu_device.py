@@ -16,7 +16,7 @@ from test_gpu_check import FACTS
 from tilelang_golden.families.build import BuiltKernel
 from tilelang_golden.families.chain import Launch
 from tilelang_golden.gpu import check, command
-from tilelang_golden.gpu.check import CheckPlan, check_snapshot, device_selection, run_gpu_check
+from tilelang_golden.gpu.check import CheckPlan, check_snapshot, run_gpu_check
 from tilelang_golden.gpu.gate.baseline import baseline_key
 from tilelang_golden.gpu.report.report import NOT_RUN, render_markdown, report_data
 from tilelang_golden.gpu.run import compile
@@ -30,11 +30,14 @@ from tilelang_golden.gpu.run.device import (
     target_for_capability,
     target_for_gcn_arch,
 )
+from tilelang_golden.gpu.selection import device_selection
 from tilelang_golden.gpu.stages import Kernels, KernelSession
+from tilelang_golden.gpu.timing_baseline import BaselineUse
+from tilelang_golden.static.kinds import source_file
 from tilelang_golden.static.snapshots.snapshot import FORMAT_VERSION, SnapshotStore, cuda_header
 from tilelang_golden.targets import TARGETS
 
-TARGETS_FILE = "src/tilelang_golden/targets.py"
+TARGETS_FILE = "the harness's tilelang_golden/targets.py"
 
 
 # -- device -> target ------------------------------------------------------------------------------
@@ -181,7 +184,7 @@ def test_a_hip_kernel_is_checked_against_its_hip_snapshot_and_its_registers_are_
     compiled = CompiledCase(case, SimpleNamespace(kernel_source="__global__ void k() {}\n"), binary=b"hsaco")
     compiled.launches = {"main_kernel": 0}
     result = check_snapshot(compiled, compiled.kernel.kernel_source, store)
-    assert case.source_file.endswith("/gfx942.hip") and result.failures == () and result.cuda_matches is True
+    assert source_file(case).endswith("/gfx942.hip") and result.failures == () and result.cuda_matches is True
     read_driver_resources(compiled)
     assert compiled.registers_per_thread is None and "not yet ROCm's" in compiled.resources_note
 
@@ -226,7 +229,7 @@ def test_a_run_with_nothing_runnable_on_the_device_stops_with_status_2_before_co
             not_run=lambda device: device_selection([TCGEN05], device.target)[1],
         ),
         output=tmp_path / "report",
-        timing_dir=tmp_path,
+        baseline=BaselineUse(tmp_path),
         kernels=Kernels.in_process(compiler),
         log=logged.append,
     )

@@ -16,14 +16,16 @@ import pytest
 import torch
 from conftest import SUBPROCESS_LIMIT_S
 
+import tilelang_golden.families.loading
 import tilelang_golden.family
+from tilelang_golden.families.cases import Case
 from tilelang_golden.family import Family
 from tilelang_golden.gpu import check, stages
 from tilelang_golden.gpu.check import CheckPlan, run_gpu_check
 from tilelang_golden.gpu.measure import numerics
 from tilelang_golden.gpu.run.worker import CRASHED, DID_NOT_FINISH, RAISED, TimeLimits, WorkerProcess
 from tilelang_golden.gpu.stages import Kernels, KernelSession
-from tilelang_golden.static.cases import Case
+from tilelang_golden.gpu.timing_baseline import BaselineUse
 
 SEEDS = [1, 2, 3]
 
@@ -37,7 +39,12 @@ def gpu_run(tmp_path, monkeypatch, cases, kernels):
         snapshotted=lambda case: False,
     )  # fmt: skip
     status = run_gpu_check(
-        plan, output=tmp_path / "report", timing_dir=tmp_path / "timing", environ={}, kernels=kernels, log=logged.append
+        plan,
+        output=tmp_path / "report",
+        baseline=BaselineUse(tmp_path / "timing"),
+        environ={},
+        kernels=kernels,
+        log=logged.append,
     )
     report = json.loads((tmp_path / "report" / "report.json").read_text())
     return status, report, (tmp_path / "report" / "summary.md").read_text()
@@ -198,7 +205,8 @@ DTYPES = [
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_every_dtype_is_compared_and_a_wrong_element_is_seen(dtype):
     from tilelang_golden.family import Tolerance
-    from tilelang_golden.gpu.measure.numerics import Output, check_output
+    from tilelang_golden.gpu.gate.numerics_gate import Output
+    from tilelang_golden.gpu.measure.numerics import check_output
 
     exact = not dtype.is_floating_point
     values = torch.arange(-8, 8, dtype=torch.float32) / (1 if exact else 4)
@@ -216,7 +224,8 @@ def test_every_dtype_is_compared_and_a_wrong_element_is_seen(dtype):
 
 def test_an_integer_difference_beyond_int64_does_not_wrap():
     from tilelang_golden.family import Tolerance
-    from tilelang_golden.gpu.measure.numerics import Output, check_output
+    from tilelang_golden.gpu.gate.numerics_gate import Output
+    from tilelang_golden.gpu.measure.numerics import check_output
 
     reference = torch.tensor([2**63 - 1, 0])
     unwritten = torch.tensor([-(2**63), 0])  # the poison: int64's minimum
@@ -229,8 +238,8 @@ def test_an_integer_difference_beyond_int64_does_not_wrap():
 def test_the_test_only_families_load_and_are_never_snapshotted():
     from conftest import REPO
 
-    from tilelang_golden.family import load_families
-    from tilelang_golden.static.cases import all_cases
+    from tilelang_golden.families.cases import all_cases
+    from tilelang_golden.families.loading import load_families
 
     loaded = load_families("tests.gpu_families")
     assert not loaded.broken
@@ -238,12 +247,12 @@ def test_the_test_only_families_load_and_are_never_snapshotted():
     assert names == {"never_finishes", "illegal_address", "inputs_raise"}
     assert all(f.file.startswith("tests/gpu_families/") for f in loaded.families)
     assert not names & {f.name for f in load_families().families}
-    assert not names & {c.family.name for c in all_cases(tilelang_golden.family.load_families())}
+    assert not names & {c.family.name for c in all_cases(tilelang_golden.families.loading.load_families())}
     assert not any((REPO / "golden" / name).exists() for name in names)
 
 
 def test_a_family_raising_in_its_own_file_is_located_there():
-    from tilelang_golden.family import load_families
+    from tilelang_golden.families.loading import load_families
 
     family: Family = next(f for f in load_families("tests.gpu_families").families if f.name == "inputs_raise")
     try:
@@ -255,7 +264,7 @@ def test_a_family_raising_in_its_own_file_is_located_there():
 
 def test_a_family_call_error_names_its_file_once():
     from tilelang_golden.families.declaration import FamilyCallError
-    from tilelang_golden.family import load_families
+    from tilelang_golden.families.loading import load_families
 
     family: Family = next(f for f in load_families("tests.gpu_families").families if f.name == "inputs_raise")
     case = Case(family, family.variants[0], "sm_90")

@@ -10,7 +10,9 @@ import pytest
 from conftest import REPO
 
 from tilelang_golden.families.build import build_kernel, signature
-from tilelang_golden.family import Variant, load_families
+from tilelang_golden.families.cases import Case
+from tilelang_golden.families.loading import load_families
+from tilelang_golden.family import Variant
 from tilelang_golden.gpu.run.compile import (
     DYNAMIC_SHARED_LAUNCH_PARAM,
     Argument,
@@ -19,7 +21,6 @@ from tilelang_golden.gpu.run.compile import (
     launch_dynamic_shared_memory,
     out_idx,
 )
-from tilelang_golden.static.cases import Case
 from tilelang_golden.static.snapshots.snapshot import SnapshotStore, parse_facts
 from tilelang_golden.targets import TARGETS
 

@@ -13,15 +13,8 @@ import torch
 
 from kernels._gemm import float32_matmul, gemm_inputs
 from tilelang_golden.family import Family, Tolerance, Variant
-from tilelang_golden.gpu.gate.numerics_gate import validate_seeds
-from tilelang_golden.gpu.measure.numerics import (
-    Output,
-    OutputCheck,
-    SeedCheck,
-    check_numerics,
-    fresh_seeds,
-    make_inputs,
-)
+from tilelang_golden.gpu.gate.numerics_gate import Output, OutputCheck, SeedCheck, validate_seeds
+from tilelang_golden.gpu.measure.numerics import check_numerics, fresh_seeds, make_inputs
 from tilelang_golden.gpu.run.compile import Argument
 
 SHAPE = {"M": 64, "N": 48, "K": 32}

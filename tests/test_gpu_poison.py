@@ -12,12 +12,12 @@ import tilelang
 import tilelang.language as T
 import torch
 
+from tilelang_golden.families.cases import Case
 from tilelang_golden.family import Family, Tolerance, Variant, Work
 from tilelang_golden.gpu.measure.numerics import check_numerics
 from tilelang_golden.gpu.run.compile import Argument
 from tilelang_golden.gpu.run.device import find_nvcc, require_cuda
 from tilelang_golden.gpu.run.poison import poison, unpoisoned
-from tilelang_golden.static.cases import Case
 
 SHAPE = {"M": 64, "N": 48, "K": 32}
 SEEDS = [1, 2, 3]

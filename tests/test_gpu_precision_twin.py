@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from tilelang_golden.family import Family, FamilyError, Tolerance
-from tilelang_golden.gpu.gate.numerics_gate import THRESHOLDS
-from tilelang_golden.gpu.measure.numerics import ErrorStats, Output, check_numerics, error_stats, prepare
+from tilelang_golden.gpu.gate.numerics_gate import THRESHOLDS, ErrorStats, Output
+from tilelang_golden.gpu.measure.numerics import check_numerics, error_stats, prepare
 
 SHAPE = {"M": 64, "N": 48, "K": 32}
 SEEDS = [1, 2, 3]

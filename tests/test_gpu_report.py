@@ -11,12 +11,10 @@ import gpu_fakes as fake
 import pytest
 
 from tilelang_golden.family import Sweep, Variant, Work
-from tilelang_golden.gpu.check import compare_with_baseline
 from tilelang_golden.gpu.gate.baseline import baseline_key, baseline_path, render_baseline
 from tilelang_golden.gpu.gate.gate import DOES_NOT_FIT, PASS
-from tilelang_golden.gpu.gate.numerics_gate import THRESHOLDS
+from tilelang_golden.gpu.gate.numerics_gate import THRESHOLDS, NumericsResult, Output, OutputCheck, SeedCheck
 from tilelang_golden.gpu.gate.timing_gate import FAIL, FAIL_SLOWER, WARN_SLOWER, compare_ratios
-from tilelang_golden.gpu.measure.numerics import NumericsResult, Output, OutputCheck, SeedCheck
 from tilelang_golden.gpu.measure.sweep import conclusions
 from tilelang_golden.gpu.report.report import (
     MARKDOWN_HEADER,
@@ -32,6 +30,7 @@ from tilelang_golden.gpu.report.report import (
 )
 from tilelang_golden.gpu.report.results import VariantFailure, reference_name
 from tilelang_golden.gpu.run.worker import RAISED
+from tilelang_golden.gpu.timing_baseline import compare_with_baseline
 
 V0 = fake.V0
 TOO_BIG = fake.sweep_case(6, (128, 256, 64))

@@ -1,4 +1,4 @@
-"""Parsing the steps of scripts/bench_steps.py (the timing itself needs a GPU)."""
+"""Parsing the steps of benchmarks/steps.py (the timing itself needs a GPU)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import importlib
 
 import pytest
 import torch
-from script_runner import load_script, run_script
+from script_runner import run_script
 
-from tilelang_golden.family import load_families
+from tilelang_golden.families.loading import load_families
 from tilelang_golden.gpu.steps import BadStep, parse_step
 
 
@@ -52,10 +52,10 @@ def test_a_bad_step_says_what_is_wrong(spec, message):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
-@pytest.mark.parametrize("script", ["bench_steps", "bench_timing", "tilelang_golden.upgrade.timing_worker"])
+@pytest.mark.parametrize("script", ["benchmarks.steps", "benchmarks.timing", "tilelang_golden.upgrade.timing_worker"])
 def test_without_a_gpu_each_gpu_script_stops_with_status_2_and_says_why(script):
-    module = importlib.import_module(script) if "." in script else load_script(script)
-    argv = {"bench_steps": ["some_family/some_variant"], "bench_timing": ["ab"]}.get(script, [])
+    module = importlib.import_module(script)
+    argv = {"benchmarks.steps": ["some_family/some_variant"], "benchmarks.timing": ["ab"]}.get(script, [])
     status, out, err = run_script(module.main, *argv)
     from tilelang_golden.gpu.run.device import gpu_unavailable
 

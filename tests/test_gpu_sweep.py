@@ -5,8 +5,8 @@ from __future__ import annotations
 import gpu_fakes as fake
 
 from tilelang_golden.family import Sweep
-from tilelang_golden.gpu.check import build_sweeps
 from tilelang_golden.gpu.measure.sweep import SweepCurve, SweepPoint, conclusions, find_knee
+from tilelang_golden.gpu.report.results import build_sweeps
 
 KIB = 1024
 FAMILY = "gemm_num_stages"

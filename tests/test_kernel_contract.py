@@ -10,10 +10,11 @@ import pytest
 import tilelang
 import tilelang.language as T
 
+import tilelang_golden.families.loading
 import tilelang_golden.family
 from tilelang_golden.families.build import KERNEL_KINDS, BuildError, build_kernel
+from tilelang_golden.families.cases import Case
 from tilelang_golden.family import FamilyError, Tolerance, Variant
-from tilelang_golden.static.cases import Case
 
 
 def build(family):
@@ -199,11 +200,11 @@ def test_a_family_file_with_postponed_annotations_is_refused_with_the_reason(tmp
         )
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    registry = tilelang_golden.family.load_families("postponed_kernels")
+    registry = tilelang_golden.families.loading.load_families("postponed_kernels")
     assert [b.name for b in registry.broken] == ["scaled"]
     assert "remove `from __future__ import annotations`" in registry.broken[0].error
     assert "postponed_kernels/scaled.py" in registry.broken[0].error
 
 
 def test_no_family_under_kernels_postpones_its_annotations():
-    assert not tilelang_golden.family.load_families().broken
+    assert not tilelang_golden.families.loading.load_families().broken

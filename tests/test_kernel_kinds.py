@@ -11,11 +11,12 @@ import tilelang
 import tilelang.language as T
 from tvm.target import Target
 
+import tilelang_golden.families.loading
 import tilelang_golden.family
 from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul
 from tilelang_golden.families.build import BuildError, build_kernel
+from tilelang_golden.families.cases import Case
 from tilelang_golden.family import Family, Variant
-from tilelang_golden.static.cases import Case
 from tilelang_golden.static.produce.normalize import normalize_cuda
 from tilelang_golden.static.snapshots.snapshot import SnapshotStore, strip_cuda_header
 from tilelang_golden.targets import TARGETS
@@ -55,7 +56,7 @@ JIT_VARIANTS = ("rms_norm/threads256", "layer_norm/threads256")
 def test_snapshot_is_what_tilelang_compile_builds_for_a_jit_variant(key, target):
     """The committed CUDA of a jit variant equals the kernel source of a real `tilelang.compile`."""
     family_name, variant_name = key.split("/")
-    family = next(f for f in tilelang_golden.family.load_families().families if f.name == family_name)
+    family = next(f for f in tilelang_golden.families.loading.load_families().families if f.name == family_name)
     variant = family.variant(variant_name)
     impl = variant.kernel
     func = impl.get_tir(**family.kernel_arguments(variant))

@@ -1,4 +1,5 @@
-"""The harness's layers: only modules that lower or compile import TileLang, and imports go downward."""
+"""The harness's structure: layers that imports run down, no cycle, small modules and short signatures; only modules
+that lower or compile import TileLang."""
 
 from __future__ import annotations
 
@@ -11,86 +12,39 @@ from pathlib import Path
 from conftest import REPO, SUBPROCESS_LIMIT_S
 
 HARNESS = REPO / "src" / "tilelang_golden"
+PACKAGE = HARNESS.name
 # Modules that walk TVM IR, and those that lower and extract: only ever used to lower.
 READS_IR = {
     "tilelang_golden.static.produce.facts",
     "tilelang_golden.static.produce.produced",
-    "tilelang_golden.static.produce.session",  # what a run builds, traces and lowers: it holds the producing modules
+    "tilelang_golden.static.session",  # what a run builds, traces and lowers: it holds the producing modules
     "tilelang_golden.upgrade.preview",
     "tilelang_golden.static.session_items",  # the static session's pytest items: they lower
 }
-# Which layers each layer may import from (besides itself and the standard library).
-ALLOWED = {
-    "tilelang_golden": set(),
-    # the `tilelang-golden` command (and `python -m tilelang_golden`): above both halves, it runs them
-    "tilelang_golden.cli": {
-        "tilelang_golden.static",
-        "tilelang_golden.gpu",
-        "tilelang_golden.upgrade",
-        "tilelang_golden.init",
-        "tilelang_golden.config",
-    },
-    # `tilelang-golden upgrade-preview`: the static half's preview, then both TileLangs on the GPU
-    "tilelang_golden.upgrade": {
-        "tilelang_golden.config",
-        "tilelang_golden.family",
-        "tilelang_golden.families",
-        "tilelang_golden.static",
-        "tilelang_golden.gpu",
-        "tilelang_golden.targets",
-    },
-    "tilelang_golden.init": {
-        "tilelang_golden.config"
-    },  # `tilelang-golden init`: writes the shipped files, adds the settings
-    "tilelang_golden.__main__": {"tilelang_golden.cli"},
-    "tilelang_golden.files": set(),  # below both halves: atomic writes
-    "tilelang_golden.environment": set(),  # below both halves: CI or not
-    "tilelang_golden.github": set(),  # below both halves: workflow commands and the step summary, escaped and capped
-    "tilelang_golden.targets": set(),  # a project setting both halves read
-    "tilelang_golden.config": {
-        "tilelang_golden.targets"
-    },  # a repository's settings ([tool.tilelang-golden]), read by both halves
-    "tilelang_golden.family": {
-        "tilelang_golden.targets",
-        "tilelang_golden.config",
-    },  # the targets a family narrows to; default packages
-    "tilelang_golden.analysis": set(),  # what families' checks compute: with .family, all they may import
-    "tilelang_golden.dtypes": set(),  # below both halves: element types by TVM's and torch's names
-    # a chain of jit kernels traced on the meta device: what build makes of a Chain
-    "tilelang_golden.families.chain": {"tilelang_golden.dtypes"},
-    "tilelang_golden.families.build": {
-        "tilelang_golden.family",
-        "tilelang_golden.families.chain",
-        "tilelang_golden.dtypes",
-    },
-    # a family's callables against the kernel's signature: checked by both halves
-    "tilelang_golden.families.declaration": {
-        "tilelang_golden.family",
-        "tilelang_golden.families.build",
-        "tilelang_golden.dtypes",
-    },
-    "tilelang_golden.static": {
-        "tilelang_golden.config",
-        "tilelang_golden.family",
-        "tilelang_golden.analysis",
-        "tilelang_golden.families",
-        "tilelang_golden.targets",
-        "tilelang_golden.files",
-        "tilelang_golden.environment",
-        "tilelang_golden.github",
-    },
-    "tilelang_golden.gpu": {
-        "tilelang_golden.config",
-        "tilelang_golden.family",
-        "tilelang_golden.families",
-        "tilelang_golden.dtypes",
-        "tilelang_golden.static",
-        "tilelang_golden.github",
-        "tilelang_golden.targets",
-        "tilelang_golden.files",
-        "tilelang_golden.environment",
-    },
-}
+# The package's layers from the ground up, as the path a case takes: a module imports from its own layer and the
+# layers below it, never above (imports inside functions and for type checking included). A folder is a layer, the
+# modules at its top one layer above its subfolders.
+LAYERS = (
+    # the ground both halves stand on: targets, element types, files, the environment, GitHub's commands
+    {"targets", "dtypes", "files", "environment", "github", "analysis"},
+    {"config"},  # the repository's settings
+    {"family"},  # what a family author writes against
+    {"families"},  # from families to cases: found, the unit of work (case, selection, sharding), built
+    {"static.snapshots"},  # what a snapshot is: files, kinds of change, results, the write policy
+    {"static.produce"},  # lowering, facts, normalized source, the lowering cache
+    {"static.report"},  # the verdict and job summary, read from the results
+    {"static"},  # kinds, the run's session, the engine, the pytest plugin and its items
+    {"gpu.run"},  # the device, the JIT compile, the worker process
+    {"gpu.gate"},  # the rules a measurement is held to, and the records they judge
+    {"gpu.measure"},  # numerics and timing, filling the gate's records
+    {"gpu.report"},  # what a GPU run tells people and machines
+    {"gpu"},  # the stages of one variant, the check end to end, `tilelang-golden gpu`
+    {"upgrade"},  # what another TileLang would change: both halves
+    {"init"},  # `tilelang-golden init`
+    {"cli", "__main__"},  # the command
+)
+LINE_LIMIT = 500
+PARAMETER_LIMIT = 8
 
 
 def modules() -> list[str]:
@@ -102,30 +56,91 @@ def modules() -> list[str]:
     return found
 
 
-def layer(module: str) -> str:
-    return next(name for name in sorted(ALLOWED, key=len, reverse=True) if module.startswith(name))
+def module_path(module: str) -> Path:
+    path = HARNESS.parent / Path(*module.split("."))
+    return path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+
+
+def layer(module: str) -> int:
+    """The index of the module's layer in LAYERS: its longest prefix there; the package's own face is the ground."""
+    if module == PACKAGE:
+        return 0
+    name = module.removeprefix(PACKAGE + ".")
+    matches = [
+        (len(prefix), index)
+        for index, prefixes in enumerate(LAYERS)
+        for prefix in prefixes
+        if name == prefix or name.startswith(prefix + ".")
+    ]
+    assert matches, f"{module} is in no layer: add it to LAYERS in {Path(__file__).name}"
+    return max(matches)[1]
 
 
 def imported(module: str) -> set[str]:
-    path = HARNESS.parent / Path(*module.split("."))
-    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    """Every harness and family module `module` imports, anywhere in it: a `from PACKAGE import name` names the
+    module `name` where it is one."""
+    known = set(modules())
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(module_path(module).read_text())):
         if isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
+            names.update(
+                f"{node.module}.{alias.name}" for alias in node.names if f"{node.module}.{alias.name}" in known
+            )
         elif isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-    return {n for n in names if n.split(".")[0] in ("tilelang_golden", "kernels")}
+    return {n for n in names if n.split(".")[0] in (PACKAGE, "kernels")}
 
 
-def test_every_layer_imports_only_downward():
-    wrong = []
+def test_every_import_runs_down_the_layers():
+    up = [
+        f"{module} (layer {layer(module)}) imports {name} (layer {layer(name)})"
+        for module in modules()
+        for name in sorted(imported(module))
+        if name.split(".")[0] == PACKAGE and layer(name) > layer(module)
+    ]
+    families = [f"{module} imports {name}" for module in modules() for name in imported(module) if name[0] == "k"]
+    assert not up + families, "\n".join(up + families)
+
+
+def test_no_import_cycle():
+    """No module reaches itself through the modules it imports, hidden inside a function or not."""
+    nodes = set(modules())
+    graph = {module: imported(module) & nodes for module in nodes}
+    cycles, state = [], {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = "open"
+        for name in sorted(graph[module]):
+            if state.get(name) == "open":
+                cycles.append(" -> ".join([*path[path.index(name) :], name]))
+            elif name not in state:
+                visit(name, [*path, name])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert not cycles, "\n".join(cycles)
+
+
+def test_no_module_is_over_the_line_limit():
+    long = {module: n for module in modules() if (n := len(module_path(module).read_text().splitlines())) > LINE_LIMIT}
+    assert not long, f"modules over {LINE_LIMIT} lines (split them by responsibility): {long}"
+
+
+def test_no_public_function_takes_more_than_the_parameter_limit():
+    """A public function or method takes at most PARAMETER_LIMIT parameters (self and cls aside): more is a record."""
+    wide = []
     for module in modules():
-        own = layer(module)
-        for name in imported(module):
-            if not name.startswith(own) and not any(name.startswith(allowed) for allowed in ALLOWED[own]):
-                wrong.append(f"{module} imports {name}")
-    assert not wrong, "\n".join(wrong)
+        for node in ast.walk(ast.parse(module_path(module).read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.name.startswith("_"):
+                arguments = node.args
+                names = [a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]]
+                count = len([n for n in names if n not in ("self", "cls")])
+                if count > PARAMETER_LIMIT:
+                    wide.append(f"{module}.{node.name}: {count}")
+    assert not wide, f"public functions over {PARAMETER_LIMIT} parameters: {wide}"
 
 
 def test_no_module_imports_tilelang_or_tvm_unless_it_lowers_or_compiles():
@@ -151,15 +166,14 @@ print("\\n".join(failed))
     assert result.stdout.strip() == "", "these import TileLang or TVM at import time:\n" + result.stdout
 
 
-# The command lines that serve every family: every script but the two that belong to their seeds.
-SEED_SCRIPTS = {"lower_num_stages.py", "schedule_as_annotation.py"}
-GENERIC_SCRIPTS = sorted(path for path in (REPO / "scripts").glob("*.py") if path.name not in SEED_SCRIPTS)
+# The command lines that serve every family: the benchmarks and tools, not seeds/, whose modules belong to their seeds.
+GENERIC_SCRIPTS = sorted(path for folder in ("benchmarks", "tools") for path in (REPO / folder).glob("*.py"))
 
 
 def test_the_harness_names_no_family():
     """The harness and its generic scripts know no family: no registered family's name, and none of
     the seeds' own words."""
-    from tilelang_golden.family import load_families
+    from tilelang_golden.families.loading import load_families
 
     words = {f.name for f in load_families().families} | {"block_M", "A_s", "matmul_relu"}
     mentions = [

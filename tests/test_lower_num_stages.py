@@ -1,4 +1,4 @@
-"""scripts/lower_num_stages.py (seed 01) without a GPU: output, criteria, dump files, failure paths."""
+"""seeds/lower_num_stages.py (seed 01) without a GPU: output, criteria, dump files, failure paths."""
 
 from __future__ import annotations
 
@@ -8,20 +8,18 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from conftest import SUBPROCESS_LIMIT_S, num_stages_case
-from hidden_tilelang import HOW, SCRIPTS, run_without_tilelang
-from script_runner import load_script, run_script
+from conftest import REPO, SUBPROCESS_LIMIT_S, num_stages_case
+from hidden_tilelang import HOW, run_without_tilelang
+from script_runner import run_script
 
 from kernels.gemm_num_stages import CRITERIA as NUM_STAGES_CRITERIA
 from kernels.gemm_num_stages import FAMILY, variant
+from seeds import lower_num_stages as script
 from tilelang_golden.static.produce.facts import extract_facts
 from tilelang_golden.static.produce.normalize import normalize_cuda
 from tilelang_golden.targets import TARGETS
-
-script = load_script("lower_num_stages")
 
 # The seed's tile on sm_80; test_facts.py lowers the same cases, so a worker often has them cached.
 NS = ("0", "1", "2", "3")
@@ -259,7 +257,7 @@ def test_bench_without_a_cuda_device_stops_with_a_message():
 
 @pytest.mark.parametrize("how", HOW)
 def test_without_tilelang_it_says_so_and_exits_nonzero(how):
-    result = run_without_tilelang("lower_num_stages.py", "--num-stages", "1", how=how)
+    result = run_without_tilelang("seeds.lower_num_stages", "--num-stages", "1", how=how)
     assert result.returncode == script.EXIT_CANNOT_RUN
     expected = {  # with -S nothing installed is found, this project included
         "hidden": "cannot import TileLang (No module named 'tilelang')\n",
@@ -280,11 +278,17 @@ def test_a_wheel_without_cuda_codegen_is_named(monkeypatch):
     assert "cannot lower CUDA" in error
 
 
+def root_on_the_path() -> dict[str, str]:
+    """This environment with the repository root first on PYTHONPATH: `python -m seeds.lower_num_stages` run from
+    another directory finds the module as from the root."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+
+
 @pytest.mark.parametrize("mode", ["terminal", "html"])
 def test_tilelang_lower_trace_hooks_into_the_lowering(mode, tmp_path):
-    env = {**os.environ, "TL_LOWER_TRACE": mode, "TL_LOWER_TRACE_DIR": str(tmp_path / "trace")}
+    env = {**root_on_the_path(), "TL_LOWER_TRACE": mode, "TL_LOWER_TRACE_DIR": str(tmp_path / "trace")}
     result = subprocess.run(
-        [sys.executable, str(SCRIPTS / "lower_num_stages.py"), "--tile", "64x64x32", "--num-stages", "2"],
+        [sys.executable, "-m", "seeds.lower_num_stages", "--tile", "64x64x32", "--num-stages", "2"],
         capture_output=True,
         text=True,
         env=env,
@@ -302,11 +306,13 @@ def test_tilelang_lower_trace_hooks_into_the_lowering(mode, tmp_path):
 
 
 def test_repository_paths_work_from_any_directory(tmp_path):
-    """The script runs from any directory with the installed harness and families (CI and readers run it anywhere)."""
+    """The module finds the repository's files by its own place, not the working directory: with the root on the
+    path it runs from any directory."""
     result = subprocess.run(
-        [sys.executable, str(Path(SCRIPTS, "lower_num_stages.py")), "--help"],
+        [sys.executable, "-m", "seeds.lower_num_stages", "--help"],
         capture_output=True,
         text=True,
+        env=root_on_the_path(),
         cwd=tmp_path,
         timeout=SUBPROCESS_LIMIT_S,
     )

@@ -14,10 +14,12 @@ import tilelang.language as T
 from conftest import SMALL_CASE
 
 import tilelang_golden.static.produce.lowering_cache as lowering_cache
-from tilelang_golden.family import Variant, load_families
-from tilelang_golden.static.cases import Case, all_cases, family_cases
+from tilelang_golden.families.cases import Case, all_cases, family_cases
+from tilelang_golden.families.loading import load_families
+from tilelang_golden.family import Variant
+from tilelang_golden.static.kinds import case_files
 from tilelang_golden.static.produce.lowering_cache import CorruptEntry, LoweringCache, StaleCacheEntry
-from tilelang_golden.static.produce.session import LoweringSession
+from tilelang_golden.static.session import LoweringSession
 from tilelang_golden.targets import TARGETS
 
 SMALL = next(c for c in all_cases(load_families()) if c.id == SMALL_CASE)
@@ -36,7 +38,7 @@ def case_key(case: Case) -> str:
 
 
 def cached(cache: LoweringCache, case: Case, lower) -> tuple[dict[str, str], str]:
-    return cache.files(case, case_key(case), lower)
+    return cache.files(case, case_key(case), lower, case_files(case))
 
 
 @pytest.mark.parametrize("case", [*EVERY_TARGET, DECLARED], ids=lambda c: c.id)
@@ -48,7 +50,7 @@ def test_a_warm_case_is_byte_identical_to_its_cold_lowering(tmp_path, case):
     assert warm.key(case) == cold.key(case)
     files = cold.files(case)
     assert cold.sources == {case.id: "lowered"}
-    assert set(files) == set(case.snapshot_files)
+    assert set(files) == set(case_files(case))
     assert warm.files(case) == files == LoweringSession().files(case, fresh=True)
     assert warm.sources == {case.id: "cache"}
     assert warm._lowered == {}, "a cache hit must not lower"
@@ -126,7 +128,7 @@ def test_a_changed_does_not_lower_reason_is_a_miss(tmp_path):
     assert case_key(before) == case_key(again) != case_key(case)
 
     def error_file(declared: Case) -> dict[str, str]:  # what a lowering writes, reduced to the reason
-        return {declared.snapshot_files[0]: declared.not_lowering_note}
+        return {case_files(declared)[0]: declared.not_lowering_note}
 
     cached(LoweringCache(tmp_path), before, lambda: error_file(before))
     assert cached(LoweringCache(tmp_path), case, lambda: error_file(case)) == (error_file(case), "lowered")
@@ -146,15 +148,15 @@ def test_a_change_to_the_code_that_writes_snapshots_is_a_miss(monkeypatch, tmp_p
 def test_the_fingerprint_reads_every_module_that_writes_snapshot_files():
     modules = lowering_cache.producing_modules()
     expected = {
-        "static.cases",
-        "static.produce.session",
+        "static.session",
+        "static.kinds",
         "static.produce.normalize",
         "static.produce.facts",
         "static.produce.lowering",
         "static.produce.lowering_cache",
         "static.produce.produced",
-        "static.snapshots.kinds",
         "static.snapshots.snapshot",
+        "families.cases",
         "families.build",
         "targets",
     }
@@ -244,7 +246,7 @@ def workers_for(monkeypatch, missing: dict[str, str], **options: object) -> int 
 
     cases = [dataclasses.replace(SMALL, target=t) for t in TARGETS]  # ids differ by target
     monkeypatch.setattr(plugin, "all_cases", lambda registry: cases)
-    monkeypatch.setattr(LoweringCache, "holds", lambda self, case, key: case.id not in missing)
+    monkeypatch.setattr(LoweringCache, "holds", lambda self, case, key, names: case.id not in missing)
     monkeypatch.setattr(Case, "group", property(lambda case: missing.get(case.id, "held")))
     return plugin.pytest_xdist_auto_num_workers(FakeConfig(**options))
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+import tilelang_golden.families.loading
 import tilelang_golden.family
 from tilelang_golden.families.build import build_kernel
 
@@ -27,8 +28,10 @@ REAL = {
 
 
 @pytest.fixture(scope="module")
-def mutants() -> Iterator[tilelang_golden.family.Registry]:
-    yield tilelang_golden.family.load_families("tests.mutant_families")  # found from the repository root (pyproject)
+def mutants() -> Iterator[tilelang_golden.families.loading.Registry]:
+    yield tilelang_golden.families.loading.load_families(
+        "tests.mutant_families"
+    )  # found from the repository root (pyproject)
 
 
 def test_every_mutant_loads_as_one_variant_of_its_real_family(mutants):

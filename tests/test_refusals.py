@@ -10,8 +10,9 @@ import sys
 import pytest
 from conftest import GOLDEN_TEST, REPO, SMALL_CASE, SUBPROCESS_LIMIT_S
 
+import tilelang_golden.families.loading
 import tilelang_golden.family
-from tilelang_golden.static.cases import all_cases
+from tilelang_golden.families.cases import all_cases
 from tilelang_golden.static.report.job_summary import error_annotations, static_report
 from tilelang_golden.static.snapshots.results import read_results
 
@@ -71,16 +72,19 @@ def test_the_items_of_one_group_run_on_one_worker_and_the_report_names_them_by_c
     result = session(tmp_path, "2", "-v", "--regen", "-k", "rms_norm or linear_bf16")
     assert result.returncode == 0, result.stdout + result.stderr
     workers: dict[str, set[str]] = {}
-    for worker, group in re.findall(r"^\[(gw\d)\].*PASSED \S+@(\S+)", result.stdout, re.MULTILINE):
+    # These families' cases are one group each, the family: named by their snapshots' path, golden/<family>/...
+    for worker, group in re.findall(r"^\[(gw\d)\].*PASSED golden/([^/\s]+)/", result.stdout, re.MULTILINE):
         workers.setdefault(group, set()).add(worker)
     assert set(workers) == {"rms_norm", "linear_bf16"}, result.stdout
     assert all(len(ran_on) == 1 for ran_on in workers.values()), workers
 
-    case = next(c for c in all_cases(tilelang_golden.family.load_families()) if c.family.name == "rms_norm")
+    case = next(c for c in all_cases(tilelang_golden.families.loading.load_families()) if c.family.name == "rms_norm")
     cuda = tmp_path / "golden" / f"{case.id}.cu"
     cuda.write_text(cuda.read_text() + "// tampered\n")
     result = session(tmp_path, "2", "-k", case.id)
     assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout + result.stderr
+    (failed,) = [line for line in result.stdout.splitlines() if line.startswith("FAILED ")]
+    assert failed.startswith(f"FAILED golden/{case.id} - "), failed  # the case by its snapshots, no group suffix
     report = static_report(read_results(tmp_path / "pending"))  # written by the worker that ran the case
     (check,) = report.failed
     assert check.check == case.id and check.case == (case.family.name, case.variant.name, case.target)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tilelang_golden.static.kinds import describe_mismatch
 from tilelang_golden.static.snapshots.changes import FileChange
-from tilelang_golden.static.snapshots.kinds import describe_mismatch
 from tilelang_golden.static.snapshots.renaming import all_tokens, classify
 
 DATA = Path(__file__).parent / "data" / "renaming"

@@ -1,18 +1,17 @@
-"""scripts/schedule_as_annotation.py (seed 03) without a GPU: table, API checklist, CUDA effects, swizzle."""
+"""seeds/schedule_as_annotation.py (seed 03) without a GPU: table, API checklist, CUDA effects, swizzle."""
 
 from __future__ import annotations
 
 import pytest
 from hidden_tilelang import HOW, run_without_tilelang
-from script_runner import load_script, run_script
+from script_runner import run_script
 
 from kernels import gemm_relu_schedules
 from kernels.gemm_relu_schedules import FAMILY
+from seeds import schedule_as_annotation as script
 from tilelang_golden.analysis import changed_source, source_lines_changed
 from tilelang_golden.static.variant_effects import VariantEffect, variant_effects
 from tilelang_golden.targets import TARGETS
-
-script = load_script("schedule_as_annotation")
 
 SHAPE = FAMILY.shape
 
@@ -223,7 +222,7 @@ def test_static_run_prints_the_swizzle_check(static_run):
 
 @pytest.mark.parametrize("how", HOW)
 def test_without_tilelang_it_says_so_and_exits_nonzero(how):
-    result = run_without_tilelang("schedule_as_annotation.py", "--static-only", how=how)
+    result = run_without_tilelang("seeds.schedule_as_annotation", "--static-only", how=how)
     assert result.returncode == script.EXIT_CANNOT_RUN
     expected = {  # with -S nothing installed is found, this project included
         "hidden": "cannot import TileLang (No module named 'tilelang')\n",
@@ -274,6 +273,7 @@ def fake_gpu(monkeypatch):
     """A GPU where v2 fails to compile and v3 mismatches; returns what check_numerics was given."""
     import gpu_fakes
 
+    from tilelang_golden.gpu.gate import numerics_gate
     from tilelang_golden.gpu.measure import numerics
     from tilelang_golden.gpu.run import compile as jit
     from tilelang_golden.gpu.run import device as gpu_device
@@ -299,10 +299,12 @@ def fake_gpu(monkeypatch):
         results = {}
         for run in runs:
             (output,) = run.checked_outputs()
-            checks = [numerics.SeedCheck(s, [numerics.OutputCheck(output, max_abs_error=0.004)]) for s in seeds]
+            checks = [
+                numerics_gate.SeedCheck(s, [numerics_gate.OutputCheck(output, max_abs_error=0.004)]) for s in seeds
+            ]
             if run.key == "v3_manual_pipeline":
-                checks[1].outputs[0] = numerics.OutputCheck(output, mismatches=7, max_abs_error=3.5)
-            results[run.key] = numerics.NumericsResult(run.family.label(run.params), run.checked_outputs(), checks)
+                checks[1].outputs[0] = numerics_gate.OutputCheck(output, mismatches=7, max_abs_error=3.5)
+            results[run.key] = numerics_gate.NumericsResult(run.family.label(run.params), run.checked_outputs(), checks)
         return results
 
     monkeypatch.setattr(gpu_device, "require_cuda", gpu_fakes.device)

@@ -1,5 +1,4 @@
-"""Snapshot kinds (tilelang_golden/static/snapshots/kinds.py): one class per kind of file under golden/, and a new
-kind is one
+"""Snapshot kinds (tilelang_golden/static/kinds.py): one class per kind of file under golden/, and a new kind is one
 class."""
 
 from __future__ import annotations
@@ -9,27 +8,30 @@ import dataclasses
 import pytest
 from conftest import SMALL_CASE
 
+import tilelang_golden.families.loading
 import tilelang_golden.family
-from tilelang_golden.static.cases import Case, all_cases
+from tilelang_golden.families.cases import Case, all_cases
 from tilelang_golden.static.engine import check_case
-from tilelang_golden.static.produce.session import LoweringSession
-from tilelang_golden.static.report.verdict import build_verdict
-from tilelang_golden.static.snapshots import kinds
-from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange
-from tilelang_golden.static.snapshots.kinds import (
+from tilelang_golden.static.kinds import (
     KINDS,
     DeclaredError,
     Facts,
     KernelSource,
     SnapshotKind,
     Summary,
+    case_files,
     case_kinds,
     kind_of,
+    source_file,
 )
+from tilelang_golden.static.report.verdict import build_verdict
+from tilelang_golden.static.session import LoweringSession
+from tilelang_golden.static import kinds
+from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange
 from tilelang_golden.static.snapshots.results import Status
 from tilelang_golden.static.snapshots.snapshot import SnapshotStore
 
-CASE = next(c for c in all_cases(tilelang_golden.family.load_families()) if c.id == SMALL_CASE)
+CASE = next(c for c in all_cases(tilelang_golden.families.loading.load_families()) if c.id == SMALL_CASE)
 
 
 class PtxStandIn(SnapshotKind):
@@ -55,10 +57,10 @@ class PtxStandIn(SnapshotKind):
 def test_every_file_of_a_case_has_one_kind_and_a_case_lists_its_files_by_kind():
     hip = Case(CASE.family, CASE.variant, "gfx942")
     assert [type(k) for k in case_kinds(CASE)] == [KernelSource, Facts]
-    assert CASE.snapshot_files == (f"{CASE.id}.cu", f"{CASE.id}.yaml") and CASE.source_file == f"{CASE.id}.cu"
-    assert hip.snapshot_files == (f"{hip.id}.hip", f"{hip.id}.yaml")
+    assert case_files(CASE) == (f"{CASE.id}.cu", f"{CASE.id}.yaml") and source_file(CASE) == f"{CASE.id}.cu"
+    assert case_files(hip) == (f"{hip.id}.hip", f"{hip.id}.yaml")
     declared = Case(CASE.family, dataclasses.replace(CASE.variant, does_not_lower={"sm_90": "a loop"}), "sm_90")
-    assert [type(k) for k in case_kinds(declared)] == [DeclaredError] and declared.snapshot_files[0].endswith(".error")
+    assert [type(k) for k in case_kinds(declared)] == [DeclaredError] and case_files(declared)[0].endswith(".error")
     subjects = {path: kind_of(path).subject for path in ("a.cu", "a.hip", "a.yaml", "a.error", "f/SUMMARY.md", "x")}
     assert subjects == {
         "a.cu": "CUDA",
@@ -76,7 +78,7 @@ def test_a_new_kind_is_one_class(tmp_path, monkeypatch):
     writes, compares and names its change, and the verdict reads that change in the kind's words."""
     monkeypatch.setattr(kinds, "KINDS", (*KINDS, PtxStandIn()))
     golden, pending = SnapshotStore(tmp_path / "golden"), SnapshotStore(tmp_path / "pending")
-    assert CASE.snapshot_files[-1] == f"{CASE.id}.ptx"
+    assert case_files(CASE)[-1] == f"{CASE.id}.ptx"
 
     written = check_case(CASE, LoweringSession(), golden, pending, regen=True)
     assert written.status is Status.PASSED and written.written[f"{CASE.id}.ptx"] == "created", written

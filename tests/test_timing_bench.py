@@ -1,15 +1,14 @@
-"""The timing benchmarks' statistics (scripts/bench_timing.py) and the GPU-state summary, on fakes (CI has no GPU)."""
+"""The timing benchmarks' statistics (benchmarks/timing.py) and the GPU-state summary, on fakes (CI has no GPU)."""
 
 from __future__ import annotations
 
 import pytest
-from script_runner import load_script
 
+from benchmarks import timing as bench
 from tilelang_golden.gpu.gate.baseline import Baseline
 from tilelang_golden.gpu.gate.timing_gate import FAIL_SLOWER, WARN_SLOWER, compare_ratios
 from tilelang_golden.gpu.run.gpu_state import summarize
 
-bench = load_script("bench_timing")
 Repetition, criteria, identical_groups, spread = bench.Repetition, bench.criteria, bench.identical_groups, bench.spread
 
 KEY = {"gpu": "NVIDIA H200", "cuda": "13.0", "torch": "2.11", "tilelang": "0.1.15"}

@@ -10,10 +10,12 @@ import shutil
 import pytest
 from conftest import REPO, SMALL_CASE
 
+import tilelang_golden.families.loading
 import tilelang_golden.family
 import tilelang_golden.upgrade.preview as preview_module
-from tilelang_golden.family import Registry
-from tilelang_golden.static.cases import Case, all_cases
+from tilelang_golden.families.cases import Case, all_cases
+from tilelang_golden.families.loading import Registry
+from tilelang_golden.static.kinds import source_file
 from tilelang_golden.static.produce.lowering import LoweringError
 from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange
 from tilelang_golden.static.snapshots.diff import changed_fields
@@ -21,7 +23,7 @@ from tilelang_golden.static.snapshots.results import read_results
 from tilelang_golden.static.snapshots.snapshot import SnapshotStore
 from tilelang_golden.upgrade.preview import CaseRow, Preview, classify_case, render_markdown, run_preview
 
-CASE = next(c for c in all_cases(tilelang_golden.family.load_families()) if c.id == SMALL_CASE)
+CASE = next(c for c in all_cases(tilelang_golden.families.loading.load_families()) if c.id == SMALL_CASE)
 
 
 @pytest.fixture
@@ -145,7 +147,7 @@ def test_a_family_check_whose_outcome_changed_is_listed(monkeypatch, lowerings):
     from tilelang_golden.family import Claim
 
     family = dataclasses.replace(family_module.FAMILY, variants=[CASE.variant], targets=["sm_90"])
-    families = tilelang_golden.family.Registry((family,), ())
+    families = tilelang_golden.families.loading.Registry((family,), ())
     assert preview_module.changed_checks(lowerings, families) == [], "the pinned TileLang gives what the family records"
     forged = [Claim(family_module.CRITERIA[2], False, "N=0: [0, 0, 1]")]
     monkeypatch.setattr(family_module, "num_stages_criteria", lambda facts: forged)
@@ -228,16 +230,16 @@ def test_the_facts_coverage_is_reported_for_every_target_previewed():
 
 def test_a_hip_target_is_compared_through_its_hip_snapshot(tmp_path, lowerings):
     case = Case(CASE.family, CASE.variant, "gfx942")
-    assert case.source_file.endswith("/gfx942.hip")
+    assert source_file(case).endswith("/gfx942.hip")
     produced = lowerings.files(case)
     golden = SnapshotStore(tmp_path / "golden")
     for path, text in produced.items():
         golden.write(path, text)
     row = classify_case(case, golden, SnapshotStore(tmp_path / "out" / "golden"), lowerings)
     assert (row.target, row.status, row.cuda) == ("gfx942", CaseOutcome.PASSED, FileChange.UNCHANGED)
-    source = produced[case.source_file]
+    source = produced[source_file(case)]
     assert "__syncthreads();" in source
-    golden.write(case.source_file, source.replace("__syncthreads();", "__builtin_amdgcn_s_barrier();", 1))
+    golden.write(source_file(case), source.replace("__syncthreads();", "__builtin_amdgcn_s_barrier();", 1))
     row = classify_case(case, golden, SnapshotStore(tmp_path / "out" / "golden"), lowerings)
     assert (row.status, row.cuda, row.fields) == (FileChange.SOURCE, FileChange.SOURCE, [])
     preview = Preview("9.9.9", "0.1.15", [row], [])

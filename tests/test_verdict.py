@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import pytest
 
+from tilelang_golden.static.report.markdown import (
+    MARKDOWN_UNFOLDED_LINES,
+    entries_markdown,
+    overview_lines,
+    unfolded_lines,
+)
 from tilelang_golden.static.report.verdict import (
     FAILURE_TEXT_LINES,
-    MARKDOWN_UNFOLDED_LINES,
     TERMINAL_BODY_LINES,
     build_verdict,
-    entries_markdown,
     facts_headline,
     footer_lines,
-    overview_lines,
     terminal_lines,
-    unfolded_lines,
 )
 from tilelang_golden.static.snapshots.changes import FactChange, FileChange, Mismatch
 from tilelang_golden.static.snapshots.diff import fact_changes

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import collected_items
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOWS = REPO / ".github" / "workflows"
@@ -753,11 +754,11 @@ def test_static_shards_plus_orphan_job_cover_every_check_once(golden_session):
 
     def collected(*args: str) -> list[str]:
         result = golden_session("--collect-only", "-q", *args)
-        return [line.split("::", 1)[1] for line in result.stdout.lines if "::" in line]
+        return collected_items(result.stdout.lines)
 
     everything = collected()
     selections = [collected("--shard", f"{i}/{len(shards)}") for i in shards] + [collected("-k", "no_orphans")]
-    assert selections[-1] == ["test_no_orphans"]
+    assert selections[-1] == ["golden/::orphans"]
     assert all(selections), "a shard with nothing to check fails (empty selection)"
     combined = [item for selection in selections for item in selection]
     assert sorted(combined) == sorted(everything) and len(everything) > len(shards)

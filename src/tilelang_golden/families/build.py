@@ -97,7 +97,7 @@ def build_kernel(family: Family, variant: Variant) -> BuiltKernel:
     """Trace `variant`'s kernel into its PrimFunc, with its pass configs, outputs and tolerances; raise BuildError
     naming the family file and variant. Each call traces again (a jit kernel may hand back the PrimFunc it made for
     the same arguments before); a run that reads a variant's kernel several times builds it once, through its
-    session (`tilelang_golden.static.produce.session`)."""
+    session (`tilelang_golden.static.session`)."""
     from tvm import tirx
 
     where = f"{family.file}: variant {variant.name!r}"

@@ -16,22 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tilelang_golden.family import Family
+from tilelang_golden.families.cases import Case
 from tilelang_golden.gpu.gate.ab_gate import AbComparison, compare_ab
 from tilelang_golden.gpu.gate.baseline import (
     BaselineRefused,
-    CorruptBaseline,
-    baseline_key,
-    baseline_path,
-    check_may_record,
-    read_baseline,
-    render_baseline,
-    write_baseline,
 )
-from tilelang_golden.gpu.gate.numerics_gate import validate_seeds
-from tilelang_golden.gpu.gate.timing_gate import CORRUPT, RECORDED, Comparison, compare_ratios
-from tilelang_golden.gpu.measure.numerics import NumericsResult, fresh_seeds
-from tilelang_golden.gpu.measure.sweep import SweepCurve, SweepPoint
+from tilelang_golden.gpu.gate.numerics_gate import NumericsResult, validate_seeds
+from tilelang_golden.gpu.measure.numerics import fresh_seeds
 from tilelang_golden.gpu.measure.timing import (
     DEFAULT_ROUNDS,
     REPEAT_MS,
@@ -43,68 +34,22 @@ from tilelang_golden.gpu.measure.timing import (
     Timing,
     throughput,
 )
-from tilelang_golden.gpu.report.results import GpuRun, SnapshotCheck, VariantFailure, VariantResult, fits_in, shape_name
+from tilelang_golden.gpu.report.results import GpuRun, SnapshotCheck, VariantFailure, VariantResult, build_sweeps
 from tilelang_golden.gpu.run.against import Plan
 from tilelang_golden.gpu.run.compile import CompiledCase
 from tilelang_golden.gpu.run.device import Device, NoCudaDevice, UnknownTarget, require_cuda
 from tilelang_golden.gpu.run.gpu_state import summarize
 from tilelang_golden.gpu.run.worker import RAISED, TimeLimits
+from tilelang_golden.gpu.selection import Log, NothingToRun, not_runnable, selection_stage
 from tilelang_golden.gpu.stages import Compiled, Kernels, KernelSession, TimingRequest, raised
-from tilelang_golden.static.cases import Case
+from tilelang_golden.gpu.timing_baseline import BaselineUse
+from tilelang_golden.static.kinds import facts_file, source_file
+from tilelang_golden.static.snapshots.results import regen_command
 from tilelang_golden.static.snapshots.snapshot import CorruptSnapshot, SnapshotStore, parse_facts, strip_cuda_header
 
-Log = Callable[[str], None]
 T = TypeVar("T")
 # against(device, cases) -> what the A/B timing compares (tilelang_golden.gpu.run.against.plan on the device's target)
 Against = Callable[[Device, Sequence[Case]], Plan]
-
-
-class NothingToRun(RuntimeError):
-    """No selected variant runs on this device's target: a run that checks nothing must not pass."""
-
-
-def device_selection(families: Sequence[Family], target: str) -> tuple[list[Case], dict[str, str]]:
-    """What a GPU run on a device of `target` runs, and what it leaves out with why: every variant of the families
-    is in exactly one of the two. Left out: the variants of a family that does not declare the target, and those
-    declared not to lower on it (their snapshot is the error, there is no kernel to run)."""
-    cases: list[Case] = []
-    left_out: dict[str, str] = {}
-    for family in families:
-        for variant in family.variants:
-            case = Case(family, variant, target)
-            if target not in family.target_names:
-                left_out[case.key] = (
-                    f"{family.file} declares targets {list(family.target_names)} and this device is {target}"
-                )
-            elif case.does_not_lower is not None:
-                left_out[case.key] = f"{case.not_lowering_note}, as {family.file} declares"
-            else:
-                cases.append(case)
-    return cases, left_out
-
-
-def not_runnable(compiled: CompiledCase, snapshot: SnapshotCheck, limit_bytes: int) -> str | None:
-    """Why a selected variant, once compiled, is not run on a device allowing `limit_bytes` of shared memory per
-    block; None when it is run. Not run: it did not compile, it has no static snapshot for the device's target or
-    disagrees with it (`check_snapshot`), or it needs more shared memory than the device allows. With
-    device_selection, the one rule of what a GPU run runs."""
-    if compiled.error:
-        return f"did not compile: {compiled.error}"
-    if snapshot.failures:
-        return "; ".join(snapshot.failures)
-    if not fits_in(compiled, snapshot, limit_bytes):
-        return "does not fit in this GPU's shared memory"
-    return None
-
-
-def device_cases(families: Sequence[Family], target: str) -> list[Case]:
-    """The variants a run on a device of `target` runs (device_selection's first half)."""
-    return device_selection(families, target)[0]
-
-
-def not_run_on(families: Sequence[Family], target: str) -> dict[str, str]:
-    """family/variant -> why a run on `target` leaves it out: what the report lists and counts, never as a pass."""
-    return device_selection(families, target)[1]
 
 
 @dataclass(frozen=True)
@@ -158,7 +103,7 @@ def check_cases(
     log(f"compiled {sum(not c.error and c.case.key in built for c in compiled)}/{len(compiled)} kernels in "
         f"{compile_seconds:.1f} s")  # fmt: skip
     store = SnapshotStore(plan.golden)
-    snapshots = {c.case.key: SnapshotCheck(f"{store.root.as_posix()}/{c.case.id}.yaml") for c in compiled}
+    snapshots = {c.case.key: SnapshotCheck(f"{store.root.as_posix()}/{facts_file(c.case)}") for c in compiled}
     snapshots |= kept(snapshot_stage([c for c in compiled if c.case.key in built], built, store, plan.snapshotted))
     runnable = {
         c.case.key: c for c in compiled
@@ -221,26 +166,6 @@ def remeasurer(
         return {k: t.ratio for k, t in again.items() if not isinstance(t, VariantFailure)}
 
     return remeasure
-
-
-def selection_stage(
-    device: Device,
-    select: Callable[[Device], Sequence[Case]],
-    not_run: Callable[[Device], Mapping[str, str]],
-    log: Log,
-) -> tuple[list[Case], dict[str, str]]:
-    """What runs on `device` and what is left out with why, both logged; NothingToRun when nothing does."""
-    cases = list(select(device))
-    left_out = dict(not_run(device))
-    log(f"device: {device.name} ({device.reports} -> {device.target})")
-    for key, why in left_out.items():
-        log(f"not run: {key}: {why}")
-    if not cases:
-        raise NothingToRun(
-            f"no selected variant runs on {device.name} ({device.target})"
-            + (f"; {len(left_out)} not run here, each listed above with why" if left_out else "")
-        )
-    return cases, left_out
 
 
 def work_stage(runnable: Mapping[str, CompiledCase], device: Device) -> dict[str, float | VariantFailure]:
@@ -434,11 +359,11 @@ def check_snapshot(compiled: CompiledCase, source: str | None, store: SnapshotSt
     """The compiled kernel (its CUDA `source`) against its static snapshot for its target (nothing to compare when
     it did not compile)."""
     case = compiled.case
-    facts_path = f"{case.id}.yaml"
+    facts_path = facts_file(case)
     shown = (store.root / facts_path).as_posix()
     if compiled.error:
         return SnapshotCheck(shown)
-    regen = f'nox -s regen-golden -- -k "{case.id}"'
+    regen = regen_command(case.id)
     text = store.read(facts_path)
     if text is None:
         missing = f"{shown}: no static snapshot for this variant and target; run `{regen}` and commit it"
@@ -454,111 +379,42 @@ def check_snapshot(compiled: CompiledCase, source: str | None, store: SnapshotSt
             f"{shown}: the snapshot's kernels launch with dynamic shared memory {snapshot} (bytes), but those "
             f"compiled here launch with {compiled.launches}; run `nox -s static` to see what changed, then `{regen}`",
         )
-    cuda = store.read(case.source_file)
+    cuda = store.read(source_file(case))
     matches = None if cuda is None or source is None else source == strip_cuda_header(cuda)
     return SnapshotCheck(shown, max(snapshot.values()), matches, failures)
-
-
-def build_sweeps(results: Sequence[VariantResult]) -> list[SweepCurve]:
-    """The curves of every family that declares a sweep: one per series, in declaration order."""
-    curves: dict[tuple[str, str], SweepCurve] = {}
-    for result in results:
-        case = result.compiled.case
-        sweep = case.family.sweep
-        if sweep is None:
-            continue
-        params = case.params
-        series = sweep.series(params)
-        timing = result.timing
-        curves.setdefault((case.family.name, series), SweepCurve(case.family.name, sweep.axis, series)).points.append(
-            SweepPoint(
-                value=params[sweep.axis],
-                shared_memory_bytes=result.shared_memory_bytes,
-                fits=result.fits,
-                median_ms=None if timing is None else timing.median_ms,
-                spread=0.0 if timing is None else timing.spread,
-            )
-        )
-    return list(curves.values())
-
-
-def _shapes(run: GpuRun) -> dict[str, str]:
-    return {r.key: shape_name(r.compiled.case) for r in run.variants}
-
-
-def compare_with_baseline(run: GpuRun, timing_dir: Path) -> Comparison:
-    """The timing gate's verdicts on the run's ratios, against the baseline of its GPU model."""
-    path = baseline_path(run.device.name, timing_dir)
-    key = baseline_key(run.device.name, run.device.versions)
-    ratios = {r.key: r.ratio for r in run.variants if r.ratio is not None}
-    try:
-        baseline = read_baseline(path)
-    except CorruptBaseline as error:  # a broken committed file fails the run; it must not read as "no baseline"
-        return Comparison(CORRUPT, str(path), str(error))
-    return compare_ratios(baseline, path, key, ratios, run.remeasure or (lambda keys: {}), _shapes(run))
-
-
-def record_baseline(run: GpuRun, timing_dir: Path, force: bool, environ: Mapping[str, str] = os.environ) -> Comparison:
-    """Write this run's ratios as the baseline for its GPU model (only from a run without failures)."""
-    if run.failures:
-        raise BaselineRefused(
-            f"refusing to record a timing baseline from a run with {len(run.failures)} failing variants "
-            f"({', '.join(r.key for r in run.failures)}); fix them first"
-        )
-    path = baseline_path(run.device.name, timing_dir)
-    key = baseline_key(run.device.name, run.device.versions)
-    ratios = {r.key: r.ratio for r in run.variants if r.ratio is not None}
-    write_baseline(path, render_baseline(key, ratios, _shapes(run), run.timer), force, environ)
-    return Comparison(
-        RECORDED, str(path), f"recorded a new baseline in {path} ({len(ratios)} ratios); review its diff and commit it"
-    )
 
 
 def run_gpu_check(
     plan: CheckPlan,
     *,
     output: Path,
-    timing_dir: Path,
-    record: bool = False,
-    force_record: bool = False,
-    complete_selection: bool = True,
+    baseline: BaselineUse,
     environ: Mapping[str, str] = os.environ,
     kernels: Kernels | None = None,
     log: Log = print,
 ) -> int:
-    """The `nox -s gpu` run: 0 when the gate passes, 1 when it fails, 2 when nothing could be checked.
+    """The `nox -s gpu` run: 0 when the gate passes, 1 when it fails, 2 when nothing could be checked; its reports
+    are written under `output`.
 
-    The kernels run in a worker process (tilelang_golden.gpu.stages.Kernels.in_worker) unless `kernels` says where."""
+    The kernels run in a worker process (tilelang_golden.gpu.stages.Kernels.in_worker) unless `kernels` says
+    where."""
     from tilelang_golden.gpu.report.report import write_reports
 
     started = time.perf_counter()
     kernels = kernels or Kernels.in_worker(log=log)
     try:
         try:
-            if record:
-                check_may_record(force_record, environ)
-                if not complete_selection:
-                    raise BaselineRefused(
-                        "refusing to record a baseline from a selection of variants; "
-                        "run without --select and --families"
-                    )
+            baseline.check_may_record(environ)
             run = check_cases(plan, log=log, kernels=kernels)
         except (NoCudaDevice, UnknownTarget, NothingToRun, BaselineRefused) as error:
             log(f"gpu check stopped, nothing was checked: {error}")
             return 2
-        comparison: Comparison | None = None
-        if record:
-            try:
-                comparison = record_baseline(run, timing_dir, force_record, environ)
-            except BaselineRefused as error:
-                log(str(error))
-        else:
-            comparison = compare_with_baseline(run, timing_dir)
+        comparison = baseline.judge(run, environ, log)
         run = dataclasses.replace(run, comparison=comparison, wall_seconds=time.perf_counter() - started)
         for path in write_reports(run, output, environ, log):
             log(f"wrote {path}")
     finally:
         kernels.close()
-    if record and comparison is None:
+    if baseline.record and comparison is None:
         return 1
     return 0 if run.passed else 1

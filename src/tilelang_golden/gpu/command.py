@@ -121,11 +121,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu check stopped, nothing was checked: {problem}", file=sys.stderr)
         return 2
 
-    from tilelang_golden.family import load_families, on_targets
-    from tilelang_golden.gpu.check import CheckPlan, device_cases, not_run_on, run_gpu_check
-    from tilelang_golden.static.cases import Case, family_cases
+    from tilelang_golden.families.cases import Case, family_cases
+    from tilelang_golden.families.loading import load_families, on_targets
+    from tilelang_golden.gpu.check import CheckPlan, run_gpu_check
+    from tilelang_golden.gpu.selection import device_cases, not_run_on
+    from tilelang_golden.gpu.timing_baseline import BaselineUse
+    from tilelang_golden.static.snapshots.snapshot import SnapshotStore
 
-    loaded = [on_targets(load_families(package), options.targets) for package in options.families]
+    snapshot_folder = SnapshotStore(options.golden_dir).prefix
+    loaded = [
+        on_targets(load_families(package, snapshot_folder=snapshot_folder), options.targets)
+        for package in options.families
+    ]
     families = [family for each in loaded for family in each.families]
     broken = [b for each in loaded for b in each.broken]
     for each in broken:
@@ -167,9 +174,11 @@ def main(argv: list[str] | None = None) -> int:
     status = run_gpu_check(
         plan,
         output=options.output,
-        timing_dir=options.timing_dir,
-        record=options.record_baseline,
-        force_record=options.force_record_under_ci,
-        complete_selection=not options.select and not broken and options.families == list(options.snapshotted),
+        baseline=BaselineUse(
+            options.timing_dir,
+            record=options.record_baseline,
+            force=options.force_record_under_ci,
+            complete_selection=not options.select and not broken and options.families == list(options.snapshotted),
+        ),
     )
     return 1 if broken and status == 0 else status

@@ -24,9 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
 
+from tilelang_golden.families.cases import Case
 from tilelang_golden.families.declaration import FamilyCallError
 from tilelang_golden.family import Family
-from tilelang_golden.gpu.measure.numerics import NumericsResult, check_numerics
+from tilelang_golden.gpu.gate.numerics_gate import NumericsResult
+from tilelang_golden.gpu.measure.numerics import check_numerics
 from tilelang_golden.gpu.measure.timing import Bench, Pair, PairedTiming, make_bench, measure_pairs
 from tilelang_golden.gpu.pairs import ab_pair, numerics_case, timed_pair
 from tilelang_golden.gpu.report.results import VariantFailure
@@ -34,7 +36,6 @@ from tilelang_golden.gpu.run.against import load_package
 from tilelang_golden.gpu.run.compile import CompiledCase, compile_cases, read_driver_resources
 from tilelang_golden.gpu.run.poison import Memory
 from tilelang_golden.gpu.run.worker import CRASHED, LIMITS, RAISED, Stopped, TimeLimits, WorkerProcess, limit_of
-from tilelang_golden.static.cases import Case
 
 # (family package, family, variant, target): how the worker finds a case among the families it imports.
 CaseRef = tuple[str, str, str, str]
@@ -186,10 +187,8 @@ class KernelSession:
         return state.note, state.other_processes()
 
     def time(self, keys: Sequence[str], request: TimingRequest, against: Mapping[str, str] | None = None) -> Timed:
-        """Every pair measured together, as tilelang_golden.gpu.measure.timing.measure_pairs does in one process; a
-        pair not
-        made
-        in this worker yet is made first. Each pair is the variant and its speed reference or, with `against`
+        """Every pair measured together, as tilelang_golden.gpu.measure.timing.measure_pairs does in one process; a pair
+        not made in this worker yet is made first. Each pair is the variant and its speed reference or, with `against`
         (variant -> the base's case key), the variant and the base's kernel of it."""
         current: str | None = None
         pairs = self.pairs if against is None else self.base_pairs

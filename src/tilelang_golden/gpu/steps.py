@@ -14,8 +14,8 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from tilelang_golden.families.cases import Case
 from tilelang_golden.family import Family
-from tilelang_golden.static.cases import Case
 
 
 class BadStep(ValueError):
@@ -52,7 +52,7 @@ def parse_step(spec: str, families: Sequence[Family], target: str) -> Step:
 
 def run_steps(specs: Sequence[str], rounds: int, seeds: Sequence[int], log: Callable[[str], None] = print) -> list[str]:
     """Time every step on the current GPU; the table's lines (ratio to the reference, change to the step before)."""
-    from tilelang_golden.family import load_families
+    from tilelang_golden.families.loading import load_families
     from tilelang_golden.gpu.measure.numerics import check_numerics
     from tilelang_golden.gpu.measure.timing import make_bench, measure_pairs
     from tilelang_golden.gpu.pairs import numerics_case, timed_pair

@@ -3,9 +3,7 @@
 `check_case` is what the static session's item for a case runs and what the upgrade preview runs for every case;
 `check_files` serves any producer of snapshot files (a family's summary). Both return a CheckResult
 (tilelang_golden.static.snapshots.results) and raise nothing a case causes: a lowering error, a regen refused, a
-declaration out
-of
-date are results, in the run's own words."""
+declaration out of date are results, in the run's own words."""
 
 from __future__ import annotations
 
@@ -13,13 +11,13 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from tilelang_golden.families.build import BuildError
-from tilelang_golden.static.cases import Case
+from tilelang_golden.families.cases import Case
+from tilelang_golden.static.kinds import case_files, compare_case, kind_of, source_file
 from tilelang_golden.static.produce.lowering import LoweringError
 from tilelang_golden.static.produce.produced import NowLowers, unacknowledged_warnings
-from tilelang_golden.static.produce.session import LoweringSession
+from tilelang_golden.static.session import LoweringSession
 from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange
 from tilelang_golden.static.snapshots.golden import RegenRefused, regen_files
-from tilelang_golden.static.snapshots.kinds import compare_case, kind_of
 from tilelang_golden.static.snapshots.results import CheckResult, Status, regen_command
 from tilelang_golden.static.snapshots.snapshot import CorruptSnapshot, SnapshotStore, installed_tilelang_version
 
@@ -79,7 +77,7 @@ def check_files(
         case = error.case
         found = tuple(
             kind_of(path).mismatch(f"{golden.prefix}{path}", FileChange.NOW_LOWERS, reason=case.not_lowering_note)
-            for path in case.snapshot_files
+            for path in case_files(case)
         )
         lines = [f"{m.path}: {m.headline}" for m in found]
         return _failed(result, *lines, error.remedy, outcome=CaseOutcome.NOW_LOWERS, mismatches=found)
@@ -108,7 +106,7 @@ def check_case(
     result = check_files(result, lambda fresh: lowerings.files(case, fresh=fresh), golden, pending, regen, declared)
     result = replace(result, lowering=lowerings.sources.get(case.id, ""))
     if result.outcome in (CaseOutcome.PASSED, CaseOutcome.CHANGED, CaseOutcome.CORRUPT) and not declared:
-        result = replace(result, source_change=_source_change(result, golden.prefix + case.source_file))
+        result = replace(result, source_change=_source_change(result, golden.prefix + source_file(case)))
     if result.failed or declared:
         return result
     refusal = unacknowledged_warnings(case, lowerings.produce(case).facts)

@@ -4,9 +4,7 @@
 tilelang_golden.static.session_items`;
 pytest provides parametrization, `-k` and xdist, this plugin the rest: every item's result is one line of the
 pending folder's results (tilelang_golden.static.snapshots.results), written by the process that ran it, and the
-terminal's
-verdict
-and counts are read from those lines.
+terminal's verdict and counts are read from those lines.
 """
 
 from __future__ import annotations
@@ -24,9 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+import tilelang_golden.families.loading
 import tilelang_golden.family
 from tilelang_golden.config import ConfigError, read_config
-from tilelang_golden.static.cases import all_cases, parse_shard, select_shard
+from tilelang_golden.families.cases import all_cases, parse_shard, select_shard
+from tilelang_golden.static.item_names import item_name, keeps_ids_apart, set_node_id
+from tilelang_golden.static.kinds import case_files
 from tilelang_golden.static.produce.lowering_cache import LoweringCache
 from tilelang_golden.static.report.verdict import (
     Verdict,
@@ -50,7 +51,7 @@ from tilelang_golden.static.snapshots.snapshot import SnapshotStore
 from tilelang_golden.static.snapshots.target_identity import identity_lines
 
 if TYPE_CHECKING:
-    from tilelang_golden.static.produce.session import LoweringSession
+    from tilelang_golden.static.session import LoweringSession
 
 OUTCOMES = ("created", "updated", "deleted", "unchanged")
 # The marker of a check that needs every case (the orphan check): sharded runs leave it out.
@@ -104,7 +105,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # traced lowering can differ from the real one: never compare or write snapshots with it.
         raise pytest.UsageError(
             f"TL_LOWER_TRACE={os.environ['TL_LOWER_TRACE']!r} is set: traced lowerings are not trusted for "
-            "snapshots. Unset it, and trace one variant with scripts/lower_num_stages.py instead."
+            "snapshots. Unset it, and trace one variant with `python -m seeds.lower_num_stages` instead."
         )
     if config.getoption("--regen"):
         try:
@@ -143,7 +144,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     misses = 0
     for case in all_cases(run.registry):
         try:
-            held = cache.holds(case, run.lowerings.key(case))
+            held = cache.holds(case, run.lowerings.key(case), case_files(case))
         except BuildError:  # its key needs the kernel; test_family_declaration says why it does not build
             held = False
         if not held:
@@ -176,6 +177,7 @@ def _group(item: pytest.Item) -> str:
 # The load failures of families that -k or -m deselected, as pytest_deselected reports them.
 DESELECTED_LOADS = pytest.StashKey[list[pytest.Item]]()
 KEYWORD_NAME = re.compile(r"[^\s()]+")
+GROUP_SUFFIX = re.compile(r"@[^/@\]\s]+$")  # pytest-xdist's loadgroup
 
 
 def pytest_deselected(items: Sequence[pytest.Item]) -> None:
@@ -213,19 +215,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if dropped:
             config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-    if getattr(config.option, "loadgroup", False):
+    if getattr(config.option, "loadgroup", False) and keeps_ids_apart():
         # pytest-xdist's loadgroup keeps items whose node id ends in `@<group>` on one worker. Its
-        # worker hook writes that suffix to `item._nodeid`, which pytest 9 no longer reads (node ids
+        # worker hook writes that suffix to `item._nodeid`, which pytest 9.2 no longer reads (node ids
         # live in `item._id`), so the items of one group ran on both workers, each lowering the same
-        # cases. Set the suffix where pytest reads it (tests/test_refusals.py checks the grouping). An adopting
-        # repository may have an older pytest, which reads `item._nodeid` and has no `_pytest.nodeid`.
-        try:
-            from _pytest.nodeid import coerce_node_id
-        except ImportError:
-            coerce_node_id = None
-        for item in items if coerce_node_id else ():
-            if "@" not in item.nodeid.rsplit("]", 1)[-1]:
-                item._id = coerce_node_id(f"{item.nodeid}@{_group(item)}")
+        # cases. Set the suffix where pytest reads it (tests/test_refusals.py checks the grouping); the reports
+        # leave it out again (pytest_runtest_makereport).
+        for item in items:
+            if not item.nodeid.endswith(f"@{_group(item)}"):
+                set_node_id(item, f"{item.nodeid}@{_group(item)}")
     if not items and not hasattr(config, "workerinput"):
         raise pytest.UsageError(empty_selection(config))
     # An xdist worker must not raise here: the controller would only say "no tests ran". It
@@ -337,26 +335,47 @@ class GoldenRun:
     packages: tuple[str, ...]  # where its families come from (`--families`, else the repository's settings)
     golden: Path  # its snapshot folder (`--golden-dir`, else the repository's settings)
     targets: tuple[str, ...] | None  # the repository's `targets` setting; None: every target
+    worker: bool = False  # an xdist worker's run (the controller's reports what the workers ran)
     collected_by_worker: dict[str, int] = field(default_factory=dict)  # xdist worker -> items it collected
     shown_errors: dict[tuple[str, str], str] = field(default_factory=dict)  # an error's key -> the check shown with it
     _lowerings: LoweringSession | None = field(default=None, repr=False)
 
     @functools.cached_property
-    def registry(self) -> tilelang_golden.family.Registry:
+    def registry(self) -> tilelang_golden.families.loading.Registry:
         """The run's families, from its packages, loaded on first use (the items are parametrized from them)."""
-        return tilelang_golden.family.on_targets(tilelang_golden.family.load_families(*self.packages), self.targets)
+        return tilelang_golden.families.loading.on_targets(
+            tilelang_golden.families.loading.load_families(
+                *self.packages, snapshot_folder=SnapshotStore(self.golden).prefix
+            ),
+            self.targets,
+        )
 
     @property
     def lowerings(self) -> LoweringSession:
         """What this process built, traced and lowered, made on first use (an xdist controller that starts
         workers lowers nothing, and need not import TileLang)."""
         if self._lowerings is None:
-            from tilelang_golden.static.produce.session import (
+            from tilelang_golden.static.session import (
                 LoweringSession,
             )  # it imports TileLang: lowering is what it is for
 
             self._lowerings = LoweringSession(self.cache)
         return self._lowerings
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Before anything reads the items' ids (pytest-xdist's loadgroup appends to them): each named by what
+        it checks, in the repository's own folders."""
+        golden = SnapshotStore(self.golden).prefix
+        for item in items:
+            set_node_id(item, item_name(item, golden, self.registry))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Where the reports are shown (never on a worker, which checks them against its items), an item's name
+        without the `@<group>` suffix that keeps a group on one worker."""
+        if not self.worker:
+            report.nodeid = GROUP_SUFFIX.sub("", report.nodeid)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
@@ -432,12 +451,14 @@ def golden_run(config: pytest.Config) -> GoldenRun:
             raise pytest.UsageError(str(error)) from None
         packages = tuple(config.getoption("--families") or settings.families)
         golden = Path(config.getoption("--golden-dir") or settings.golden)
-        config.stash[GOLDEN_RUN] = GoldenRun(_lowering_cache(config), packages, golden, settings.targets)
+        config.stash[GOLDEN_RUN] = GoldenRun(
+            _lowering_cache(config), packages, golden, settings.targets, worker=hasattr(config, "workerinput")
+        )
     return config.stash[GOLDEN_RUN]
 
 
 @pytest.fixture(scope="session")
-def families(pytestconfig: pytest.Config) -> tilelang_golden.family.Registry:
+def families(pytestconfig: pytest.Config) -> tilelang_golden.families.loading.Registry:
     """The run's families (`--families`)."""
     return golden_run(pytestconfig).registry
 

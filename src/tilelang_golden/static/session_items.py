@@ -12,16 +12,18 @@ from collections.abc import Callable
 import pytest
 
 from tilelang_golden.families.build import BuildError
+from tilelang_golden.families.cases import Case, all_cases, check_groups, family_cases, not_lowering_cases
 from tilelang_golden.families.declaration import family_problems
-from tilelang_golden.family import Family, Registry, target_record
-from tilelang_golden.static.cases import Case, all_cases, check_groups, family_cases, not_lowering_cases
+from tilelang_golden.families.loading import Registry
+from tilelang_golden.family import Family, target_record
 from tilelang_golden.static.claims import NoClaims, judge_claims
 from tilelang_golden.static.engine import check_case, check_files, first_lines
+from tilelang_golden.static.kinds import case_files
 from tilelang_golden.static.plugin import UNSHARDED, golden_run, is_filtered, record, report
 from tilelang_golden.static.produce.lowering import LoweringError
-from tilelang_golden.static.produce.session import LoweringSession
+from tilelang_golden.static.session import LoweringSession
 from tilelang_golden.static.snapshots.changes import FileChange, Mismatch
-from tilelang_golden.static.snapshots.results import CheckResult, Status
+from tilelang_golden.static.snapshots.results import CheckResult, Status, regen_command
 from tilelang_golden.static.snapshots.snapshot import (
     FORMAT_VERSION,
     MANIFEST,
@@ -86,9 +88,10 @@ def test_case(request, case: Case, lowerings: LoweringSession, golden_store, pen
     report(request, check_case(case, lowerings, golden_store, pending_store, regen))
 
 
-def test_family_loads(broken) -> None:
+def test_family_loads(broken, golden_store) -> None:
     """A family file that does not load fails here, once; every other family still runs."""
-    pytest.fail(f"{broken.error}\nits cases were not run and nothing under golden/ was written for it", pytrace=False)
+    written = f"nothing under {golden_store.prefix} was written for it"
+    pytest.fail(f"{broken.error}\nits cases were not run and {written}", pytrace=False)
 
 
 def test_family_declaration(family: Family, lowerings: LoweringSession) -> None:
@@ -156,28 +159,28 @@ def test_manifest(request, golden_store, regen) -> None:
     try:
         manifest, corrupt = golden_store.read_manifest(), None
     except CorruptSnapshot as error:
-        manifest, corrupt = None, f"{error}; run `nox -s regen-golden` to rewrite it"
+        manifest, corrupt = None, f"{error}; run `{regen_command()}` to rewrite it"
     if corrupt:  # outside the handler: one message, no chained error
         pytest.fail(corrupt, pytrace=False)
     if manifest is None:
-        pytest.fail(f"{golden_store.root / MANIFEST} is missing; run `nox -s regen-golden`", pytrace=False)
+        pytest.fail(f"{golden_store.root / MANIFEST} is missing; run `{regen_command()}`", pytrace=False)
     if manifest["format"] != FORMAT_VERSION:
         pytest.fail(
             f"{golden_store.prefix} holds snapshot format {manifest['format']!r}, "
-            f"this harness writes format {FORMAT_VERSION}: run `nox -s regen-golden` to rewrite every snapshot",
+            f"this harness writes format {FORMAT_VERSION}: run `{regen_command()}` to rewrite every snapshot",
             pytrace=False,
         )
     if golden_store.read(MANIFEST) != text:
         pytest.fail(
             f"{golden_store.prefix} was produced with TileLang {manifest['tilelang']}, this run uses TileLang "
             f"{installed_tilelang_version()}; every case was still compared, so the failures above show "
-            "what the upgrade changes. When they are intended: nox -s regen-golden",
+            f"what the upgrade changes. When they are intended: {regen_command()}",
             pytrace=False,
         )
 
 
 def expected_files(families: Registry) -> set[str]:
-    produced = {path for case in all_cases(families) for path in case.snapshot_files}
+    produced = {path for case in all_cases(families) for path in case_files(case)}
     return produced | {summary_path(f) for f in families.families if has_pairs(f)}
 
 
@@ -198,6 +201,6 @@ def test_no_orphans(request, golden_store, regen, families: Registry) -> None:
         return
     if orphans:
         found = tuple(Mismatch(f"{golden_store.prefix}{path}", FileChange.ORPHAN) for path in orphans)
-        remedy = "to delete them (a variant was renamed or removed?): an unfiltered `nox -s regen-golden`"
+        remedy = f"to delete them (a variant was renamed or removed?): an unfiltered `{regen_command()}`"
         text = "\n".join([*(f"{m.path}: {m.headline}" for m in found), remedy])
         report(request, CheckResult("test_no_orphans", Status.FAILED, mismatches=found, accept="", text=text))

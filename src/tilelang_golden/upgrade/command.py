@@ -42,12 +42,13 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"upgrade preview: {problem}", file=sys.stderr)
         return 2
-    from tilelang_golden.family import load_families, on_targets
+    from tilelang_golden.families.loading import load_families, on_targets
     from tilelang_golden.static.snapshots.snapshot import SnapshotStore, installed_tilelang_version
     from tilelang_golden.upgrade.preview import run_preview
 
     manifest = SnapshotStore(options.golden_dir).read_manifest() or {}
-    families = on_targets(load_families(*settings.families), settings.targets)
+    snapshot_folder = SnapshotStore(options.golden_dir).prefix
+    families = on_targets(load_families(*settings.families, snapshot_folder=snapshot_folder), settings.targets)
     for broken in families.broken:
         print(f"upgrade preview: family not previewed: {broken.error}", file=sys.stderr)
     preview = run_preview(

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilelang_golden.family import Registry
-from tilelang_golden.static.cases import Case, all_cases, check_groups
+from tilelang_golden.families.cases import Case, all_cases, check_groups
+from tilelang_golden.families.loading import Registry
 from tilelang_golden.static.claims import NoClaims, judge_claims
 from tilelang_golden.static.engine import check_case
 from tilelang_golden.static.produce.lowering import LoweringError
-from tilelang_golden.static.produce.session import LoweringSession
-from tilelang_golden.static.report.verdict import build_verdict, entries_markdown
+from tilelang_golden.static.report.markdown import entries_markdown
+from tilelang_golden.static.report.verdict import build_verdict
+from tilelang_golden.static.session import LoweringSession
 from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange, case_change
 from tilelang_golden.static.snapshots.results import RESULTS, CheckResult, append_result, unchanged_cases
 from tilelang_golden.static.snapshots.snapshot import SnapshotStore
@@ -60,9 +61,7 @@ class CaseRow:
     family: str
     target: str
     outcome: CaseOutcome
-    change: FileChange | None = (
-        None  # the case's change (tilelang_golden.static.snapshots.kinds.CaseComparison), where compared
-    )
+    change: FileChange | None = None  # the case's change (tilelang_golden.static.kinds.CaseComparison), where compared
     # The kernel source's own change (`.cu` or `.hip`, Case.source_file): unchanged, whitespace or comments changed
     # only, renamed only, declarations moved only or changed; None when it was not compared (the case did not
     # lower, or has no snapshot yet).

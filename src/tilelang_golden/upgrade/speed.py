@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from tilelang_golden.gpu.measure.timing import slower_by
+from tilelang_golden.gpu.gate.timing_gate import slower_by
 
 # The comparison's own levels, in every block: more time per unit of the reference under the
 # candidate than this is "slower" or "maybe slower", less than FASTER_BELOW "faster". They equal the

@@ -41,9 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
 
-    from tilelang_golden.family import load_families, on_targets
-    from tilelang_golden.gpu.check import CheckPlan, check_cases, device_cases
+    from tilelang_golden.families.loading import load_families, on_targets
+    from tilelang_golden.gpu.check import CheckPlan, check_cases
     from tilelang_golden.gpu.measure.timing import make_bench, measure_pairs
+    from tilelang_golden.gpu.selection import device_cases
     from tilelang_golden.upgrade.speed import serve
 
     def log(line: str) -> None:

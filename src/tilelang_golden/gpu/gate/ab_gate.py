@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from tilelang_golden.gpu.gate.timing_gate import FAIL, OK, WARN
 
-# Measured by scripts/bench_timing.py on the H200 (docs/gpu.md, "The A/B gate"): interleaved, one process, one GPU.
+# Measured by benchmarks/timing.py on the H200 (docs/gpu.md, "The A/B gate"): interleaved, one process, one GPU.
 AB_WARN_SLOWER = 0.01
 AB_FAIL_SLOWER = 0.02
 FASTER = "faster"  # an A/B level besides OK, WARN and FAIL: at least AB_WARN_SLOWER less time than the base

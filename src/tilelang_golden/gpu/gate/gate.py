@@ -2,14 +2,11 @@
 
 A variant fails on a compile error, a missing or disagreeing static snapshot, a family callable that raised, a
 numeric failure (tilelang_golden.gpu.gate.numerics_gate), a timing regression confirmed by re-measurement
-(tilelang_golden.gpu.gate.timing_gate)
-or against the base commit (tilelang_golden.gpu.gate.ab_gate). A variant whose shared memory exceeds what the device
-allows
-per
-block "does not fit": it is neither run nor counted as a pass, and it does not fail the gate, because the static
-snapshots cover targets (sm_90 covers H100 and H200 alike), not one card's limit, and seed 01 sweeps num_stages
-precisely to show where a tile shape stops fitting. A run passes when something passed, nothing failed and the
-timing baseline, if there is one, could be read.
+(tilelang_golden.gpu.gate.timing_gate) or against the base commit (tilelang_golden.gpu.gate.ab_gate). A variant whose
+shared memory exceeds what the device allows per block "does not fit": it is neither run nor counted as a pass, and it
+does not fail the gate, because the static snapshots cover targets (sm_90 covers H100 and H200 alike), not one card's
+limit, and seed 01 sweeps num_stages precisely to show where a tile shape stops fitting. A run passes when something
+passed, nothing failed and the timing baseline, if there is one, could be read.
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ from tilelang_golden.gpu.gate.ab_gate import AbVerdict
 from tilelang_golden.gpu.gate.timing_gate import CORRUPT, FAIL, Comparison, TimingVerdict
 
 if TYPE_CHECKING:
-    from tilelang_golden.gpu.measure.numerics import NumericsResult
+    from tilelang_golden.gpu.gate.numerics_gate import NumericsResult
 
 # A variant's status (FAIL is also a timing level: the same word).
 PASS, DOES_NOT_FIT = "pass", "does not fit"

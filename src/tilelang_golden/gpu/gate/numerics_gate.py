@@ -1,5 +1,5 @@
-"""The numeric gate: what fails an output, a seed and a variant's numerics (tilelang_golden.gpu.measure.numerics
-measures).
+"""The numeric gate: the records of a numeric check (an output on a seed, a seed, a variant) and what fails each;
+tilelang_golden.gpu.measure.numerics runs the kernels and fills them.
 
 An output passes a seed when it has no NaN or Inf, at most its Tolerance's `mismatches` elements outside
 `isclose(atol, rtol)`, and, beside its family's precision twin, no error statistic beyond the bound `Thresholds`
@@ -12,18 +12,196 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tilelang_golden.family import PrecisionBudget
-    from tilelang_golden.gpu.measure.numerics import ErrorStats, NumericsResult, OutputCheck, SeedCheck
+    from tilelang_golden.family import PrecisionBudget, Tolerance
 
 # The seeds a verdict needs.
 MIN_SEEDS = 3
 
 STATISTICS = ("max_abs", "mean_abs", "bias", "scale")
 NAMES = {"max_abs": "max abs error", "mean_abs": "mean abs error", "bias": "bias", "scale": "scale"}
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output the kernel returns: its name in the signature and the tolerance it is held to."""
+
+    name: str
+    tolerance: Tolerance
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """The bounds this output's error is held to: the harness's, widened where its Tolerance budgets more."""
+        return THRESHOLDS.with_budget(self.tolerance.precision_budget)
+
+
+@dataclass(frozen=True)
+class ErrorStats:
+    """One output's error against the high-precision reference, over the output's finite elements."""
+
+    max_abs: float  # the largest |out - ref|, the Tolerance's allowed mismatches left out
+    mean_abs: float
+    bias: float  # mean of out - ref: rounding averages out, a systematic offset does not
+    scale: float  # <out, ref> / <ref, ref> - 1: a zero-mean output scaled by 0.995 has no bias, but this is -0.005
+    magnitude: float  # mean |ref|, what the bounds' floor is relative to
+
+    @property
+    def relative_mean_abs(self) -> float:
+        return ratio(self.mean_abs, self.magnitude)
+
+    def value(self, statistic: str) -> float:
+        """What a bound holds: the error's size, sign aside."""
+        return abs(getattr(self, statistic))
+
+    def against(self, twin: ErrorStats) -> dict[str, float]:
+        """Each statistic in the units its threshold is in (floors aside): what benchmarks/numerics.py measures.
+
+        max_abs, mean_abs: the kernel's over the twin's (against Thresholds.max_factor, mean_factor); bias: the
+        kernel's |bias| beyond the twin's, in the twin's mean abs errors (bias_fraction); scale: likewise in the
+        twin's relative mean abs errors (scale_fraction).
+        """
+        return {
+            "max_abs": ratio(self.max_abs, twin.max_abs),
+            "mean_abs": ratio(self.mean_abs, twin.mean_abs),
+            "bias": ratio(abs(self.bias) - abs(twin.bias), twin.mean_abs),
+            "scale": ratio(abs(self.scale) - abs(twin.scale), twin.relative_mean_abs),
+        }
+
+    def as_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+@dataclass
+class OutputCheck:
+    """One output against its reference on one seed, and beside its precision twin's error."""
+
+    output: Output
+    mismatches: int = 0  # elements outside the tolerance (non-finite ones included)
+    nonfinite: int = 0  # NaN or Inf, unwritten (still poisoned) elements included
+    max_abs_error: float = 0.0  # over finite elements
+    errors: ErrorStats | None = None  # the kernel's (None only where a test builds a check by hand)
+    twin: ErrorStats | None = None  # the precision twin's on the same inputs; None: the family has none
+
+    # What the gate (tilelang_golden.gpu.gate.gate) says of these measurements.
+    @property
+    def within_tolerance(self) -> bool:
+        return within_tolerance(self)
+
+    @property
+    def used(self) -> dict[str, float]:
+        return fractions_of_bounds(self)
+
+    @property
+    def exceeded(self) -> list[str]:
+        return exceeded(self)
+
+    @property
+    def passed(self) -> bool:
+        return output_passes(self)
+
+    def failures(self) -> list[str]:
+        return output_failures(self)
+
+    @property
+    def tightest(self) -> tuple[str, float] | None:
+        """The statistic closest to its bound and the fraction of it taken (NaN as infinite); None without a twin."""
+        used = {name: math.inf if math.isnan(fraction) else fraction for name, fraction in self.used.items()}
+        return max(used.items(), key=lambda item: item[1]) if used else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "output": self.output.name,
+            "mismatches": self.mismatches,
+            "nonfinite": self.nonfinite,
+            "max_abs_error": self.max_abs_error,
+            "kernel": None if self.errors is None else self.errors.as_dict(),
+            "precision_twin": None if self.twin is None else self.twin.as_dict(),
+            "fraction_of_bound": self.used,
+        }
+
+
+@dataclass
+class SeedCheck:
+    seed: int
+    outputs: list[OutputCheck] = field(default_factory=list)  # one per output once the kernel has run
+    inputs_unchanged: bool = True
+    error: str | None = None  # the kernel raised, returned what its signature does not, or could not be poisoned
+
+    @property
+    def passed(self) -> bool:
+        return seed_passes(self)
+
+    @property
+    def within_tolerance(self) -> bool:
+        """Whether the Tolerance alone (the gate before precision twins) passes this seed."""
+        return seed_passes(self, within_tolerance)
+
+    # Over all outputs: what the report shows per seed.
+    @property
+    def mismatches(self) -> int:
+        return sum(o.mismatches for o in self.outputs)
+
+    @property
+    def nonfinite(self) -> int:
+        return sum(o.nonfinite for o in self.outputs)
+
+    @property
+    def max_abs_error(self) -> float:
+        return max((o.max_abs_error for o in self.outputs), default=0.0)
+
+    def failure(self) -> str | None:
+        return seed_failure(self)
+
+
+@dataclass
+class NumericsResult:
+    reference: str  # what the family compares with, in words
+    outputs: list[Output]
+    seeds: list[SeedCheck] = field(default_factory=list)
+    precision_twin: str | None = None  # the twin's name in words; None: the Tolerance alone judges
+
+    @property
+    def passed(self) -> bool:
+        return numerics_pass(self)
+
+    def failures(self) -> list[str]:
+        return [f for s in self.seeds if (f := s.failure())]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "reference": self.reference,
+            "precision_twin": self.precision_twin,
+            "thresholds": asdict(THRESHOLDS) if self.precision_twin else None,
+            "tolerances": [
+                {
+                    "output": o.name,
+                    "atol": o.tolerance.atol,
+                    "rtol": o.tolerance.rtol,
+                    "allowed_mismatches": o.tolerance.mismatches,
+                    "why": o.tolerance.why or None,
+                    "precision_budget": None
+                    if o.tolerance.precision_budget is None
+                    else asdict(o.tolerance.precision_budget),
+                }
+                for o in self.outputs
+            ],
+            "passed": self.passed,
+            "seeds": [
+                {
+                    "seed": s.seed,
+                    "mismatches": s.mismatches,
+                    "nonfinite": s.nonfinite,
+                    "max_abs_error": s.max_abs_error,
+                    "inputs_unchanged": s.inputs_unchanged,
+                    "error": s.error,
+                    "outputs": [o.as_dict() for o in s.outputs],
+                }
+                for s in self.seeds
+            ],
+        }
 
 
 def validate_seeds(seeds: Sequence[int]) -> list[int]:
@@ -44,7 +222,7 @@ def ratio(numerator: float, denominator: float) -> float:
 class Thresholds:
     """How far an output's error may exceed its precision twin's on the same inputs: the only place these numbers live.
 
-    Measured on the H200 (2026-11-30, `scripts/bench_numerics.py`, 34 variants x 20 input seeds, every
+    Measured on the H200 (2026-11-30, `benchmarks/numerics.py`, 34 variants x 20 input seeds, every
     output; docs/measurements.md): the kernel's max abs error was at most 1.0x the twin's wherever the
     floor did not cover it (2.0x only for LayerNorm's float32 Mean, errors of 6e-8 under a 5e-6 floor);
     its mean abs error at most 1.0x (so every variant sits at 64-66 % of the 1.5x bound); its bias and scale

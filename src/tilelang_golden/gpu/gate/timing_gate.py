@@ -5,7 +5,7 @@ Each variant's ratio (tilelang_golden.gpu.measure.timing) against its baseline e
 file). More
 than WARN_SLOWER more time per unit of the reference than the baseline warns; more than FAIL_SLOWER fails, but only
 if a re-measurement confirms it. No baseline for this GPU, or one recorded under another key: the timings are
-reported only. docs/gpu.md ("How sharp the gate is") says how the levels were chosen; scripts/bench_timing.py
+reported only. docs/gpu.md ("How sharp the gate is") says how the levels were chosen; benchmarks/timing.py
 measures them again.
 """
 
@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilelang_golden.gpu.gate.baseline import RECORD_COMMAND, Baseline, key_differences
-from tilelang_golden.gpu.measure.timing import slower_by
 
-# Measured by scripts/bench_timing.py on the H200 (docs/gpu.md, "How sharp the gate is").
+# Measured by benchmarks/timing.py on the H200 (docs/gpu.md, "How sharp the gate is").
 # Between machine starts an unchanged kernel's ratio moved by up to 6.7 % (docs/measurements.md): the baseline
 # catches drift beyond that, summed over many pull requests; a pull request's own change is the A/B gate's.
 WARN_SLOWER = 0.08
@@ -31,6 +30,13 @@ COMPARED, MISSING, KEY_MISMATCH, RECORDED, CORRUPT = "compared", "missing", "key
 
 # variant keys -> their re-measured ratios
 Remeasure = Callable[[Sequence[str]], Mapping[str, float]]
+
+
+def slower_by(ratio: float, earlier_ratio: float) -> float:
+    """How much more time per unit of the reference than at `earlier_ratio`: 0.05 = 5 % slower, negative = faster.
+
+    A kernel doing 5 % more work, at the same speed, is 5 % slower by this measure."""
+    return earlier_ratio / ratio - 1.0
 
 
 @dataclass(frozen=True)

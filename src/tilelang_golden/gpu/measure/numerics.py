@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tilelang_golden.families.declaration import (
@@ -35,6 +35,7 @@ from tilelang_golden.families.declaration import (
 )
 from tilelang_golden.family import Family, OutputKind, Returned, Tolerance
 from tilelang_golden.gpu.gate import numerics_gate
+from tilelang_golden.gpu.gate.numerics_gate import ErrorStats, NumericsResult, Output, OutputCheck, SeedCheck
 from tilelang_golden.gpu.run.calls import call_arguments, every_output, inputs_unchanged, returned_outputs
 from tilelang_golden.gpu.run.poison import CudaCache, Memory, poison, unpoisoned
 
@@ -43,185 +44,6 @@ if TYPE_CHECKING:
 
 # kernel(*arguments) -> its returned output, or a list of them in the signature's order.
 KernelRun = Callable[..., Any]
-
-
-@dataclass(frozen=True)
-class Output:
-    """One output the kernel returns: its name in the signature and the tolerance it is held to."""
-
-    name: str
-    tolerance: Tolerance
-
-    @property
-    def thresholds(self) -> numerics_gate.Thresholds:
-        """The bounds this output's error is held to: the harness's, widened where its Tolerance budgets more."""
-        return numerics_gate.THRESHOLDS.with_budget(self.tolerance.precision_budget)
-
-
-@dataclass(frozen=True)
-class ErrorStats:
-    """One output's error against the high-precision reference, over the output's finite elements."""
-
-    max_abs: float  # the largest |out - ref|, the Tolerance's allowed mismatches left out
-    mean_abs: float
-    bias: float  # mean of out - ref: rounding averages out, a systematic offset does not
-    scale: float  # <out, ref> / <ref, ref> - 1: a zero-mean output scaled by 0.995 has no bias, but this is -0.005
-    magnitude: float  # mean |ref|, what the bounds' floor is relative to
-
-    @property
-    def relative_mean_abs(self) -> float:
-        return numerics_gate.ratio(self.mean_abs, self.magnitude)
-
-    def value(self, statistic: str) -> float:
-        """What a bound holds: the error's size, sign aside."""
-        return abs(getattr(self, statistic))
-
-    def against(self, twin: ErrorStats) -> dict[str, float]:
-        """Each statistic in the units its threshold is in (floors aside): what scripts/bench_numerics.py measures.
-
-        max_abs, mean_abs: the kernel's over the twin's (against Thresholds.max_factor, mean_factor); bias: the
-        kernel's |bias| beyond the twin's, in the twin's mean abs errors (bias_fraction); scale: likewise in the
-        twin's relative mean abs errors (scale_fraction).
-        """
-        return {
-            "max_abs": numerics_gate.ratio(self.max_abs, twin.max_abs),
-            "mean_abs": numerics_gate.ratio(self.mean_abs, twin.mean_abs),
-            "bias": numerics_gate.ratio(abs(self.bias) - abs(twin.bias), twin.mean_abs),
-            "scale": numerics_gate.ratio(abs(self.scale) - abs(twin.scale), twin.relative_mean_abs),
-        }
-
-    def as_dict(self) -> dict[str, float]:
-        return asdict(self)
-
-
-@dataclass
-class OutputCheck:
-    """One output against its reference on one seed, and beside its precision twin's error."""
-
-    output: Output
-    mismatches: int = 0  # elements outside the tolerance (non-finite ones included)
-    nonfinite: int = 0  # NaN or Inf, unwritten (still poisoned) elements included
-    max_abs_error: float = 0.0  # over finite elements
-    errors: ErrorStats | None = None  # the kernel's (None only where a test builds a check by hand)
-    twin: ErrorStats | None = None  # the precision twin's on the same inputs; None: the family has none
-
-    # What the gate (tilelang_golden.gpu.gate.gate) says of these measurements.
-    @property
-    def within_tolerance(self) -> bool:
-        return numerics_gate.within_tolerance(self)
-
-    @property
-    def used(self) -> dict[str, float]:
-        return numerics_gate.fractions_of_bounds(self)
-
-    @property
-    def exceeded(self) -> list[str]:
-        return numerics_gate.exceeded(self)
-
-    @property
-    def passed(self) -> bool:
-        return numerics_gate.output_passes(self)
-
-    def failures(self) -> list[str]:
-        return numerics_gate.output_failures(self)
-
-    @property
-    def tightest(self) -> tuple[str, float] | None:
-        """The statistic closest to its bound and the fraction of it taken (NaN as infinite); None without a twin."""
-        used = {name: math.inf if math.isnan(fraction) else fraction for name, fraction in self.used.items()}
-        return max(used.items(), key=lambda item: item[1]) if used else None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "output": self.output.name,
-            "mismatches": self.mismatches,
-            "nonfinite": self.nonfinite,
-            "max_abs_error": self.max_abs_error,
-            "kernel": None if self.errors is None else self.errors.as_dict(),
-            "precision_twin": None if self.twin is None else self.twin.as_dict(),
-            "fraction_of_bound": self.used,
-        }
-
-
-@dataclass
-class SeedCheck:
-    seed: int
-    outputs: list[OutputCheck] = field(default_factory=list)  # one per output once the kernel has run
-    inputs_unchanged: bool = True
-    error: str | None = None  # the kernel raised, returned what its signature does not, or could not be poisoned
-
-    @property
-    def passed(self) -> bool:
-        return numerics_gate.seed_passes(self)
-
-    @property
-    def within_tolerance(self) -> bool:
-        """Whether the Tolerance alone (the gate before precision twins) passes this seed."""
-        return numerics_gate.seed_passes(self, numerics_gate.within_tolerance)
-
-    # Over all outputs: what the report shows per seed.
-    @property
-    def mismatches(self) -> int:
-        return sum(o.mismatches for o in self.outputs)
-
-    @property
-    def nonfinite(self) -> int:
-        return sum(o.nonfinite for o in self.outputs)
-
-    @property
-    def max_abs_error(self) -> float:
-        return max((o.max_abs_error for o in self.outputs), default=0.0)
-
-    def failure(self) -> str | None:
-        return numerics_gate.seed_failure(self)
-
-
-@dataclass
-class NumericsResult:
-    reference: str  # what the family compares with, in words
-    outputs: list[Output]
-    seeds: list[SeedCheck] = field(default_factory=list)
-    precision_twin: str | None = None  # the twin's name in words; None: the Tolerance alone judges
-
-    @property
-    def passed(self) -> bool:
-        return numerics_gate.numerics_pass(self)
-
-    def failures(self) -> list[str]:
-        return [f for s in self.seeds if (f := s.failure())]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "reference": self.reference,
-            "precision_twin": self.precision_twin,
-            "thresholds": asdict(numerics_gate.THRESHOLDS) if self.precision_twin else None,
-            "tolerances": [
-                {
-                    "output": o.name,
-                    "atol": o.tolerance.atol,
-                    "rtol": o.tolerance.rtol,
-                    "allowed_mismatches": o.tolerance.mismatches,
-                    "why": o.tolerance.why or None,
-                    "precision_budget": None
-                    if o.tolerance.precision_budget is None
-                    else asdict(o.tolerance.precision_budget),
-                }
-                for o in self.outputs
-            ],
-            "passed": self.passed,
-            "seeds": [
-                {
-                    "seed": s.seed,
-                    "mismatches": s.mismatches,
-                    "nonfinite": s.nonfinite,
-                    "max_abs_error": s.max_abs_error,
-                    "inputs_unchanged": s.inputs_unchanged,
-                    "error": s.error,
-                    "outputs": [o.as_dict() for o in s.outputs],
-                }
-                for s in self.seeds
-            ],
-        }
 
 
 @dataclass(frozen=True)

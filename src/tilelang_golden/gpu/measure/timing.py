@@ -108,13 +108,6 @@ class PairedTiming:
         }
 
 
-def slower_by(ratio: float, earlier_ratio: float) -> float:
-    """How much more time per unit of the reference than at `earlier_ratio`: 0.05 = 5 % slower, negative = faster.
-
-    A kernel doing 5 % more work, at the same speed, is 5 % slower by this measure."""
-    return earlier_ratio / ratio - 1.0
-
-
 def one_after_the_other(bench: Callable[[Launch], float]) -> Bench:
     """A pair bench from a single-launch one: the first measured, then the second."""
     return lambda first, second: (bench(first), bench(second))

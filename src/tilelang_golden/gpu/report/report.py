@@ -16,9 +16,8 @@ from tilelang_golden.files import atomic_write
 from tilelang_golden.github import append_step_summary, capped, on_actions, workflow_command
 from tilelang_golden.gpu.gate.ab_gate import AB_FAIL_SLOWER, AB_WARN_SLOWER, FASTER, AbComparison, slower_than_base
 from tilelang_golden.gpu.gate.gate import DOES_NOT_FIT, PASS
-from tilelang_golden.gpu.gate.numerics_gate import NAMES, STATISTICS, THRESHOLDS
+from tilelang_golden.gpu.gate.numerics_gate import NAMES, STATISTICS, THRESHOLDS, NumericsResult, OutputCheck
 from tilelang_golden.gpu.gate.timing_gate import CORRUPT, FAIL, KEY_MISMATCH, MISSING, NEW, OK, WARN, TimingVerdict
-from tilelang_golden.gpu.measure.numerics import NumericsResult, OutputCheck
 from tilelang_golden.gpu.measure.sweep import SweepCurve, conclusions
 from tilelang_golden.gpu.measure.timing import Throughput
 from tilelang_golden.gpu.report.results import GpuRun, VariantResult

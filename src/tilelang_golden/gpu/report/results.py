@@ -6,18 +6,19 @@ The verdicts on these measurements (what fails a variant or the run) are tilelan
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tilelang_golden.families.cases import Case
 from tilelang_golden.gpu.gate import ab_gate, gate, timing_gate
-from tilelang_golden.gpu.measure.numerics import NumericsResult
-from tilelang_golden.gpu.measure.sweep import SweepCurve
+from tilelang_golden.gpu.gate.numerics_gate import NumericsResult
+from tilelang_golden.gpu.measure.sweep import SweepCurve, SweepPoint
 from tilelang_golden.gpu.measure.timing import Pair, PairedTiming, Throughput, Timing, throughput
 from tilelang_golden.gpu.run import against
 from tilelang_golden.gpu.run.compile import CompiledCase
 from tilelang_golden.gpu.run.device import Device
 from tilelang_golden.gpu.run.worker import STOPPED
-from tilelang_golden.static.cases import Case
 
 
 def shape_name(case: Case) -> str:
@@ -37,9 +38,8 @@ def reference_name(case: Case) -> str:
 @dataclass(frozen=True)
 class VariantFailure:
     """What ended a variant's check before its verdict: the stage (compile, snapshot, reference, numerics, timing),
-    how (tilelang_golden.gpu.run.worker's RAISED, DID_NOT_FINISH, CRASHED) and the message, which names the family
-    file and
-    the variant."""
+    how (tilelang_golden.gpu.run.worker's RAISED, DID_NOT_FINISH, CRASHED) and the message, which names the family file
+    and the variant."""
 
     stage: str
     kind: str
@@ -165,7 +165,7 @@ class GpuRun:
     pairs: dict[str, Pair] = field(default_factory=dict, repr=False)  # what was timed, to time it again
     comparison: timing_gate.Comparison | None = None  # the baseline's, once compared or recorded
     remeasure: timing_gate.Remeasure | None = field(default=None, repr=False)  # for the baseline's confirmation
-    # family/variant -> why it is not run on this device's target (tilelang_golden.gpu.check.not_run_on): never a pass
+    # family/variant -> why it is not run on this device (tilelang_golden.gpu.selection.not_run_on): never a pass
     not_run: dict[str, str] = field(default_factory=dict)
     ab: ab_gate.AbComparison | None = None  # the changed variants against the base commit (`--against`), when asked
 
@@ -205,3 +205,26 @@ class GpuRun:
             + [f"{v.variant}: {v.message}" for v in slower]
             + [f"{v.key}: {v.fit_note()}" for v in self.not_fitting]
         )
+
+
+def build_sweeps(results: Sequence[VariantResult]) -> list[SweepCurve]:
+    """The curves of every family that declares a sweep: one per series, in declaration order."""
+    curves: dict[tuple[str, str], SweepCurve] = {}
+    for result in results:
+        case = result.compiled.case
+        sweep = case.family.sweep
+        if sweep is None:
+            continue
+        params = case.params
+        series = sweep.series(params)
+        timing = result.timing
+        curves.setdefault((case.family.name, series), SweepCurve(case.family.name, sweep.axis, series)).points.append(
+            SweepPoint(
+                value=params[sweep.axis],
+                shared_memory_bytes=result.shared_memory_bytes,
+                fits=result.fits,
+                median_ms=None if timing is None else timing.median_ms,
+                spread=0.0 if timing is None else timing.spread,
+            )
+        )
+    return list(curves.values())

@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
 from tilelang_golden.config import DEFAULT_FAMILIES
-from tilelang_golden.family import Family, Registry, load_families
-from tilelang_golden.static.cases import Case
+from tilelang_golden.families.cases import Case
+from tilelang_golden.families.loading import Registry, load_families
+from tilelang_golden.family import Family
+from tilelang_golden.static.kinds import case_files
 
 # Where REF's packages of families are unpacked, one folder per commit, relative to the checkout (build/ is ignored).
 BASE_TREES = PurePath("build/against")
@@ -108,8 +110,8 @@ def resolve(ref: str, packages: Sequence[str] = DEFAULT_FAMILIES) -> Base:
 
 def load_package(package: str) -> Registry:
     """A package of family files as `tilelang_golden.gpu.stages.case_ref` names it: this checkout's, by its name
-    (`kernels`,
-    `tests.gpu_families`), or a base tree's, `<folder>:<package>` (`build/against/<sha>/src/acme/ops:acme.ops`)."""
+    (`kernels`, `tests.gpu_families`), or a base tree's, `<folder>:<package>`
+    (`build/against/<sha>/src/acme/ops:acme.ops`)."""
     if BASE_PACKAGE in package:
         folder, name = package.rsplit(BASE_PACKAGE, 1)
         return load_base(PurePath(folder), name)
@@ -184,7 +186,7 @@ def plan(
     """Which of `cases` (this checkout's, on `target`) changed since the base, each paired with the base's case;
     `known`: every variant key of this checkout, so that a variant the base has and this checkout lost is gone.
     `every`: pair the unchanged variants too (identical kernels: what a false alarm of the A/B gate looks like)."""
-    paths = [f"{golden.as_posix()}/{name}" for case in cases for name in case.snapshot_files]
+    paths = [f"{golden.as_posix()}/{name}" for case in cases for name in case_files(case)]
     at_base = base_snapshots(base, paths)
     try:
         loaded = load_bases(base)
@@ -195,7 +197,7 @@ def plan(
         families, base_error = {}, f"the base's families did not load with this harness ({error})"
     result = Plan(base)
     for case in cases:
-        files = [f"{golden.as_posix()}/{name}" for name in case.snapshot_files]
+        files = [f"{golden.as_posix()}/{name}" for name in case_files(case)]
         if all(at_base[path] is None for path in files):
             result.not_compared[case.key] = NEW
         elif not every and all(at_base[path] == _read(Path(path)) for path in files):

@@ -3,10 +3,9 @@ and what it must leave as it was.
 
 The arguments are what the family's inputs() made, with the harness's own allocations in their places
 (`tilelang_golden.families.declaration`): one the kernel must write entirely (`Written`) filled with poison when
-checking,
-one it accumulates into from zero (`Accumulated(initial=ZEROS)`) zeroed. It returns its returned outputs:
-one tensor, or a list when it has several, each of its signature's shape and dtype. Every argument inputs()
-made that is not an output must come back bit-identical.
+checking, one it accumulates into from zero (`Accumulated(initial=ZEROS)`) zeroed. It returns its returned outputs: one
+tensor, or a list when it has several, each of its signature's shape and dtype. Every argument inputs() made that is not
+an output must come back bit-identical.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilelang_golden.families.build import Argument, BuildError, BuiltKernel, build_kernel, signature
+from tilelang_golden.families.cases import Case
 from tilelang_golden.family import OutputKind, Returned, Tolerance
-from tilelang_golden.static.cases import Case
 from tilelang_golden.static.produce.normalize import normalize_cuda, normalized_source
 from tilelang_golden.targets import TARGETS
 

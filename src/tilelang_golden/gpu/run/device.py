@@ -16,6 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from tilelang_golden.static.snapshots.results import regen_command
 from tilelang_golden.targets import SAME_SOURCE_AS, TARGETS
 
 
@@ -126,8 +127,8 @@ def _refuse(reported: str, architecture: str, to_add: str, backend: str, note: s
     entry = f"{backend}({to_add!r}, <shared memory per block, bytes>)"  # as tilelang_golden.targets builds its records
     return UnknownTarget(
         f"this GPU has {reported} ({architecture}), but tilelang_golden.targets.TARGETS has no target for it "
-        f"({list(TARGETS)}): add {to_add!r} to TARGETS in src/tilelang_golden/targets.py ({entry}) and run "
-        f"`nox -s regen-golden`, so the GPU checks have snapshots to compare with{note}"
+        f"({list(TARGETS)}): add {to_add!r} to TARGETS in the harness's tilelang_golden/targets.py ({entry}) and run "
+        f"`{regen_command()}`, so the GPU checks have snapshots to compare with{note}"
     )
 
 
@@ -149,7 +150,8 @@ def target_for_capability(major: int, minor: int) -> str:
         twin = SAME_SOURCE_AS[architecture]
         note = (
             f". TileLang emitted the same source for {architecture} as for {twin} when that was measured "
-            f"(src/tilelang_golden/targets.py), but a device is never checked against another target's snapshots"
+            "(the harness's tilelang_golden/targets.py), but a device is never checked against another target's "
+            "snapshots"
         )
     if siblings:
         note += f". {to_add}, not {architecture}: arch-specific, as the project's {siblings[0]} is"

@@ -103,8 +103,7 @@ def serve(handler: Any, requests: Connection, answers: Connection) -> None:
 
 def main(argv: Sequence[str]) -> int:
     """`python -m tilelang_golden.gpu.run.worker module:factory REQUESTS_FD ANSWERS_FD`: `factory(progress)` makes the
-    handler;
-    `progress(key)` tells the driver which variant a request goes on with."""
+    handler; `progress(key)` tells the driver which variant a request goes on with."""
     spec, requests_fd, answers_fd = argv
     os.dup2(2, 1)  # whatever writes to standard output reaches the driver's log, never the answers
     sys.stdout = sys.stderr
@@ -202,8 +201,9 @@ class WorkerProcess:
 
 
 def import_path(path: Sequence[str] = sys.path, cwd: str | None = None) -> list[str]:
-    """This process's module search path, for the worker to import the same harness and families (a script's
-    folder included, as `python scripts/<script>.py` puts it first)."""
+    """This process's module search path, for the worker to import the same harness and families (the repository
+    root included, which `python -m seeds.lower_num_stages` puts first; `python -c` puts it as "": the working
+    directory)."""
     here = cwd or os.getcwd()
     return [entry or here for entry in path]
 

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilelang_golden.families.build import BuiltKernel
+from tilelang_golden.families.cases import Case
 from tilelang_golden.families.chain import Launch
-from tilelang_golden.static.cases import Case
+from tilelang_golden.static.snapshots.results import regen_command
 from tilelang_golden.targets import TARGETS
 
 # Passes whose output IR the fact extraction reads (captured through a pass instrument).
@@ -81,11 +82,9 @@ def tilelang_unavailable() -> str | None:
 
 
 def lower(case: Case, built: BuiltKernel) -> Lowering:
-    """Lower the case's built kernel (`tilelang_golden.families.build.build_kernel`) for its target, afresh, each
-    kernel of a
-    chain
-    on its own; LoweringError when TileLang cannot. A run lowers each case once through its session
-    (`tilelang_golden.static.produce.session`)."""
+    """Lower the case's built kernel (`tilelang_golden.families.build.build_kernel`) for its target, afresh, each kernel
+    of a chain on its own; LoweringError when TileLang cannot. A run lowers each case once through its session
+    (`tilelang_golden.static.session`)."""
     steps = tuple(_lower_launch(case, launch) for launch in built.launches)
     if len(steps) == 1:
         return steps[0]
@@ -124,7 +123,7 @@ def _lower_launch(case: Case, launch: Launch) -> Lowering:
             f"Fix the kernel in {case.family.file} and rerun; or, if it is right as written (TileLang's own "
             f"example, a feature the target lacks), declare it there and write its .error snapshot:\n"
             f"    {does_not_lower_line(case)}\n"
-            f'    nox -s regen-golden -- -k "{case.id}"',
+            f"    {regen_command(case.id)}",
         ) from error
     missing = [name for name in CAPTURED_PASSES if name not in captured]
     if missing:

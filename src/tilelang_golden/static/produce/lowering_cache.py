@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distribution
 from importlib.util import find_spec
@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from tilelang_golden.families.build import BuiltKernel
+from tilelang_golden.families.cases import Case
 from tilelang_golden.family import snapshot_params
 from tilelang_golden.files import atomic_write
-from tilelang_golden.static.cases import Case
 from tilelang_golden.targets import TARGETS
 
 # What an entry file holds; a change to it makes every old entry a miss.
@@ -38,10 +38,9 @@ ENTRY_FORMAT = 1
 # Environment variables TileLang and TVM read (their prefixes): a different value may change a lowering.
 ENVIRONMENT_PREFIXES = ("TL_", "TVM_", "TILELANG_")
 # The module whose transitive harness imports produce the snapshot files (their source is in the key).
-PRODUCER = "tilelang_golden.static.produce.session"
-HARNESS_ROOT = (
-    Path(find_spec(__name__.split(".")[0]).origin).resolve().parent
-)  # the package, wherever this module sits in it
+PRODUCER = "tilelang_golden.static.session"
+# The package's folder, wherever this module sits in it.
+HARNESS_ROOT = Path(find_spec(__name__.split(".")[0]).origin).resolve().parent
 
 
 class CorruptEntry(UserWarning):
@@ -59,10 +58,12 @@ class LoweringCache:
     root: Path
     read: bool = True
 
-    def files(self, case: Case, key: str, lower: Callable[[], dict[str, str]]) -> tuple[dict[str, str], str]:
+    def files(
+        self, case: Case, key: str, lower: Callable[[], dict[str, str]], names: Sequence[str]
+    ) -> tuple[dict[str, str], str]:
         """The case's snapshot files under `key` (`case_key`), and where they came from: `cache` (the entry stored
-        under the key) or `lowered` (`lower()`, then stored)."""
-        stored = self._load(key, case)
+        under the key, holding exactly the files `names`) or `lowered` (`lower()`, then stored)."""
+        stored = self._load(key, case, names)
         if self.read and stored is not None:
             return stored, "cache"
         files = lower()
@@ -75,14 +76,15 @@ class LoweringCache:
         self._store(key, case, files)
         return files, "lowered"
 
-    def holds(self, case: Case, key: str) -> bool:
-        """Whether a valid entry under the case's key is stored (a corrupt one warns, and counts as none)."""
-        return self._load(key, case) is not None
+    def holds(self, case: Case, key: str, names: Sequence[str]) -> bool:
+        """Whether a valid entry under the case's key, of the files `names`, is stored (a corrupt one warns, and
+        counts as none)."""
+        return self._load(key, case, names) is not None
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 
-    def _load(self, key: str, case: Case) -> dict[str, str] | None:
+    def _load(self, key: str, case: Case, names: Sequence[str]) -> dict[str, str] | None:
         path = self._path(key)
         try:
             text = path.read_text(encoding="utf-8")
@@ -98,7 +100,7 @@ class LoweringCache:
                 and entry["key"] == key
                 and entry["case"] == case.id
                 and entry["digest"] == _digest(files)
-                and sorted(files) == sorted(case.snapshot_files)
+                and sorted(files) == sorted(names)
             )
         except (ValueError, KeyError, TypeError) as error:  # truncated or not an entry at all
             return _ignored(path, f"not a cache entry ({type(error).__name__}: {error})")
@@ -194,9 +196,8 @@ def harness_fingerprint() -> str:
 
 
 def producing_modules() -> set[str]:
-    """`tilelang_golden.static.produce.session` (what a run lowers and produces through) and every harness module it
-    imports,
-    transitively."""
+    """`tilelang_golden.static.session` (what a run lowers and produces through) and every harness module it
+    imports, transitively."""
     return set(_producing_paths())
 
 

@@ -1,21 +1,20 @@
-"""What the harness makes of a case's files: its source and facts read back, the warnings that fail it, the
-`.error` of a case declared not to lower.
+"""What the harness makes of a case besides its files: the warnings that fail it, the `.error` of a case declared
+not to lower.
 
-The files themselves are rendered by their kinds (`tilelang_golden.static.snapshots.kinds`); what a run lowers and
+The files themselves are rendered by their kinds (`tilelang_golden.static.kinds`); what a run lowers and
 keeps is its
-session's (`tilelang_golden.static.produce.session`)."""
+session's (`tilelang_golden.static.session`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from tilelang_golden.family import CaseFacts
-from tilelang_golden.static.cases import Case
+from tilelang_golden.families.cases import Case
 from tilelang_golden.static.produce.lowering import Lowering, LoweringError
 from tilelang_golden.static.produce.normalize import normalize_error
-from tilelang_golden.static.snapshots.snapshot import load_yaml, render_error, strip_cuda_header
+from tilelang_golden.static.snapshots.results import regen_command
+from tilelang_golden.static.snapshots.snapshot import render_error
 
 
 class NowLowers(RuntimeError):
@@ -25,26 +24,9 @@ class NowLowers(RuntimeError):
         self.case = case
         self.remedy = (
             f"now lowers on {case.target}: remove the declaration in {case.family.file} and run "
-            f'`nox -s regen-golden -- -k "{case.id}"`'
+            f"`{regen_command(case.id)}`"
         )
         super().__init__(f"{case.id}: {self.remedy}")
-
-
-@dataclass(frozen=True)
-class Produced:
-    cuda: str  # normalized kernel source, without the snapshot header
-    facts: dict[str, Any]
-
-
-def read_produced(case: Case, files: dict[str, str]) -> Produced:
-    """The normalized source and facts of a case that lowers, read back from its snapshot files, so a case taken
-    from the lowering cache reads as a lowered one."""
-    return Produced(strip_cuda_header(files[case.source_file]), load_yaml(files[case.facts_file]))
-
-
-def case_facts(case: Case, produced: Produced) -> CaseFacts:
-    """What a family check sees of a case."""
-    return CaseFacts(case.variant, case.target, case.params, produced.facts, produced.cuda)
 
 
 # Compiler warnings that fail a case's static check unless its variant acknowledges them: a read before any

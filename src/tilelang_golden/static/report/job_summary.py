@@ -1,12 +1,10 @@
 """A static session's results -> GitHub job summary (Markdown) and error annotations.
 
 Every check of the static session leaves one result in the pending folder (`tilelang_golden.static.snapshots.results`:
-its
-case, one mismatch record per snapshot file, the regen that accepts them); this module reads those records,
-never the printed messages, and renders the same verdict the session closes with
-(`tilelang_golden.static.report.verdict`):
-one entry per change, its facts first, its CUDA/HIP folded. A check without mismatch records (a family check,
-the manifest) is shown by its failure text.
+its case, one mismatch record per snapshot file, the regen that accepts them); this module reads those records, never
+the printed messages, and renders the same verdict the session closes with (`tilelang_golden.static.report.verdict`):
+one entry per change, its facts first, its CUDA/HIP folded. A check without mismatch records (a family check, the
+manifest) is shown by its failure text.
 """
 
 from __future__ import annotations
@@ -21,7 +19,8 @@ from pathlib import Path
 from typing import TextIO
 
 from tilelang_golden.github import MAX_ANNOTATIONS, append_step_summary, capped, workflow_command
-from tilelang_golden.static.report.verdict import Verdict, build_verdict, entries_markdown, folded, overview_lines
+from tilelang_golden.static.report.markdown import entries_markdown, folded, overview_lines
+from tilelang_golden.static.report.verdict import Verdict, build_verdict
 from tilelang_golden.static.snapshots.changes import lowering_line
 from tilelang_golden.static.snapshots.results import (
     CaseKey,
@@ -105,7 +104,7 @@ def render_job_summary(
     parts = [f"## {title}: {len(report.failed)} of {report.checks} checks failed", "", *overview_lines(verdict), ""]
     where = f"the `{artifact}` artifact of this run" if artifact else "the pending folder"
     parts.append(
-        f"What this run produced is in {where} (`build/golden-pending/`, laid out like `golden/`). "
+        f"What this run produced is in {where}, laid out like the snapshot folder. "
         "If every change is intended, run the command locally and commit the result."
         if produced
         else "These checks compare the committed files with the registered variants; they produce no snapshot. "

@@ -2,9 +2,8 @@
 
 A FileChange says how one file compares with its snapshot, a Mismatch records one that differs, and a
 CaseOutcome says what a run makes of a case. A check's result (tilelang_golden.static.snapshots.results) is made of
-these,
-and every report reads that result, so no layer parses another's prose. Standard library only: the CI
-summary imports it without TileLang.
+these, and every report reads that result, so no layer parses another's prose. Standard library only: the CI summary
+imports it without TileLang.
 """
 
 from __future__ import annotations
@@ -49,7 +48,7 @@ class CaseOutcome(enum.Enum):
 
     PASSED = "identical"  # every file equals its snapshot
     CHANGED = "changed"  # a file differs: the case's FileChange says how
-    # (tilelang_golden.static.snapshots.kinds.CaseComparison)
+    # (tilelang_golden.static.kinds.CaseComparison)
     NEW = "no snapshot yet"
     CORRUPT = "corrupt snapshot"  # a snapshot of it cannot be read
     FAILED = "failed to lower"  # it did not lower, or, declared not to, it fails with another error
@@ -103,9 +102,7 @@ class Mismatch:
 
     path: str  # as reports name it: the store's folder prefix, then the path inside it
     kind: FileChange
-    subject: str = (
-        ""  # what the file is, in the words of its kind (tilelang_golden.static.snapshots.kinds): `CUDA`, `facts`
-    )
+    subject: str = ""  # what the file is, in the words of its kind (tilelang_golden.static.kinds): `CUDA`, `facts`
     facts: tuple[FactChange, ...] = ()  # FACTS: one per changed field
     diff: tuple[str, ...] = ()  # unified diff lines (SOURCE, MOVED: with the old text's locals renamed as the new's)
     renaming: tuple[tuple[str, str], ...] = ()  # RENAMED, MOVED: (old name, new name) per renamed local

@@ -1,6 +1,6 @@
 """Diffs of two versions of a file: changed fact fields (via deepdiff), and unified diffs of text.
 
-The snapshot kinds (tilelang_golden.static.snapshots.kinds) compare their files with these."""
+The snapshot kinds (tilelang_golden.static.kinds) compare their files with these."""
 
 from __future__ import annotations
 

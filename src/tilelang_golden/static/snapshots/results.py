@@ -96,8 +96,9 @@ class CheckResult:
         )
 
 
-def regen_command(accept: str) -> str:
-    """The command that accepts a result's mismatches: a regen of its `-k` expression, or an unfiltered one."""
+def regen_command(accept: str = "") -> str:
+    """The command that writes snapshots: a regen of the `-k` expression `accept` (a case's id, a result's
+    selector), or an unfiltered one; every message that names it builds it here."""
     return f'nox -s regen-golden -- -k "{accept}"' if accept else "nox -s regen-golden"
 
 

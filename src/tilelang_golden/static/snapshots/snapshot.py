@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from tilelang_golden.files import atomic_write
-from tilelang_golden.static.snapshots.results import RESULTS
+from tilelang_golden.static.snapshots.results import RESULTS, regen_command
 
 # The snapshot format: what a `.cu` and a `.yaml` under golden/ hold. A change that makes old
 # snapshots unreadable or different bumps it and adds a line here.
@@ -153,7 +153,7 @@ def parse_facts(text: str, path: str) -> dict[str, Any]:
     if "format" in data and data["format"] != FORMAT_VERSION:
         raise CorruptSnapshot(
             f"{path}: snapshot format {data['format']!r}, this harness reads and writes format "
-            f"{FORMAT_VERSION}; run `nox -s regen-golden` to rewrite the snapshots"
+            f"{FORMAT_VERSION}; run `{regen_command()}` to rewrite the snapshots"
         )
     problems = _schema_problems(data, FACTS_SCHEMA, {})
     if not problems and not data["kernels"]:

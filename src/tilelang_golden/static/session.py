@@ -6,8 +6,7 @@ Nothing of a run is kept in module state, so two runs in one process (the tests 
 in-process) share nothing, and a run sees only the disk cache it was given.
 
 The path of one case: `files` -> its key (`lowering_cache.case_key`, over the kernel as `build` traced it, read
-once per variant) -> the disk cache's entry under that key, or `lower` (`tilelang_golden.static.produce.lowering`)
-rendered by
+once per variant) -> the disk cache's entry under that key, or `lower` (`static.produce.lowering`) rendered by
 `kinds.render_case`; `produce` and `facts` read those files back, so a cached case reads as a lowered one.
 """
 
@@ -17,12 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilelang_golden.families.build import BuildError, BuiltKernel, build_kernel
+from tilelang_golden.families.cases import Case
 from tilelang_golden.family import CaseFacts, Family, Variant
-from tilelang_golden.static.cases import Case
+from tilelang_golden.static.kinds import case_files, facts_file, render_case, source_file
 from tilelang_golden.static.produce.lowering import Lowering, LoweringError, lower
 from tilelang_golden.static.produce.lowering_cache import LoweringCache, case_key, installed_code, traced_kernel
-from tilelang_golden.static.produce.produced import Produced, case_facts, read_produced
-from tilelang_golden.static.snapshots.kinds import render_case
+from tilelang_golden.static.snapshots.snapshot import load_yaml, strip_cuda_header
 
 # A variant by the ids of its Family and Variant objects (their fields hold dicts: they do not hash); each memo
 # keeps those objects beside what it holds, so their ids stay theirs while the session lives.
@@ -32,6 +31,23 @@ CaseSlot = tuple[int, int, str]
 
 def _case_slot(case: Case) -> CaseSlot:
     return (id(case.family), id(case.variant), case.target)
+
+
+@dataclass(frozen=True)
+class Produced:
+    cuda: str  # normalized kernel source, without the snapshot header
+    facts: dict[str, Any]
+
+
+def read_produced(case: Case, files: dict[str, str]) -> Produced:
+    """The normalized source and facts of a case that lowers, read back from its snapshot files, so a case taken
+    from the lowering cache reads as a lowered one."""
+    return Produced(strip_cuda_header(files[source_file(case)]), load_yaml(files[facts_file(case)]))
+
+
+def case_facts(case: Case, produced: Produced) -> CaseFacts:
+    """What a family check sees of a case."""
+    return CaseFacts(case.variant, case.target, case.params, produced.facts, produced.cuda)
 
 
 @dataclass(eq=False)
@@ -93,7 +109,7 @@ class LoweringSession:
             if self.cache is None:
                 files, source = produce(), "lowered"
             else:
-                files, source = self.cache.files(case, self.key(case), produce)
+                files, source = self.cache.files(case, self.key(case), produce, case_files(case))
             self._files[slot] = (case, files)
             self.sources[case.id] = source
         return self._files[slot][1]

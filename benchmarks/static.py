@@ -1,8 +1,8 @@
 """How long the static check takes: per-case lowering and key time, then `nox -s static` end to end.
 
-    .nox/static/bin/python scripts/bench_static.py                        # both parts
-    .nox/static/bin/python scripts/bench_static.py --no-nox               # only the per-case table
-    .nox/static/bin/python scripts/bench_static.py --edit kernels/x.py OLD NEW   # and a one-family change
+    .nox/static/bin/python -m benchmarks.static                              # both parts
+    .nox/static/bin/python -m benchmarks.static --no-nox                     # only the per-case table
+    .nox/static/bin/python -m benchmarks.static --edit kernels/x.py OLD NEW  # and a one-family change
 
 It runs in the static session's Python, which holds this project; `nox` itself is taken from PATH,
 and its runs reuse the virtualenv (`-R`, no install step), as a developer's second run would.
@@ -39,9 +39,9 @@ LOWERING_LINE = re.compile(r"(\d+) cases lowered, (\d+) from the lowering cache"
 def time_cases() -> list[tuple[str, str, float, float]]:
     """Per case, in this process: (case id, family, seconds to trace and key it, seconds to lower it,
     extract its facts and normalize it)."""
-    from tilelang_golden.family import load_families
-    from tilelang_golden.static.cases import all_cases
-    from tilelang_golden.static.produce.session import LoweringSession
+    from tilelang_golden.families.cases import all_cases
+    from tilelang_golden.families.loading import load_families
+    from tilelang_golden.static.session import LoweringSession
 
     lowerings = LoweringSession()
     timings = []

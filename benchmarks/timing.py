@@ -1,7 +1,7 @@
 """How sharp the GPU timing gates are, measured on the GPU at hand; each part prints a table.
 
-    python3 scripts/bench_timing.py ab [--select GLOB ...] [--trials 20] [--slowdowns 1 2 3 5]
-    python3 scripts/bench_timing.py baseline [--repetitions 5] [--rounds 7] [--timer interleaved]
+    python3 -m benchmarks.timing ab [--select GLOB ...] [--trials 20] [--slowdowns 1 2 3 5]
+    python3 -m benchmarks.timing baseline [--repetitions 5] [--rounds 7] [--timer interleaved]
 
 `ab`, the A/B gate (`nox -s gpu -- --against REF`): for each selected variant, its kernel timed
 against itself (identical pairs: every warning or failure is a false alarm), then against itself
@@ -37,8 +37,17 @@ from pathlib import Path
 from typing import Any
 
 from tilelang_golden.gpu.gate.ab_gate import compare_ab
-from tilelang_golden.gpu.gate.timing_gate import FAIL, FAIL_SLOWER, OK, WARN, WARN_SLOWER, Comparison, compare_ratios
-from tilelang_golden.gpu.measure.timing import REPEAT_MS, TIMERS, WARMUP_MS, Pair, slower_by
+from tilelang_golden.gpu.gate.timing_gate import (
+    FAIL,
+    FAIL_SLOWER,
+    OK,
+    WARN,
+    WARN_SLOWER,
+    Comparison,
+    compare_ratios,
+    slower_by,
+)
+from tilelang_golden.gpu.measure.timing import REPEAT_MS, TIMERS, WARMUP_MS, Pair
 
 REPO = Path(__file__).resolve().parents[1]
 IDENTICAL_WITHIN = 0.01  # baseline criterion 1: byte-identical kernels, max/min - 1 of their ratios
@@ -100,11 +109,11 @@ def run_ab(select: Sequence[str] | None, trials: int, slowdowns: Sequence[float]
     """The A/B benchmark on the current GPU: each selected variant's identical and delayed pairs."""
     import torch
 
-    from tilelang_golden.family import load_families
-    from tilelang_golden.gpu.check import device_cases
+    from tilelang_golden.families.loading import load_families
     from tilelang_golden.gpu.measure.timing import cuda_event_timer
     from tilelang_golden.gpu.run.compile import compile_cases
     from tilelang_golden.gpu.run.device import require_cuda
+    from tilelang_golden.gpu.selection import device_cases
 
     device = require_cuda()
     families = load_families().families
@@ -245,10 +254,10 @@ def criteria(
 def twin_pairs(run: Any, pairs: dict[str, Pair]) -> tuple[dict[str, str], list[str]]:
     """Each family's declared twin compiled and added to `pairs` beside its original's reference: twin -> original,
     and the table lines saying how much more work each does. Raises RuntimeError when a twin does not compile."""
-    from tilelang_golden.family import load_families
+    from tilelang_golden.families.cases import Case
+    from tilelang_golden.families.loading import load_families
     from tilelang_golden.gpu.pairs import timed_pair
     from tilelang_golden.gpu.run.compile import compile_cases
-    from tilelang_golden.static.cases import Case
 
     by_key = {r.key: r for r in run.variants}
     twins: dict[str, str] = {}
@@ -295,12 +304,14 @@ def run_baseline(
 ) -> tuple[list[str], bool]:
     """The baseline benchmark on the current GPU, with every family's declared twin: table lines and whether
     every criterion holds."""
-    from tilelang_golden.family import load_families
-    from tilelang_golden.gpu.check import CheckPlan, check_cases, device_cases
+    from tilelang_golden.families.loading import load_families
+    from tilelang_golden.gpu.check import CheckPlan, check_cases
     from tilelang_golden.gpu.gate.baseline import baseline_key, baseline_path, key_differences, read_baseline
     from tilelang_golden.gpu.measure.timing import make_bench, measure_pairs
     from tilelang_golden.gpu.report.results import shape_name
     from tilelang_golden.gpu.run.gpu_state import GpuState, summarize
+    from tilelang_golden.gpu.selection import device_cases
+    from tilelang_golden.static.kinds import source_file
     from tilelang_golden.static.snapshots.snapshot import SnapshotStore, strip_cuda_header
 
     families = load_families().families
@@ -338,7 +349,7 @@ def run_baseline(
     store = SnapshotStore(golden)
 
     def snapshot_source(key: str) -> str | None:  # the case's `.cu` or `.hip`, as the static check wrote it
-        text = store.read(by_key[key].compiled.case.source_file)
+        text = store.read(source_file(by_key[key].compiled.case))
         return None if text is None else strip_cuda_header(text)
 
     groups = identical_groups([k for k in by_key if by_key[k].paired is not None], snapshot_source)
@@ -384,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
 
     problem = gpu_unavailable()
     if problem:
-        print(f"bench_timing: {problem}", file=sys.stderr)
+        print(f"benchmarks.timing: {problem}", file=sys.stderr)
         return 2
     started = time.perf_counter()
     if options.gate == "ab":

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Seed 01: change `num_stages`, watch the pipeline annotations, buffers and syncs change.
 
 Lowers the `gemm_num_stages` kernel (kernels/gemm_num_stages.py) for each N with the golden
@@ -222,8 +221,8 @@ def report(facts_by_n: Mapping[int, Mapping[str, Any]]) -> int:
 def lower_all(num_stages: Sequence[int], arch: str, tile: tuple[int, int, int]) -> dict[int, Any]:
     """N -> the harness's Lowering of the GEMM for that N."""
     from kernels.gemm_num_stages import FAMILY, variant
-    from tilelang_golden.static.cases import Case
-    from tilelang_golden.static.produce.session import LoweringSession
+    from tilelang_golden.families.cases import Case
+    from tilelang_golden.static.session import LoweringSession
 
     session = LoweringSession()
     return {n: session.lower(Case(FAMILY, variant(n, *tile), arch)) for n in num_stages}
@@ -266,9 +265,9 @@ def bench_problem(num_stages: Sequence[int], tile: tuple[int, int, int]) -> str 
 def bench(num_stages: Sequence[int], tile: tuple[int, int, int]) -> int:
     """The seed's performance section: `nox -s gpu`'s compile, numerics and timing for these N only."""
     from kernels.gemm_num_stages import FAMILY, variant
+    from tilelang_golden.families.cases import Case
     from tilelang_golden.gpu.check import CheckPlan, check_cases
     from tilelang_golden.gpu.report.report import render_markdown
-    from tilelang_golden.static.cases import Case
 
     run = check_cases(
         CheckPlan(

@@ -6,9 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilelang_golden.family import Family, Registry, Variant
-from tilelang_golden.static.snapshots.kinds import Facts, KernelSource, case_kinds
-from tilelang_golden.targets import TARGETS
+from tilelang_golden.families.loading import Registry
+from tilelang_golden.family import Family, Variant
 
 
 @dataclass(frozen=True)
@@ -18,7 +17,7 @@ class Case:
     family: Family = field(compare=False, repr=False)
     variant: Variant = field(compare=False, repr=False)
     target: str = field(compare=False)
-    id: str = field(init=False)  # `family/variant/target`: the snapshot's path under golden/, no suffix
+    id: str = field(init=False)  # `family/variant/target`: its snapshots' path, no suffix (static.kinds names them)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "id", f"{self.family.name}/{self.variant.name}/{self.target}")
@@ -37,23 +36,6 @@ class Case:
     def not_lowering_note(self) -> str:
         """`does not lower on <target>: <reason>`: how checks that leave the case out say so."""
         return f"does not lower on {self.target}: {self.does_not_lower}"
-
-    @property
-    def snapshot_files(self) -> tuple[str, ...]:
-        """The files under golden/ this case produces, one per kind (tilelang_golden.static.snapshots.kinds): its
-        error when
-        declared
-        not to lower, else its kernel source and facts."""
-        return tuple(f"{self.id}{kind.suffix}" for kind in case_kinds(self))
-
-    @property
-    def source_file(self) -> str:
-        """The kernel source snapshot: `<id>.cu` for a CUDA target, `<id>.hip` for a HIP one."""
-        return f"{self.id}{KernelSource(TARGETS[self.target].backend).suffix}"
-
-    @property
-    def facts_file(self) -> str:
-        return f"{self.id}{Facts.suffix}"
 
     @property
     def params(self) -> dict[str, Any]:

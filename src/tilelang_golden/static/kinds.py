@@ -28,7 +28,7 @@ from tilelang_golden.static.snapshots.snapshot import (
 from tilelang_golden.targets import SOURCE_SUFFIXES, TARGETS
 
 if TYPE_CHECKING:
-    from tilelang_golden.static.cases import Case
+    from tilelang_golden.families.cases import Case
     from tilelang_golden.static.produce.lowering import Lowering
 
 Lower = Callable[[], "Lowering"]  # lowers the case once (a session memoizes it); LoweringError where it does not
@@ -171,6 +171,21 @@ def kind_of(path: str) -> SnapshotKind:
 def case_kinds(case: Case) -> tuple[SnapshotKind, ...]:
     """The kinds of the files a case produces."""
     return tuple(kind for kind in KINDS if kind.applies_to(case))
+
+
+def case_files(case: Case) -> tuple[str, ...]:
+    """The snapshot files a case produces, one per kind: its error when declared not to lower, else its kernel
+    source and facts."""
+    return tuple(f"{case.id}{kind.suffix}" for kind in case_kinds(case))
+
+
+def source_file(case: Case) -> str:
+    """The kernel source snapshot: `<id>.cu` for a CUDA target, `<id>.hip` for a HIP one."""
+    return f"{case.id}{KernelSource(TARGETS[case.target].backend).suffix}"
+
+
+def facts_file(case: Case) -> str:
+    return f"{case.id}{Facts.suffix}"
 
 
 def render_case(case: Case, lower: Lower) -> dict[str, str]:

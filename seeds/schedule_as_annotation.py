@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Seed 03: one dataflow, four schedules; a schedule is an annotation, not a rewrite.
 
 The four `gemm_relu_schedules` kernels (kernels/gemm_relu_schedules.py) compute C = relu(A @ B)
@@ -20,11 +19,10 @@ import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tilelang_golden.static.produce.session import LoweringSession
+    from tilelang_golden.static.session import LoweringSession
 
 try:
     from tilelang_golden.gpu.gate.numerics_gate import MIN_SEEDS  # standard library only until it runs
@@ -33,8 +31,6 @@ try:
 except ModuleNotFoundError as missing:  # a Python without this project (or without anything installed)
     print(f"cannot import the harness ({missing}): pip install --no-deps -e . -e kernels", file=sys.stderr)
     raise SystemExit(3) from None  # EXIT_CANNOT_RUN
-
-REPO = Path(__file__).resolve().parents[1]
 
 EXIT_FAILED = 1
 EXIT_CANNOT_RUN = 3
@@ -305,11 +301,11 @@ def seed_schedules() -> Any:
 
 def gpu_report(seeds: Sequence[int] | None) -> int:
     """Compile the four variants for this GPU and check them against torch.relu(A @ B)."""
+    from tilelang_golden.families.cases import family_cases
     from tilelang_golden.gpu.measure import numerics
     from tilelang_golden.gpu.pairs import numerics_case
     from tilelang_golden.gpu.run.compile import compile_cases
     from tilelang_golden.gpu.run.device import NoCudaDevice, UnknownTarget, require_cuda
-    from tilelang_golden.static.cases import family_cases
 
     family = seed_schedules()
     try:
@@ -370,7 +366,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(problem, file=sys.stderr)
         return EXIT_CANNOT_RUN
     if args.static_only:
-        from tilelang_golden.static.produce.session import LoweringSession
+        from tilelang_golden.static.session import LoweringSession
 
         return static_report(LoweringSession())
     return gpu_report(args.seeds)

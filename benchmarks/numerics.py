@@ -1,18 +1,15 @@
 """How sharp the numeric gate is, measured: no false alarm on the unmodified kernels, and mutants it must fail.
 
-    python3 scripts/bench_numerics.py [--count 20 | --seeds S S S ...] [--select GLOB ...]
+    python3 -m benchmarks.numerics [--count 20 | --seeds S S S ...] [--select GLOB ...]
 
-Compiles every registered variant that `nox -s gpu` runs on this GPU (tilelang_golden.gpu.check's rule: its target, it
-lowers, it agrees with its static snapshot in golden/, it fits) once and checks it
-(tilelang_golden.gpu.measure.numerics.check_numerics) on `--count` fresh seeds, printed so that `--seeds` replays
-them. Then
-prints:
+Compiles every registered variant that `nox -s gpu` runs on this GPU (tilelang_golden.gpu.selection's rule: its
+target, it lowers, it agrees with its static snapshot in golden/, it fits) once and checks it
+(tilelang_golden.gpu.measure.numerics.check_numerics) on `--count` fresh seeds, printed so that `--seeds` replays them.
+Then prints:
 1. no false alarm: per family, variant and output, over the seeds, each statistic in the units of its threshold
    (`ErrorStats.against`, tilelang_golden.gpu.gate.numerics_gate.Thresholds): the kernel's max and mean abs error over
-   the
-   precision
-   twin's, its |bias| and |scale| beyond the twin's in the twin's mean abs errors (relative ones for the scale),
-   each as min / median / max; and the most of a bound any seed took, with its seed. Then every failure.
+   the precision twin's, its |bias| and |scale| beyond the twin's in the twin's mean abs errors (relative ones for the
+   scale), each as min / median / max; and the most of a bound any seed took, with its seed. Then every failure.
 2. sensitivity: per family, on its first variant, mutants of the kernel's returned first output (applied in place,
    so they round once more to the output's dtype) and one of an intermediate, made through an input (MUTANTS and
    INTERMEDIATE_FACTOR say how); each on every seed, judged by today's gate (the Tolerance alone) and the new
@@ -131,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     problem = gpu_unavailable()  # before TileLang's slow import and before compiling anything
     if problem:
-        print(f"bench_numerics: {problem}", file=sys.stderr)
+        print(f"benchmarks.numerics: {problem}", file=sys.stderr)
         return 2
     from tilelang_golden.gpu.measure.numerics import check_numerics, fresh_seeds
 

@@ -1,6 +1,6 @@
 """What each schedule choice contributes, one change at a time, on the GPU at hand.
 
-    python3 scripts/bench_steps.py STEP [STEP ...] [--rounds 7] [--seeds S S S]
+    python3 -m benchmarks.steps STEP [STEP ...] [--rounds 7] [--seeds S S S]
 
 A STEP is `family/variant` or `family/variant:name=value,...` (that variant with some parameters
 replaced). Every step is compiled, checked against its family's reference and timed next to it
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
     problem = gpu_unavailable()
     if problem:
-        print(f"bench_steps: {problem}", file=sys.stderr)
+        print(f"benchmarks.steps: {problem}", file=sys.stderr)
         return 2
     from tilelang_golden.gpu.measure.numerics import fresh_seeds
     from tilelang_golden.gpu.steps import BadStep, run_steps
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lines = run_steps(options.steps, options.rounds, options.seeds or fresh_seeds())
     except BadStep as error:
-        print(f"bench_steps: {error}", file=sys.stderr)
+        print(f"benchmarks.steps: {error}", file=sys.stderr)
         return 2
     print("\n".join(lines))
     return 0

@@ -1,0 +1,63 @@
+"""What a family author writes against: `from tilelang_golden.family import Family, Variant, Tolerance, ...`.
+
+The declaration itself is `core.Family`; its parts (variants, outputs, tolerances, work, claims, sweeps, timing
+twins) are in `parts`. A family module imports from here and from tilelang_golden.analysis only."""
+
+from tilelang_golden.family.core import CALLED, OPTIONAL_CALLED, SPEED_REFERENCE, Family
+from tilelang_golden.family.parts import (
+    FROM_INPUTS,
+    RETURNED,
+    ZEROS,
+    Accumulated,
+    CaseFacts,
+    Chain,
+    Claim,
+    FamilyError,
+    OutputKind,
+    Params,
+    PrecisionBudget,
+    Returned,
+    Sweep,
+    TimingTwin,
+    Tolerance,
+    Variant,
+    Work,
+    Written,
+    only_kernel,
+    snapshot_params,
+    snapshot_value,
+    target_record,
+    targets_where,
+)
+from tilelang_golden.targets import Target  # what target_record returns, for a family's type hints
+
+__all__ = [
+    "Target",
+    "Accumulated",
+    "CALLED",
+    "CaseFacts",
+    "Chain",
+    "Claim",
+    "FROM_INPUTS",
+    "Family",
+    "FamilyError",
+    "OPTIONAL_CALLED",
+    "OutputKind",
+    "Params",
+    "PrecisionBudget",
+    "RETURNED",
+    "Returned",
+    "SPEED_REFERENCE",
+    "Sweep",
+    "TimingTwin",
+    "Tolerance",
+    "Variant",
+    "Work",
+    "Written",
+    "ZEROS",
+    "only_kernel",
+    "snapshot_params",
+    "snapshot_value",
+    "target_record",
+    "targets_where",
+]

@@ -1,0 +1,54 @@
+"""How the static session's items are named in pytest's output: by what each checks, in the repository's own
+folders (`golden/gemm/v0/sm_90`, `kernels/gemm.py::declaration`), never by the plugin's file inside a venv."""
+
+from __future__ import annotations
+
+import pytest
+
+from tilelang_golden.families.cases import Case, check_groups
+from tilelang_golden.families.loading import BrokenFamily, Registry
+from tilelang_golden.family import Family
+from tilelang_golden.static.snapshots.snapshot import MANIFEST
+from tilelang_golden.static.variant_effects import summary_path
+
+
+def keeps_ids_apart() -> bool:
+    """Whether this pytest keeps an item's id apart from `item._nodeid` (9.2 and later: `_pytest.nodeid`)."""
+    try:
+        import _pytest.nodeid  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def set_node_id(item: pytest.Item, nodeid: str) -> None:
+    """pytest 9.2 and later read an item's id from `item._id` (a `_pytest.nodeid.NodeId`); earlier ones, and
+    pytest-xdist's loadgroup, from `item._nodeid`."""
+    if keeps_ids_apart():
+        from _pytest.nodeid import coerce_node_id
+
+        item._id = coerce_node_id(nodeid)
+    else:
+        item._nodeid = nodeid
+
+
+def item_name(item: pytest.Item, golden: str, registry: Registry) -> str:
+    """What an item checks, as pytest names it in its summary: a case by its snapshots' path without suffix
+    (`golden/gemm/v0/sm_90`), a summary or the manifest by its file, a family's load, declaration or checks by its
+    file (`kernels/gemm.py::declaration`), the orphan check and an item of no family (pytest's empty parameter set)
+    by the folder (`golden/::orphans`)."""
+    params = item.callspec.params if hasattr(item, "callspec") else {}
+    value = next(iter(params.values()), None)
+    test = getattr(item, "originalname", item.name)
+    if isinstance(value, Case):
+        return f"{golden}{value.id}"
+    if isinstance(value, BrokenFamily):
+        return f"{value.file}::loads"
+    if isinstance(value, Family):
+        return f"{golden}{summary_path(value)}" if test == "test_variant_effects" else f"{value.file}::declaration"
+    if isinstance(value, str) and value in check_groups(registry):
+        family, _ = check_groups(registry)[value]
+        return f"{family.file}::checks" + ("" if value == family.name else f"[{value}]")
+    if test == "test_manifest":
+        return f"{golden}{MANIFEST}"
+    return f"{golden}::{test.removeprefix('test_no_')}"

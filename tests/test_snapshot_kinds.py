@@ -11,6 +11,7 @@ from conftest import SMALL_CASE
 import tilelang_golden.families.loading
 import tilelang_golden.family
 from tilelang_golden.families.cases import Case, all_cases
+from tilelang_golden.static import kinds
 from tilelang_golden.static.engine import check_case
 from tilelang_golden.static.kinds import (
     KINDS,
@@ -26,7 +27,6 @@ from tilelang_golden.static.kinds import (
 )
 from tilelang_golden.static.report.verdict import build_verdict
 from tilelang_golden.static.session import LoweringSession
-from tilelang_golden.static import kinds
 from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange
 from tilelang_golden.static.snapshots.results import Status
 from tilelang_golden.static.snapshots.snapshot import SnapshotStore

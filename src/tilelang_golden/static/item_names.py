@@ -3,6 +3,8 @@ folders (`golden/gemm/v0/sm_90`, `kernels/gemm.py::declaration`), never by the p
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tilelang_golden.families.cases import Case, check_groups
@@ -52,3 +54,23 @@ def item_name(item: pytest.Item, golden: str, registry: Registry) -> str:
     if test == "test_manifest":
         return f"{golden}{MANIFEST}"
     return f"{golden}::{test.removeprefix('test_no_')}"
+
+
+GROUP_SUFFIX = re.compile(r"@[^/@\]\s]+$")  # pytest-xdist's loadgroup
+
+
+def checks_nothing(item: pytest.Item) -> bool:
+    """pytest's stand-in for a check with no values (no family failed to load, none has variant pairs to summarize),
+    which would only be a skip that names the plugin's file."""
+    marker = item.get_closest_marker("skip")
+    return marker is not None and str(marker.kwargs.get("reason", "")).startswith("got empty parameter set")
+
+
+def locate(report: pytest.TestReport, golden: str) -> None:
+    """Where pytest says a report comes from, in the repository's own words: its failure's heading is the item's name
+    (a case's snapshots' path), and a skip is filed under the snapshot folder, so that the skips of one cause fold into
+    one line there (never the plugin's file inside a venv)."""
+    name = GROUP_SUFFIX.sub("", report.nodeid)
+    report.location = (name.split("::")[0], None, name)
+    if report.skipped and isinstance(report.longrepr, tuple):
+        report.longrepr = (golden.rstrip("/"), None, report.longrepr[2])

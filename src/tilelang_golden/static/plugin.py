@@ -26,7 +26,14 @@ import tilelang_golden.families.loading
 import tilelang_golden.family
 from tilelang_golden.config import ConfigError, read_config
 from tilelang_golden.families.cases import all_cases, parse_shard, select_shard
-from tilelang_golden.static.item_names import item_name, keeps_ids_apart, set_node_id
+from tilelang_golden.static.item_names import (
+    GROUP_SUFFIX,
+    checks_nothing,
+    item_name,
+    keeps_ids_apart,
+    locate,
+    set_node_id,
+)
 from tilelang_golden.static.kinds import case_files
 from tilelang_golden.static.produce.lowering_cache import LoweringCache
 from tilelang_golden.static.report.verdict import (
@@ -177,12 +184,11 @@ def _group(item: pytest.Item) -> str:
 # The load failures of families that -k or -m deselected, as pytest_deselected reports them.
 DESELECTED_LOADS = pytest.StashKey[list[pytest.Item]]()
 KEYWORD_NAME = re.compile(r"[^\s()]+")
-GROUP_SUFFIX = re.compile(r"@[^/@\]\s]+$")  # pytest-xdist's loadgroup
 
 
 def pytest_deselected(items: Sequence[pytest.Item]) -> None:
     for item in items:
-        if getattr(item, "originalname", None) == "test_family_loads" and not _checks_nothing(item):
+        if getattr(item, "originalname", None) == "test_family_loads" and not checks_nothing(item):
             item.config.stash.setdefault(DESELECTED_LOADS, []).append(item)
 
 
@@ -201,18 +207,11 @@ def named_load_failures(config: pytest.Config) -> list[pytest.Item]:
     ]
 
 
-def _checks_nothing(item: pytest.Item) -> bool:
-    """pytest's stand-in for a check with no values (no family failed to load, none has variant pairs to summarize),
-    which would only be a skip that names the plugin's file."""
-    marker = item.get_closest_marker("skip")
-    return marker is not None and str(marker.kwargs.get("reason", "")).startswith("got empty parameter set")
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """After -k/-m: leave out the items that check nothing, bring back the load failures of families the selection
     names, keep this shard's groups, refuse an empty selection."""
-    items[:] = [item for item in items if not _checks_nothing(item)]
+    items[:] = [item for item in items if not checks_nothing(item)]
     items += [item for item in named_load_failures(config) if item not in items]
     shard = config.getoption("--shard")
     if shard is not None:
@@ -318,6 +317,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     """After the item's last phase, its result as one line of the results file, written by the process that ran it
     (an xdist worker writes its own items')."""
     test_report = yield
+    locate(test_report, SnapshotStore(golden_run(item.config).golden).prefix)
     if not test_report.passed:
         item.stash.setdefault(NOT_PASSED, []).append((test_report.outcome, _text(test_report)))
     if test_report.failed:

@@ -3,7 +3,7 @@
 The declaration itself is `core.Family`; its parts (variants, outputs, tolerances, work, claims, sweeps, timing
 twins) are in `parts`. A family module imports from here and from tilelang_golden.analysis only."""
 
-from tilelang_golden.family.core import CALLED, OPTIONAL_CALLED, SPEED_REFERENCE, Family
+from tilelang_golden.family.core import SPEED_REFERENCE, Family
 from tilelang_golden.family.parts import (
     FROM_INPUTS,
     RETURNED,
@@ -34,14 +34,12 @@ from tilelang_golden.targets import Target  # what target_record returns, for a 
 __all__ = [
     "Target",
     "Accumulated",
-    "CALLED",
     "CaseFacts",
     "Chain",
     "Claim",
     "FROM_INPUTS",
     "Family",
     "FamilyError",
-    "OPTIONAL_CALLED",
     "OutputKind",
     "Params",
     "PrecisionBudget",

@@ -4,11 +4,12 @@ folders (`golden/gemm/v0/sm_90`, `kernels/gemm.py::declaration`), never by the p
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 import pytest
 
-from tilelang_golden.families.cases import Case, check_groups
-from tilelang_golden.families.loading import BrokenFamily, Registry
+from tilelang_golden.families.cases import Case
+from tilelang_golden.families.loading import BrokenFamily
 from tilelang_golden.family import Family
 from tilelang_golden.static.snapshots.snapshot import MANIFEST
 from tilelang_golden.static.variant_effects import summary_path
@@ -34,7 +35,7 @@ def set_node_id(item: pytest.Item, nodeid: str) -> None:
         item._nodeid = nodeid
 
 
-def item_name(item: pytest.Item, golden: str, registry: Registry) -> str:
+def item_name(item: pytest.Item, golden: str, groups: Mapping[str, tuple[Family, list[Case]]]) -> str:
     """What an item checks, as pytest names it in its summary: a case by its snapshots' path without suffix
     (`golden/gemm/v0/sm_90`), a summary or the manifest by its file, a family's load, declaration or checks by its
     file (`kernels/gemm.py::declaration`), the orphan check and an item of no family (pytest's empty parameter set)
@@ -48,8 +49,8 @@ def item_name(item: pytest.Item, golden: str, registry: Registry) -> str:
         return f"{value.file}::loads"
     if isinstance(value, Family):
         return f"{golden}{summary_path(value)}" if test == "test_variant_effects" else f"{value.file}::declaration"
-    if isinstance(value, str) and value in check_groups(registry):
-        family, _ = check_groups(registry)[value]
+    if isinstance(value, str) and value in groups:
+        family, _ = groups[value]
         return f"{family.file}::checks" + ("" if value == family.name else f"[{value}]")
     if test == "test_manifest":
         return f"{golden}{MANIFEST}"

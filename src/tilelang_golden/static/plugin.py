@@ -25,7 +25,7 @@ import pytest
 import tilelang_golden.families.loading
 import tilelang_golden.family
 from tilelang_golden.config import ConfigError, read_config
-from tilelang_golden.families.cases import all_cases, parse_shard, select_shard
+from tilelang_golden.families.cases import all_cases, check_groups, parse_shard, select_shard
 from tilelang_golden.static.item_names import (
     GROUP_SUFFIX,
     checks_nothing,
@@ -374,9 +374,9 @@ class GoldenRun:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """Before anything reads the items' ids (pytest-xdist's loadgroup appends to them): each named by what
         it checks, in the repository's own folders."""
-        golden = SnapshotStore(self.golden).prefix
+        golden, groups = SnapshotStore(self.golden).prefix, check_groups(self.registry)
         for item in items:
-            set_node_id(item, item_name(item, golden, self.registry))
+            set_node_id(item, item_name(item, golden, groups))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -12,6 +12,7 @@ once per variant) -> the disk cache's entry under that key, or `lower` (`static.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,8 +99,8 @@ class LoweringSession:
     def files(self, case: Case, *, fresh: bool = False) -> dict[str, str]:
         """The case's snapshot files (`kinds.render_case`), once per run: from the disk cache when it holds
         them, else lowered (and stored there); `fresh` lowers again, past the cache and every memo."""
-        if fresh:
-            return render_case(case, lambda: self.lower(case, fresh=True))
+        if fresh:  # lowered afresh once, for every kind of file (each asks for the lowering)
+            return render_case(case, functools.cache(lambda: self.lower(case, fresh=True)))
         slot = _case_slot(case)
         if slot not in self._files:
 

@@ -11,7 +11,13 @@ import pytest
 from conftest import REPO
 from script_runner import run_script
 
-from tilelang_golden.static.snapshots.snapshot import FACTS_SCHEMA, KERNEL_SCHEMA, OPTIONAL_KERNEL_FACTS
+from tilelang_golden.static.snapshots.snapshot import (
+    FACTS_SCHEMA,
+    KERNEL_SCHEMA,
+    MACHINE_KERNEL_SCHEMA,
+    MACHINE_SCHEMA,
+    OPTIONAL_KERNEL_FACTS,
+)
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 README_MOST_LINES = 320
@@ -47,7 +53,8 @@ def test_a_doc_without_its_markers_is_refused_naming_the_file():
 def test_every_fact_key_is_described_by_hand():
     doc = importlib.import_module("tools.snapshot_format_doc")
     prose = doc.DOC.read_text().split(doc.BEGIN)[0]
-    undescribed = [key for key in FACTS_SCHEMA | KERNEL_SCHEMA | OPTIONAL_KERNEL_FACTS if f"`{key}`" not in prose]
+    keys = FACTS_SCHEMA | KERNEL_SCHEMA | OPTIONAL_KERNEL_FACTS | MACHINE_SCHEMA | MACHINE_KERNEL_SCHEMA
+    undescribed = [key for key in keys if f"`{key}`" not in prose]
     assert not undescribed, f"docs/snapshot-format.md: describe {undescribed} above the generated part"
 
 

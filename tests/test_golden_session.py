@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from conftest import SMALL_CASE, collected_cases, collected_items
+from conftest import SMALL_CASE, collected_cases, collected_items, num_stages_case
 
 import tilelang_golden.families.loading
 import tilelang_golden.family
 import tilelang_golden.static.session
 from tilelang_golden.families.cases import all_cases
+from tilelang_golden.static.kinds import case_files
 from tilelang_golden.static.produce.lowering import LoweringError
 from tilelang_golden.static.snapshots.snapshot import FORMAT_VERSION
 
@@ -31,15 +32,20 @@ def small_registry(monkeypatch, *ids: str) -> None:
     monkeypatch.setattr(tilelang_golden.families.loading, "load_families", lambda *packages, **options: small)
 
 
+# The files of SMALL_CASE (its CUDA, machine facts and facts), counted by the kinds that apply to it.
+SMALL_CASE_FILES = len(case_files(num_stages_case(0, "sm_90", (64, 64, 32))))
+
+
 def test_regen_then_static_passes(golden_session):
+    assert num_stages_case(0, "sm_90", (64, 64, 32)).id == SMALL_CASE
     result = golden_session("--regen", "-k", SMALL_CASE)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*golden files: 2 created, 0 updated, 0 deleted, 0 unchanged*"])
+    result.stdout.fnmatch_lines([f"*golden files: {SMALL_CASE_FILES} created, 0 updated, 0 deleted, 0 unchanged*"])
     assert (golden_session.golden / f"{SMALL_CASE}.cu").is_file()
     golden_session("-k", SMALL_CASE).assert_outcomes(passed=1)
     assert (golden_session.pending / f"{SMALL_CASE}.yaml").is_file()
     rerun = golden_session("--regen", "-k", SMALL_CASE)
-    rerun.stdout.fnmatch_lines(["*golden files: 0 created, 0 updated, 0 deleted, 2 unchanged*"])
+    rerun.stdout.fnmatch_lines([f"*golden files: 0 created, 0 updated, 0 deleted, {SMALL_CASE_FILES} unchanged*"])
 
 
 def test_missing_snapshot_fails_with_regen_command(golden_session):
@@ -115,7 +121,8 @@ def test_unfiltered_regen_deletes_orphans(golden_session, monkeypatch):
     # case, family declaration, family checks, manifest, orphans; no item for the broken families and variant pairs
     # to summarize that there are none of
     result.assert_outcomes(passed=5)
-    result.stdout.fnmatch_lines(["*golden files: 3 created, 0 updated, 1 deleted, 0 unchanged*"])
+    # the case's files and the manifest
+    result.stdout.fnmatch_lines([f"*golden files: {SMALL_CASE_FILES + 1} created, 0 updated, 1 deleted, 0 unchanged*"])
     assert not orphan.parent.exists()
     golden_session().assert_outcomes(passed=5)
 

@@ -16,6 +16,7 @@ PACKAGE = HARNESS.name
 # Modules that walk TVM IR, and those that lower and extract: only ever used to lower.
 READS_IR = {
     "tilelang_golden.static.produce.facts",
+    "tilelang_golden.static.produce.machine_facts",  # it reads the lowering's launches through the facts
     "tilelang_golden.static.produce.produced",
     "tilelang_golden.static.session",  # what a run builds, traces and lowers: it holds the producing modules
     "tilelang_golden.upgrade.preview",

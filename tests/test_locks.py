@@ -22,6 +22,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from tilelang_golden.static.produce import toolchain
+
 REPO = Path(__file__).resolve().parents[1]
 HEADER_COMMAND = re.compile(r"^#\s+pip-compile (?P<args>.+)$", re.M)
 PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>\S+)", re.M)
@@ -307,10 +309,17 @@ def test_a_stale_lock_is_caught(tmp_path):
     assert len(stale_reasons(source, lock)) == 1 and "not from requirements.in" in stale_reasons(source, lock)[0]
 
 
-def test_cpu_lock_holds_torchs_cpu_build_and_no_cuda_package():
+def test_cpu_lock_holds_torchs_cpu_build_and_of_cuda_only_the_compilers():
+    """NVIDIA's compilers (the machine facts) are pinned in requirements-common.in; no CUDA library of torch's."""
     pins = lock_pins((REPO / "requirements.txt").read_text())
     assert pins["torch"]["version"].endswith("+cpu") and len(pins["torch"]["hashes"]) >= 1
-    cuda = sorted(name for name in pins if name.startswith(("nvidia-", "triton", "cuda-")) and name != "nvidia-ml-py")
+    compilers = set(re.findall(r"^(nvidia-[\w-]+)==", (REPO / "requirements-common.in").read_text(), re.M))
+    assert set(toolchain.PACKAGES) <= compilers
+    cuda = sorted(
+        name
+        for name in pins
+        if name.startswith(("nvidia-", "triton", "cuda-")) and name != "nvidia-ml-py" and name not in compilers
+    )
     assert not cuda, f"the CPU lock pulls CUDA packages: {cuda}"
 
 

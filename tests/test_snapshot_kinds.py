@@ -18,6 +18,7 @@ from tilelang_golden.static.kinds import (
     DeclaredError,
     Facts,
     KernelSource,
+    MachineFacts,
     SnapshotKind,
     Summary,
     case_files,
@@ -56,15 +57,18 @@ class PtxStandIn(SnapshotKind):
 
 def test_every_file_of_a_case_has_one_kind_and_a_case_lists_its_files_by_kind():
     hip = Case(CASE.family, CASE.variant, "gfx942")
-    assert [type(k) for k in case_kinds(CASE)] == [KernelSource, Facts]
-    assert case_files(CASE) == (f"{CASE.id}.cu", f"{CASE.id}.yaml") and source_file(CASE) == f"{CASE.id}.cu"
+    assert [type(k) for k in case_kinds(CASE)] == [KernelSource, MachineFacts, Facts]
+    assert case_files(CASE) == (f"{CASE.id}.cu", f"{CASE.id}.machine.yaml", f"{CASE.id}.yaml")
+    assert source_file(CASE) == f"{CASE.id}.cu"
     assert case_files(hip) == (f"{hip.id}.hip", f"{hip.id}.yaml")
     declared = Case(CASE.family, dataclasses.replace(CASE.variant, does_not_lower={"sm_90": "a loop"}), "sm_90")
     assert [type(k) for k in case_kinds(declared)] == [DeclaredError] and case_files(declared)[0].endswith(".error")
-    subjects = {path: kind_of(path).subject for path in ("a.cu", "a.hip", "a.yaml", "a.error", "f/SUMMARY.md", "x")}
+    paths = ("a.cu", "a.hip", "a.machine.yaml", "a.yaml", "a.error", "f/SUMMARY.md", "x")
+    subjects = {path: kind_of(path).subject for path in paths}
     assert subjects == {
         "a.cu": "CUDA",
         "a.hip": "HIP",
+        "a.machine.yaml": "machine code",
         "a.yaml": "facts",
         "a.error": "error",
         "f/SUMMARY.md": "summary",

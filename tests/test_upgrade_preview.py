@@ -15,7 +15,7 @@ import tilelang_golden.family
 import tilelang_golden.upgrade.preview as preview_module
 from tilelang_golden.families.cases import Case, all_cases
 from tilelang_golden.families.loading import Registry
-from tilelang_golden.static.kinds import source_file
+from tilelang_golden.static.kinds import case_files, source_file
 from tilelang_golden.static.produce.lowering import LoweringError
 from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange
 from tilelang_golden.static.snapshots.diff import changed_fields
@@ -30,10 +30,10 @@ CASE = next(c for c in all_cases(tilelang_golden.families.loading.load_families(
 def golden(tmp_path):
     """A golden/ holding the pinned snapshots of one case, to alter."""
     root = tmp_path / "golden"
-    for suffix in (".cu", ".yaml"):
-        target = root / f"{SMALL_CASE}{suffix}"
+    for name in case_files(CASE):
+        target = root / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO / "golden" / f"{SMALL_CASE}{suffix}", target)
+        shutil.copy(REPO / "golden" / name, target)
     return root
 
 
@@ -66,6 +66,15 @@ def test_a_changed_statement_is_a_cuda_change_and_a_changed_fact_names_its_field
         FileChange.SOURCE,
         ["dynamic_shared_memory_bytes"],
     )
+
+
+def test_a_machine_code_change_alone_is_a_facts_change_naming_its_fields(golden, tmp_path, lowerings):
+    machine = golden / f"{SMALL_CASE}.machine.yaml"
+    text = machine.read_text()
+    registers = re.search(r"registers: (\d+)", text)
+    machine.write_text(text.replace(registers[0], f"registers: {int(registers[1]) + 8}", 1))
+    row = row_for(golden, tmp_path, lowerings)
+    assert (row.status, row.cuda, row.fields) == (FileChange.FACTS, FileChange.UNCHANGED, ["registers"])
 
 
 def test_a_comment_only_edit_is_classified_alike_by_the_static_check_and_the_preview(

@@ -14,12 +14,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tilelang_golden.static.produce.machine_facts import SASS_CLASSES
 from tilelang_golden.static.snapshots.snapshot import (
     CUDA_FORMAT_VERSION,
     FACTS_SCHEMA,
     FORMAT_CHANGELOG,
     FORMAT_VERSION,
     KERNEL_SCHEMA,
+    MACHINE_FORMAT_CHANGELOG,
+    MACHINE_FORMAT_VERSION,
+    MACHINE_KERNEL_SCHEMA,
+    MACHINE_SCHEMA,
     OPTIONAL_KERNEL_FACTS,
 )
 
@@ -64,6 +69,23 @@ def generated() -> str:
     for version, change in sorted(FORMAT_CHANGELOG.items()):
         untouched = " (no `.cu` changed)" if version > CUDA_FORMAT_VERSION else ""
         lines.append(f"- format {version}{untouched}: {change}.")
+    lines += [
+        "",
+        "### Machine facts keys",
+        "",
+        f"A `.machine.yaml` of its own format {MACHINE_FORMAT_VERSION} holds these keys, checked as the facts' are:",
+        "",
+        *_key_table(MACHINE_SCHEMA),
+        "",
+        "Each entry of `kernels`:",
+        "",
+        *_key_table(MACHINE_KERNEL_SCHEMA),
+        "",
+        f"`sass` counts opcodes in these classes, each always present: {', '.join(f'`{c}`' for c in SASS_CLASSES)}.",
+        "",
+    ]
+    for version, change in sorted(MACHINE_FORMAT_CHANGELOG.items()):
+        lines.append(f"- machine format {version}: {change}.")
     return "\n".join(lines) + "\n"
 
 

@@ -37,6 +37,23 @@ class Features:
 
 
 @dataclass(frozen=True)
+class Multiprocessor:
+    """What one CUDA SM holds at once, which bounds how many blocks of a kernel it runs together (its occupancy):
+    the CUDA C++ Programming Guide, table "Technical Specifications per Compute Capability"."""
+
+    threads: int  # "Maximum number of resident threads per SM"
+    blocks: int  # "Maximum number of resident blocks per SM"
+    shared_memory: int  # "Maximum amount of shared memory per SM", in bytes
+    registers: int = 64 * 1024  # "Number of 32-bit registers per SM" (also the most one block may use)
+    # Registers are given out per warp in units of 256, within each of the SM's 4 partitions; every block is
+    # charged 1 KB of shared memory for the system, and its own in units of 128 bytes.
+    register_unit: int = 256
+    partitions: int = 4
+    reserved_shared_memory: int = 1024
+    shared_memory_unit: int = 128
+
+
+@dataclass(frozen=True)
 class Target:
     """One snapshot target. `name` is the key everywhere (the snapshot file's stem); the rest is derived from
     its architecture by `cuda` or `hip`, never parsed again elsewhere."""
@@ -54,6 +71,7 @@ class Target:
     warp_size: int  # threads per warp (wavefront on AMD): the unit TileLang partitions a GEMM's threads into
     # The most shared memory (LDS on AMD) one block may use, static and dynamic together, in bytes (see TARGETS).
     shared_memory_per_block: int
+    multiprocessor: Multiprocessor | None = None  # CUDA only: the occupancy limits of one SM
 
     @property
     def source_suffix(self) -> str:
@@ -91,8 +109,9 @@ class Target:
         return f"sm_{major}{minor}"
 
 
-def cuda(arch: str, shared_memory_per_block: int) -> Target:
-    """A CUDA target from its arch (`sm_90`, `sm_100a`), with the per-block shared-memory limit in bytes."""
+def cuda(arch: str, shared_memory_per_block: int, multiprocessor: Multiprocessor | None = None) -> Target:
+    """A CUDA target from its arch (`sm_90`, `sm_100a`), with the per-block shared-memory limit in bytes and what one
+    of its SMs holds."""
     matched = re.fullmatch(r"sm_(\d+)(\d)([af]?)", arch)
     if matched is None:
         raise ValueError(f"a CUDA target's arch is sm_<major><minor>[a|f], got {arch!r}")
@@ -107,7 +126,9 @@ def cuda(arch: str, shared_memory_per_block: int) -> Target:
         software_pipelining=True,
     )
     compile_arch = arch if matched[3] or capability[0] < 9 else f"{arch}a"
-    return Target(arch, "cuda", arch, capability, None, compile_arch, features, 32, shared_memory_per_block)
+    return Target(
+        arch, "cuda", arch, capability, None, compile_arch, features, 32, shared_memory_per_block, multiprocessor
+    )
 
 
 def hip(mcpu: str, shared_memory_per_block: int) -> Target:
@@ -138,11 +159,16 @@ def hip(mcpu: str, shared_memory_per_block: int) -> Target:
 TARGETS: dict[str, Target] = {
     target.name: target
     for target in (
-        cuda("sm_80", 163 * 1024),  # Ampere (A100): cp.async + mma.sync; 163 KB (164 KB per SM)
-        cuda("sm_89", 99 * 1024),  # Ada (L4, L40S, RTX 40): 99 KB (100 KB per SM), as 8.6
-        cuda("sm_90", 227 * 1024),  # Hopper: TMA, mbarrier, wgmma, warp specialization; 227 KB (228 KB per SM)
-        cuda("sm_100a", 227 * 1024),  # Blackwell datacenter (B200, GB200): tcgen05, tensor memory; 227 KB
-        cuda("sm_120", 99 * 1024),  # Blackwell consumer (RTX 50): 99 KB (128 KB per SM)
+        # Ampere (A100): cp.async + mma.sync; 163 KB (164 KB per SM)
+        cuda("sm_80", 163 * 1024, Multiprocessor(threads=2048, blocks=32, shared_memory=164 * 1024)),
+        # Ada (L4, L40S, RTX 40): 99 KB (100 KB per SM), as 8.6
+        cuda("sm_89", 99 * 1024, Multiprocessor(threads=1536, blocks=24, shared_memory=100 * 1024)),
+        # Hopper: TMA, mbarrier, wgmma, warp specialization; 227 KB (228 KB per SM)
+        cuda("sm_90", 227 * 1024, Multiprocessor(threads=2048, blocks=32, shared_memory=228 * 1024)),
+        # Blackwell datacenter (B200, GB200): tcgen05, tensor memory; 227 KB (228 KB per SM)
+        cuda("sm_100a", 227 * 1024, Multiprocessor(threads=2048, blocks=32, shared_memory=228 * 1024)),
+        # Blackwell consumer (RTX 50): 99 KB (128 KB per SM)
+        cuda("sm_120", 99 * 1024, Multiprocessor(threads=1536, blocks=32, shared_memory=128 * 1024)),
         hip("gfx942", 64 * 1024),  # AMD CDNA 3 (MI300X, MI325X): MFMA; 64 KiB of LDS
         hip("gfx950", 160 * 1024),  # AMD CDNA 4 (MI350X, MI355X): 160 KiB of LDS
     )

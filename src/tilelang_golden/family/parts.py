@@ -89,8 +89,8 @@ class Variant:
     # The variant this one differs from only in schedule annotations: the static summary says
     # whether those annotations change the CUDA on each target ("annotation without effect").
     compare_with: str | None = None
-    # target -> why TileLang cannot lower this variant for it, in words. The static check lowers it
-    # anyway and snapshots the error, so the day TileLang fixes it the check says "now lowers".
+    # target -> why TileLang cannot lower this variant for it (or NVIDIA's compiler cannot compile what it emits), in
+    # words. The static check lowers it anyway and snapshots the error, so the day it is fixed the check says so.
     does_not_lower: Mapping[str, str] = field(default_factory=dict)
     # part of a compiler warning (e.g. "read before initialization") -> why the kernel is right despite it. A
     # warning that fails the static check (tilelang_golden.static.produce.produced.FAILING_WARNINGS) passes once

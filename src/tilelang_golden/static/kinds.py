@@ -17,11 +17,13 @@ from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange, Mi
 from tilelang_golden.static.snapshots.diff import capped, changed_fields, fact_changes, text_diff
 from tilelang_golden.static.snapshots.renaming import classify, comments
 from tilelang_golden.static.snapshots.snapshot import (
+    MACHINE_HEADER,
     CorruptSnapshot,
     SnapshotStore,
     cuda_header,
     load_yaml,
     parse_facts,
+    parse_machine_facts,
     render_facts,
     strip_cuda_header,
 )
@@ -138,6 +140,25 @@ class Facts(SnapshotKind):
         return super().compare(path, golden, produced, prefix)  # equal as data: the text says what differs
 
 
+class MachineFacts(Facts):
+    """The machine code facts of a case on a CUDA target (registers, spills, occupancy, SASS instruction classes),
+    from NVIDIA's compilers; compared field by field, as the facts are."""
+
+    suffix = ".machine.yaml"
+    subject = "machine code"
+
+    def applies_to(self, case: Case) -> bool:
+        return case.does_not_lower is None and TARGETS[case.target].backend == "cuda"
+
+    def render(self, case: Case, lower: Lower) -> str:
+        from tilelang_golden.static.produce.machine_facts import machine_facts  # it compiles: CompileError
+
+        return render_facts(machine_facts(lower()), MACHINE_HEADER)
+
+    def read(self, text: str, path: str) -> dict[str, Any]:
+        return parse_machine_facts(text, path)
+
+
 class DeclaredError(SnapshotKind):
     """The error TileLang raises for a case declared not to lower on its target (`Variant.does_not_lower`)."""
 
@@ -148,7 +169,7 @@ class DeclaredError(SnapshotKind):
         return case.does_not_lower is not None
 
     def render(self, case: Case, lower: Lower) -> str:
-        from tilelang_golden.static.produce.produced import error_text  # NowLowers where it lowers
+        from tilelang_golden.static.produce.produced import error_text  # NowLowers where it lowers and compiles
 
         return error_text(case, lower)
 
@@ -161,7 +182,14 @@ class Summary(SnapshotKind):
 
 
 # Every kind, in the order a case's files are listed (its source first); a path takes the first kind it ends with.
-KINDS: tuple[SnapshotKind, ...] = (KernelSource("cuda"), KernelSource("hip"), Facts(), DeclaredError(), Summary())
+KINDS: tuple[SnapshotKind, ...] = (
+    KernelSource("cuda"),
+    KernelSource("hip"),
+    MachineFacts(),
+    Facts(),
+    DeclaredError(),
+    Summary(),
+)
 
 
 def kind_of(path: str) -> SnapshotKind:
@@ -175,7 +203,7 @@ def case_kinds(case: Case) -> tuple[SnapshotKind, ...]:
 
 def case_files(case: Case) -> tuple[str, ...]:
     """The snapshot files a case produces, one per kind: its error when declared not to lower, else its kernel
-    source and facts."""
+    source and facts, and on a CUDA target its machine facts."""
     return tuple(f"{case.id}{kind.suffix}" for kind in case_kinds(case))
 
 
@@ -186,6 +214,12 @@ def source_file(case: Case) -> str:
 
 def facts_file(case: Case) -> str:
     return f"{case.id}{Facts.suffix}"
+
+
+def machine_file(case: Case) -> str | None:
+    """The machine facts snapshot, `<id>.machine.yaml`, of a case that has one (on a CUDA target); else None."""
+    kind = MachineFacts()
+    return f"{case.id}{kind.suffix}" if kind.applies_to(case) else None
 
 
 def render_case(case: Case, lower: Lower) -> dict[str, str]:
@@ -242,6 +276,6 @@ def compare_case(produced: Mapping[str, str], golden: SnapshotStore) -> CaseComp
     fields: tuple[str, ...] = ()
     for path, found in files.items():
         if found is not None and found.kind is FileChange.FACTS:  # both sides parsed: the snapshot is not corrupt
-            old = parse_facts(snapshots[path] or "", found.path)
+            old = kind_of(path).read(snapshots[path] or "", found.path)
             fields += tuple(changed_fields(old, load_yaml(produced[path])))
     return CaseComparison(files, fields)

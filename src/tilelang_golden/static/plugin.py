@@ -44,7 +44,7 @@ from tilelang_golden.static.report.verdict import (
     footer_lines,
     terminal_lines,
 )
-from tilelang_golden.static.snapshots.changes import lowering_line
+from tilelang_golden.static.snapshots.changes import lowering_line, no_machine_facts_line
 from tilelang_golden.static.snapshots.golden import RegenRefused, check_may_write
 from tilelang_golden.static.snapshots.results import (
     CheckResult,
@@ -56,6 +56,7 @@ from tilelang_golden.static.snapshots.results import (
 )
 from tilelang_golden.static.snapshots.snapshot import SnapshotStore
 from tilelang_golden.static.snapshots.target_identity import identity_lines
+from tilelang_golden.targets import TARGETS
 
 if TYPE_CHECKING:
     from tilelang_golden.static.session import LoweringSession
@@ -426,6 +427,9 @@ class GoldenRun:
         lowering = Counter(r.lowering for r in results if r.lowering)
         if lowering:
             terminalreporter.write_line(lowering_line(lowering, config.getoption("--lowering-cache")))
+        without = sorted({r.case[2] for r in results if r.case and TARGETS[r.case[2]].backend == "hip"})
+        if without:
+            terminalreporter.write_line(no_machine_facts_line(without))
         pending = Path(config.getoption("--pending-dir"))
         identity = identity_lines(SnapshotStore(pending)) if pending.is_dir() else []
         if identity:

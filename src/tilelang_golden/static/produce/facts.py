@@ -79,6 +79,20 @@ def extract_facts(lowering: Lowering) -> dict[str, Any]:
     }
 
 
+def kernel_launches(lowering: Lowering) -> list[dict[str, Any]]:
+    """Per device kernel in launch order, what ptxas cannot see of its launch: its name, its threads per block and
+    its dynamic shared memory in bytes (the machine facts read them; cheaper than every fact)."""
+    return [
+        {
+            "name": kernel.name,
+            "threads": math.prod(_launch(kernel.device)["threads"]),
+            "dynamic_shared_memory_bytes": _dynamic_shared_bytes(kernel.merged),
+        }
+        for step in lowering.kernels
+        for kernel in device_kernels(step)
+    ]
+
+
 def kernel_facts(kernel: Kernel, target: Target) -> dict[str, Any]:
     """The facts of one device kernel: its name, then what each stage of the lowering left in it."""
     main_loop_vars = _main_loop_vars(kernel.planned)

@@ -10,7 +10,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tilelang_golden.families.build import BuiltKernel
@@ -51,6 +51,7 @@ class Lowering:
     # case, every kernel's CUDA and warnings); () for a variant that is one kernel.
     steps: tuple[Lowering, ...] = ()
     name: str = ""  # the kernel's name (its PrimFunc's symbol)
+    pass_configs: dict[str, Any] = field(default_factory=dict)  # TileLang's, as jitted: some change the compile
 
     @property
     def kernels(self) -> tuple[Lowering, ...]:
@@ -136,6 +137,7 @@ def _lower_launch(case: Case, launch: Launch) -> Lowering:
         artifact.host_mod,
         "".join(output),
         name=launch.name,
+        pass_configs=dict(launch.pass_configs),
     )
 
 

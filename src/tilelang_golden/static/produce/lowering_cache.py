@@ -31,6 +31,7 @@ from tilelang_golden.families.build import BuiltKernel
 from tilelang_golden.families.cases import Case
 from tilelang_golden.family import snapshot_params
 from tilelang_golden.files import atomic_write
+from tilelang_golden.static.produce.toolchain import toolchain_build
 from tilelang_golden.targets import TARGETS
 
 # What an entry file holds; a change to it makes every old entry a miss.
@@ -152,9 +153,9 @@ def traced_kernel(built: BuiltKernel) -> dict[str, Any]:
 
 
 def installed_code() -> dict[str, str]:
-    """The TileLang build and the harness code a lowering's files depend on, for the key: the same for every case
-    of a run, so a run reads it once (it hashes installed files)."""
-    return {"tilelang": tilelang_build(), "harness": harness_fingerprint()}
+    """The TileLang build, NVIDIA's compilers and the harness code a lowering's files depend on, for the key: the
+    same for every case of a run, so a run reads it once (it hashes installed files)."""
+    return {"tilelang": tilelang_build(), "toolchain": toolchain_build(), "harness": harness_fingerprint()}
 
 
 def lowering_environment() -> dict[str, str]:

@@ -12,9 +12,11 @@ from typing import Any
 
 from tilelang_golden.families.cases import Case
 from tilelang_golden.static.produce.lowering import Lowering, LoweringError
+from tilelang_golden.static.produce.machine_code import CompileError, compile_lowering
 from tilelang_golden.static.produce.normalize import normalize_error
 from tilelang_golden.static.snapshots.results import regen_command
 from tilelang_golden.static.snapshots.snapshot import render_error
+from tilelang_golden.targets import TARGETS
 
 
 class NowLowers(RuntimeError):
@@ -54,9 +56,14 @@ def unacknowledged_warnings(case: Case, facts: dict[str, Any]) -> str | None:
 
 
 def error_text(case: Case, lower: Callable[[], Lowering]) -> str:
-    """The `.error` snapshot of a case declared not to lower; NowLowers when `lower()` succeeds."""
+    """The `.error` snapshot of a case declared not to lower: TileLang's error, or on a CUDA target NVIDIA's
+    compiler's; NowLowers when `lower()` succeeds and its CUDA compiles."""
     try:
-        lower()
+        lowering = lower()
+        if TARGETS[case.target].backend == "cuda":
+            compile_lowering(lowering)
+    except CompileError as error:
+        return render_error(case.id, case.target, case.does_not_lower, normalize_error(error.compiler_message))
     except LoweringError as error:
         cause = error.__cause__ or error  # TileLang's own error, not the harness's advice around it
         return render_error(

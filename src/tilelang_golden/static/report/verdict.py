@@ -30,10 +30,26 @@ class Topic:
     words: str
     values: bool = False  # the headline shows `before -> after` (short, telling values)
     value_contains: str = ""  # the topic applies only where the old or new value holds this text
+    unit: str | None = None  # a one-number topic: the headline says `registers 168 -> 232`, with this unit after
 
 
-# The one table from fact fields to words; the first match wins; a field matching none is named by its key.
+# The one table from fact fields to words; the first match wins; a field matching none is named by its key. The
+# machine facts (`.machine.yaml`) come first: they are what the GPU runs.
 TOPICS = (
+    Topic("registers", "registers", values=True, unit=""),
+    Topic("occupancy.blocks_per_sm", "occupancy", values=True, unit=" blocks/SM"),
+    Topic("spill_store_bytes", "spill stores", values=True, unit=" B"),
+    Topic("spill_load_bytes", "spill loads", values=True, unit=" B"),
+    Topic("sass.mma*", "tensor-core MMA (SASS)", values=True),
+    Topic("sass.async_copies*", "async copies (SASS)", values=True),
+    Topic("sass.tma*", "TMA (SASS)", values=True),
+    Topic("sass.local_memory*", "local memory (SASS)", values=True),
+    Topic("stack_frame_bytes", "stack frame", values=True, unit=" B"),
+    Topic("static_shared_memory_bytes", "static shared memory", values=True, unit=" B"),
+    Topic("occupancy*", "occupancy detail", values=True),
+    Topic("sass*", "machine instructions (SASS)", values=True),
+    Topic("barriers", "named barriers", values=True, unit=""),
+    Topic("toolchain*", "toolchain", values=True),
     Topic("*num_stages*", "pipeline", values=True),
     Topic("shared_buffers.*.shape.0", "pipeline", values=True),  # a pipelined buffer's version dimension
     Topic("pipelines*", "pipeline"),
@@ -116,6 +132,11 @@ def facts_headline(changes: Iterable[FactChange]) -> str:
     their count."""
     parts = []
     for words, found in _topics(changes).items():
+        unit = topic_of(found[0]).unit
+        if unit is not None:  # one number per kernel
+            shown = dict.fromkeys(f"{c.kernel + ': ' if c.kernel else ''}{c.before} -> {c.after}{unit}" for c in found)
+            parts.append(f"{words} {', '.join(shown)}")
+            continue
         valued = [c for c in found if topic_of(c).values]
         shown = list(dict.fromkeys(f"{c.path[-1] if c.path else ''} {c.before} -> {c.after}" for c in valued))
         names = list(dict.fromkeys(_short_name(c) for c in found if c not in valued))
@@ -182,14 +203,14 @@ def _hunk_body(diff: Iterable[str]) -> tuple[str, ...]:
 
 
 def _signature(mismatch: Mismatch) -> tuple:
-    suffix = mismatch.path.rsplit(".", 1)[-1]
+    suffix = mismatch.path.rsplit("/", 1)[-1].split(".", 1)[-1]  # `machine.yaml` apart from `yaml`
     if mismatch.kind is FileChange.FACTS:
         content: tuple = tuple(c.line() for c in mismatch.facts)
     elif mismatch.kind is FileChange.RENAMED:
         content = mismatch.renaming
     else:
         content = (mismatch.reason, mismatch.moved, _hunk_body(mismatch.diff))
-    return (suffix, mismatch.kind, content)
+    return (suffix, mismatch.kind.value, content)
 
 
 def _facts(mismatches: Iterable[Mismatch]) -> list[FactChange]:

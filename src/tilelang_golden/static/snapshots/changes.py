@@ -20,6 +20,14 @@ def lowering_line(sources: Mapping[str, int], cache: str | None = None) -> str:
     return f"{sources.get('lowered', 0)} cases lowered, {sources.get('cache', 0)} from the lowering cache{where}"
 
 
+def no_machine_facts_line(targets: Iterable[str]) -> str:
+    """Said once per run that checks a HIP target: its cases have no machine facts, and why."""
+    return (
+        f"no machine facts on {', '.join(targets)}: PyPI has no ROCm compiler to build them with "
+        "(docs/machine-facts.md says what it would take)"
+    )
+
+
 class FileChange(enum.Enum):
     """How one file compares with its snapshot (or a committed file with what is produced now); values are the
     words people read, but a kernel source's change is named by its language (`label`: `CUDA changed`)."""

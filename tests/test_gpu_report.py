@@ -260,7 +260,7 @@ def test_baseline_verdicts_reach_variants_and_summary(tmp_path):
     assert run.verdict(v0).status == FAIL and run.verdict(ns2).status == PASS and not run.passed
     summary = render_markdown(run)
     assert "| fail (+100.0% time) |" in summary and f"| warn (+{between:.1%} time) |" in summary
-    assert "### Timing warnings" in summary and f"gemm_num_stages/ns2_128x128x32: {between:.1%} slower" in summary
+    assert "### Warnings" in summary and f"gemm_num_stages/ns2_128x128x32: {between:.1%} slower" in summary
 
 
 def test_other_key_in_baseline_is_reported_not_compared(tmp_path):

@@ -22,7 +22,7 @@ from tilelang_golden.static.produce.machine_facts import (
 )
 from tilelang_golden.static.report.verdict import case_headline, facts_headline
 from tilelang_golden.static.snapshots.diff import fact_changes
-from tilelang_golden.static.snapshots.snapshot import SnapshotStore, load_yaml
+from tilelang_golden.static.snapshots.snapshot import SnapshotStore, load_yaml, render_facts
 from tilelang_golden.targets import TARGETS
 
 PTXAS_REPORT = """ptxas info    : 0 bytes gmem
@@ -213,6 +213,28 @@ def test_an_oversized_tile_spills(lowerings, tmp_path):
     stored = machine(lowerings, spills)["kernels"][0]["spill_store_bytes"]
     assert machine(lowerings, fits)["kernels"][0]["spill_store_bytes"] == 0 < stored
     assert f"spill stores 0 -> {stored} B" in headline_between(lowerings, fits, spills, tmp_path)
+
+
+def test_the_gpu_check_warns_where_its_compile_differs_from_the_machine_facts(tmp_path, monkeypatch):
+    from tilelang_golden.gpu import check
+    from tilelang_golden.gpu.run.compile import CompiledCase
+
+    case = num_stages_case(2, "sm_90")
+    kernel = {"name": "gemm_kernel", "registers": 168, "stack_frame_bytes": 0, "static_shared_memory_bytes": 1024}
+    snapshot = {"format": 1, "case": {}, "toolchain": {"cuda": "13.0.88", "arch": "sm_90a", "options": []}}
+    kernel_facts = {**kernel, "spill_store_bytes": 0, "spill_load_bytes": 0, "barriers": 1, "occupancy": {}, "sass": {}}
+    store = SnapshotStore(tmp_path)
+    store.write(check.machine_file(case), render_facts({**snapshot, "kernels": [kernel_facts]}))
+    monkeypatch.setattr(check, "runner_compiler", lambda: "TileLang's JIT, nvcc 13.0.88")
+    resources = {field: value for field, value in kernel.items() if field != "name"}
+    same = CompiledCase(case, kernel=object(), kernel_resources={"gemm_kernel": resources})
+    assert check.compare_machine(same, store)[:2] == (True, ())
+    apart = CompiledCase(case, kernel=object(), kernel_resources={"gemm_kernel": {**resources, "registers": 162}})
+    matches, differences, compilers = check.compare_machine(apart, store)
+    assert matches is False and differences == (f"{case.id} gemm_kernel: registers 168 -> 162",)
+    assert compilers == "the snapshot's sm_90a by NVRTC + ptxas 13.0.88, here TileLang's JIT, nvcc 13.0.88"
+    nothing = check.compare_machine(CompiledCase(case, kernel=None), store)
+    assert nothing == (None, (), ""), "nothing read from the driver, nothing compared"
 
 
 def test_a_tile_too_small_for_wgmma_falls_back_to_mma_sync_on_sm_90(lowerings, tmp_path):

@@ -9,7 +9,11 @@ exit status.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
+import re
+import shutil
+import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,16 +40,22 @@ from tilelang_golden.gpu.measure.timing import (
 )
 from tilelang_golden.gpu.report.results import GpuRun, SnapshotCheck, VariantFailure, VariantResult, build_sweeps
 from tilelang_golden.gpu.run.against import Plan
-from tilelang_golden.gpu.run.compile import CompiledCase
+from tilelang_golden.gpu.run.compile import DRIVER_ATTRIBUTES, CompiledCase
 from tilelang_golden.gpu.run.device import Device, NoCudaDevice, UnknownTarget, require_cuda
 from tilelang_golden.gpu.run.gpu_state import summarize
 from tilelang_golden.gpu.run.worker import RAISED, TimeLimits
 from tilelang_golden.gpu.selection import Log, NothingToRun, not_runnable, selection_stage
 from tilelang_golden.gpu.stages import Compiled, Kernels, KernelSession, TimingRequest, raised
 from tilelang_golden.gpu.timing_baseline import BaselineUse
-from tilelang_golden.static.kinds import facts_file, source_file
+from tilelang_golden.static.kinds import facts_file, machine_file, source_file
 from tilelang_golden.static.snapshots.results import regen_command
-from tilelang_golden.static.snapshots.snapshot import CorruptSnapshot, SnapshotStore, parse_facts, strip_cuda_header
+from tilelang_golden.static.snapshots.snapshot import (
+    CorruptSnapshot,
+    SnapshotStore,
+    parse_facts,
+    parse_machine_facts,
+    strip_cuda_header,
+)
 
 T = TypeVar("T")
 # against(device, cases) -> what the A/B timing compares (tilelang_golden.gpu.run.against.plan on the device's target)
@@ -381,7 +391,40 @@ def check_snapshot(compiled: CompiledCase, source: str | None, store: SnapshotSt
         )
     cuda = store.read(source_file(case))
     matches = None if cuda is None or source is None else source == strip_cuda_header(cuda)
-    return SnapshotCheck(shown, max(snapshot.values()), matches, failures)
+    machine = compare_machine(compiled, store)
+    return SnapshotCheck(shown, max(snapshot.values()), matches, failures, *machine)
+
+
+def compare_machine(compiled: CompiledCase, store: SnapshotStore) -> tuple[bool | None, tuple[str, ...], str]:
+    """(whether the driver's registers, local and static shared memory of each kernel equal the machine facts', each
+    difference as `snapshot -> here`, both compilers in words); (None, (), "") where there is nothing to compare."""
+    path = machine_file(compiled.case)
+    text = None if path is None or not compiled.kernel_resources else store.read(path)
+    if text is None:
+        return None, (), ""
+    snapshot = parse_machine_facts(text, (store.root / path).as_posix())
+    toolchain = snapshot["toolchain"]
+    compilers = f"the snapshot's {toolchain['arch']} by NVRTC + ptxas {toolchain['cuda']}, here {runner_compiler()}"
+    differences = tuple(
+        f"{compiled.case.id} {kernel['name']}: {field} {kernel[field]} -> {found[field]}"
+        for kernel in snapshot["kernels"]
+        for found in [compiled.kernel_resources.get(kernel["name"], {})]
+        for field in DRIVER_ATTRIBUTES
+        if field in found and found[field] != kernel[field]
+    )
+    return not differences, differences, compilers
+
+
+@functools.cache
+def runner_compiler() -> str:
+    """The compiler TileLang's JIT used here, as `nvcc --version` names it: `nvcc 13.0.88`."""
+    nvcc = shutil.which("nvcc") or str(Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc")
+    try:
+        version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return "TileLang's JIT, nvcc of unknown version"
+    found = re.search(r"release [\d.]+, V([\d.]+)", version)
+    return f"TileLang's JIT, nvcc {found[1] if found else 'of unknown version'}"
 
 
 def run_gpu_check(

@@ -96,6 +96,9 @@ def _variant_data(run: GpuRun, v: VariantResult) -> dict[str, Any]:
         "snapshot_dynamic_shared_memory_bytes": snapshot.shared_memory_bytes,
         "snapshot": snapshot.path,
         "cuda_matches_snapshot": snapshot.cuda_matches,
+        "machine_matches_snapshot": snapshot.machine_matches,
+        "machine_differences": list(snapshot.machine_differences),
+        "kernel_resources": compiled.kernel_resources,
         "static_shared_memory_bytes": compiled.static_shared_memory_bytes,
         "registers_per_thread": compiled.registers_per_thread,
         "resources_note": compiled.resources_note,
@@ -175,7 +178,7 @@ def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
         lines += [f"- {v.key}: {failure}" for v in run.failures for failure in run.verdict(v).failures]
     warnings = [w for w in run.warnings() if "does not fit" not in w]
     if warnings:
-        lines += ["", "### Timing warnings", ""] + [f"- {w}" for w in warnings]
+        lines += ["", "### Warnings", ""] + [f"- {w}" for w in warnings]
     peak = d.peak
     peak_note = (
         f"Fraction of peak: of {peak.tflops:g} TFLOP/s (dense fp16/bf16) for compute-bound work, of "

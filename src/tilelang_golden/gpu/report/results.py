@@ -62,6 +62,11 @@ class SnapshotCheck:
     shared_memory_bytes: int | None = None  # the most dynamic shared memory any kernel of it has; None: not read
     cuda_matches: bool | None = None  # whether the normalized CUDA equals the snapshot's (None: no .cu)
     failures: tuple[str, ...] = ()  # why it disagrees with the snapshot, or that there is none
+    # The driver's registers, local and static shared memory against the machine facts' (None: not compared, as on
+    # a HIP target), and each difference in words, naming both compilers: warnings, since the two compile apart.
+    machine_matches: bool | None = None
+    machine_differences: tuple[str, ...] = ()
+    machine_compilers: str = ""  # which compiled the snapshot's machine code, which this GPU's
 
 
 def dynamic_bytes(compiled: CompiledCase, snapshot: SnapshotCheck) -> int | None:
@@ -204,7 +209,30 @@ class GpuRun:
             + not_compared
             + [f"{v.variant}: {v.message}" for v in slower]
             + [f"{v.key}: {v.fit_note()}" for v in self.not_fitting]
+            + machine_warnings(self.variants)
         )
+
+
+# A machine-facts warning names at most this many differences; the JSON report holds them all.
+MACHINE_DIFFERENCES_SHOWN = 3
+
+
+def machine_warnings(variants: Sequence[VariantResult]) -> list[str]:
+    """One warning for every variant whose kernels the GPU's compile made other than the machine facts say."""
+    compared = [v for v in variants if v.snapshot.machine_matches is not None]
+    apart = [d for v in compared for d in v.snapshot.machine_differences]
+    if not apart:
+        return []
+    differing = [v for v in compared if not v.snapshot.machine_matches]
+    shown = "; ".join(apart[:MACHINE_DIFFERENCES_SHOWN]) + (
+        f"; +{len(apart) - MACHINE_DIFFERENCES_SHOWN} more in report.json"
+        if len(apart) > MACHINE_DIFFERENCES_SHOWN
+        else ""
+    )
+    return [
+        f"machine facts: {len(differing)} of {len(compared)} variants compile here other than their snapshot "
+        f"({differing[0].snapshot.machine_compilers}): {shown}"
+    ]
 
 
 def build_sweeps(results: Sequence[VariantResult]) -> list[SweepCurve]:

@@ -29,7 +29,14 @@ DYNAMIC_SHARED_LAUNCH_PARAM = "tirx.use_dyn_shared_memory"
 DYNAMIC_SHARED_ATTR = "dyn_shared_memory_buf"
 # CUfunction_attribute values from cuda.h.
 CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1
+CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3
 CU_FUNC_ATTRIBUTE_NUM_REGS = 4
+# What the driver says of each device kernel, by the names the machine facts give the same numbers.
+DRIVER_ATTRIBUTES = {
+    "registers": CU_FUNC_ATTRIBUTE_NUM_REGS,
+    "stack_frame_bytes": CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,  # local memory per thread: ptxas's stack frame
+    "static_shared_memory_bytes": CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+}
 # TileLang hands every CUDA compilation to this registered hook (TVM's callback convention).
 COMPILE_HOOK = "tilelang_callback_cuda_compile"
 
@@ -59,6 +66,8 @@ class CompiledCase:
     # The most any device kernel of the module uses (a module of one kernel: that kernel's).
     static_shared_memory_bytes: int | None = None
     registers_per_thread: int | None = None
+    # Per device kernel, what the driver reads of its binary (DRIVER_ATTRIBUTES); empty where not read.
+    kernel_resources: dict[str, dict[str, int]] = field(default_factory=dict)
     resources_note: str | None = None  # why registers are missing, when they are
     compile_target: str | None = None
     binary: bytes | None = None  # the cubin nvcc produced, as TileLang's compile hook returned it
@@ -262,33 +271,35 @@ def read_driver_resources(compiled: CompiledCase) -> None:
         compiled.resources_note = "registers not available: the kernel's binary was not seen at compilation"
         return
     try:
-        registers, static_shared = _driver_attributes(compiled.binary, compiled.kernel)
+        resources = _driver_attributes(compiled.binary, compiled.kernel)
     except (OSError, LookupError, RuntimeError) as error:
         compiled.resources_note = f"registers not available: {error}"
         return
-    compiled.registers_per_thread = registers
-    compiled.static_shared_memory_bytes = static_shared
+    compiled.kernel_resources = resources
+    compiled.registers_per_thread = max(found["registers"] for found in resources.values())
+    compiled.static_shared_memory_bytes = max(found["static_shared_memory_bytes"] for found in resources.values())
 
 
-def _driver_attributes(binary: bytes, kernel: Any) -> tuple[int, int]:
-    """(registers per thread, static shared memory bytes), the most over the module's device kernels."""
+def _driver_attributes(binary: bytes, kernel: Any) -> dict[str, dict[str, int]]:
+    """Per device kernel of the module, DRIVER_ATTRIBUTES as the CUDA driver reads them from its binary."""
     symbols = list(device_kernels(kernel.artifact.device_mod))
     driver = ctypes.CDLL("libcuda.so.1")
     image = ctypes.create_string_buffer(binary, len(binary))
     module = ctypes.c_void_p()
     _check(driver.cuModuleLoadData(ctypes.byref(module), image), "cuModuleLoadData")
-    values = []
+    found: dict[str, dict[str, int]] = {}
     try:
         for symbol in symbols:
             function = ctypes.c_void_p()
             _check(driver.cuModuleGetFunction(ctypes.byref(function), module, symbol.encode()), "cuModuleGetFunction")
-            for attribute in (CU_FUNC_ATTRIBUTE_NUM_REGS, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES):
+            found[symbol] = {}
+            for name, attribute in DRIVER_ATTRIBUTES.items():
                 value = ctypes.c_int()
                 _check(driver.cuFuncGetAttribute(ctypes.byref(value), attribute, function), "cuFuncGetAttribute")
-                values.append(value.value)
+                found[symbol][name] = value.value
     finally:
         driver.cuModuleUnload(module)
-    return max(values[0::2]), max(values[1::2])
+    return found
 
 
 def _check(status: int, call: str) -> None:

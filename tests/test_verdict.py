@@ -3,6 +3,8 @@ commands."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tilelang_golden.static.report.markdown import (
@@ -189,3 +191,23 @@ def test_each_entry_gets_a_command_that_selects_it_and_no_other_failure(covered,
     failures = [changed_case("f", *case.split("/")[1:], label="same") for case in covered]
     known = [f"f/{v}/{t}" for v in ("a", "b") for t in ("sm_80", "sm_89", "sm_90", "gfx942")]
     assert build_verdict(failures, known=known).entries[0].accept == expected
+
+
+def test_entries_of_one_family_are_accepted_by_its_shortest_selector_not_their_selectors_joined():
+    """A change whose CUDA targets also changed machine facts (HIP has none) is two entries of one family; one
+    command accepts both, as short as one entry's would be."""
+    failures = [changed_case("inplace_update", "tile64x512", t, t[:2]) for t in TARGETS]
+    machine = FactChange(("registers",), "138", "254")
+    failures = [
+        dataclasses.replace(
+            f,
+            mismatches=(*f.mismatches, Mismatch(f"golden/{f.check}.machine.yaml", FileChange.FACTS, facts=(machine,))),
+        )
+        if not f.check.endswith(("gfx942", "gfx950"))
+        else f
+        for f in failures
+    ]
+    known = [f"inplace_update/{v}/{t}" for v in ("tile64x512", "tile128x256") for t in TARGETS]
+    verdict = build_verdict(failures, known=known)
+    assert len(verdict.entries) > 1
+    assert verdict.accept_all == 'nox -s regen-golden -- -k "inplace_update"'

@@ -431,11 +431,12 @@ def build_verdict(
                 error=True,
             )
         )
-    return Verdict(tuple(entries), _accept_all(entries))
+    return Verdict(tuple(entries), _accept_all(entries, failing, every))
 
 
-def _accept_all(entries: Sequence[Entry]) -> str:
-    """Every entry's -k in one command, when each entry has one and they fit; else the unfiltered regen."""
+def _accept_all(entries: Sequence[Entry], failing: Sequence[str], known: Sequence[str]) -> str:
+    """One command for every entry: where they are all one family's cases, the shortest -k that selects them (as
+    one entry's); else every entry's -k joined, when they fit; else the unfiltered regen."""
     accepting = [entry for entry in entries if entry.accept]
     if not accepting:
         return ""
@@ -444,6 +445,10 @@ def _accept_all(entries: Sequence[Entry]) -> str:
         return regen_command()  # an orphan, or the manifest: only an unfiltered regen settles them
     if len(expressions) == 1:
         return accepting[0].accept
+    checks = [check for entry in accepting for check in entry.checks]
+    families = {check.split("/")[0] for check in checks}
+    if len(families) == 1 and all(check.count("/") == 2 for check in checks):
+        return regen_command(selector(checks, failing, families.pop(), known))
     joined = " or ".join(f"({e})" if " or " in e or " and " in e else e for e in expressions)
     return regen_command(joined if len(joined) <= MAX_SELECTOR else "")
 

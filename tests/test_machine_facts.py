@@ -20,7 +20,8 @@ from tilelang_golden.static.produce.machine_facts import (
     parse_resources,
     split_listing,
 )
-from tilelang_golden.static.report.verdict import case_headline, facts_headline
+from tilelang_golden.static.report.topics import facts_headline
+from tilelang_golden.static.report.verdict import case_headline
 from tilelang_golden.static.snapshots.diff import fact_changes
 from tilelang_golden.static.snapshots.snapshot import SnapshotStore, load_yaml, render_facts
 from tilelang_golden.targets import TARGETS

@@ -13,11 +13,11 @@ from tilelang_golden.static.report.markdown import (
     overview_lines,
     unfolded_lines,
 )
+from tilelang_golden.static.report.topics import facts_headline
 from tilelang_golden.static.report.verdict import (
     FAILURE_TEXT_LINES,
     TERMINAL_BODY_LINES,
     build_verdict,
-    facts_headline,
     footer_lines,
     terminal_lines,
 )

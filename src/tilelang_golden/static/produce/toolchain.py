@@ -45,10 +45,6 @@ class Toolchain:
     def nvdisasm(self) -> Path:
         return self.root / "bin" / "nvdisasm"
 
-    @property
-    def include(self) -> Path:
-        return self.root / "include"
-
     def library(self, pattern: str) -> Path:
         """The newest file of `lib/` matching `pattern` (`libnvrtc.so.*`)."""
         found = sorted((self.root / "lib").glob(pattern))

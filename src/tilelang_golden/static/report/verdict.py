@@ -328,8 +328,9 @@ def _accept_all(entries: Sequence[Entry], failing: Sequence[str], known: Sequenc
     if len(expressions) == 1:
         return accepting[0].accept
     checks = [check for entry in accepting for check in entry.checks]
-    if len({check.split("/")[0] for check in checks}) == 1 and all(check.count("/") == 2 for check in checks):
-        return regen_command(selector(checks, failing, checks[0].split("/")[0], known))
+    families = {check.split("/")[0] for check in checks}
+    if len(families) == 1 and all(check.count("/") == 2 for check in checks):
+        return regen_command(selector(checks, failing, families.pop(), known))
     joined = " or ".join(f"({e})" if " or " in e or " and " in e else e for e in expressions)
     return regen_command(joined if len(joined) <= MAX_SELECTOR else "")
 

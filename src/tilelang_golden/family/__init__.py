@@ -29,9 +29,15 @@ from tilelang_golden.family.parts import (
     target_record,
     targets_where,
 )
+from tilelang_golden.regressions import FACTS, MACHINE, Measure, Reading, RegressionClass
 from tilelang_golden.targets import Target  # what target_record returns, for a family's type hints
 
 __all__ = [
+    "FACTS",
+    "MACHINE",
+    "Measure",
+    "Reading",
+    "RegressionClass",
     "Target",
     "Accumulated",
     "CaseFacts",

@@ -32,6 +32,7 @@ from tilelang_golden.family.parts import (
     Work,
     snapshot_value,
 )
+from tilelang_golden.regressions import REGRESSION_CLASSES, RegressionClass, class_names
 from tilelang_golden.targets import TARGETS
 
 # The fields the harness calls, with what each is called with and returns; the optional ones may be None.
@@ -86,6 +87,9 @@ class Family:
     # Optional: the project's targets (tilelang_golden.targets.TARGETS) this family is snapshotted and run on, e.g. a
     # kernel written for one architecture's instructions. Default: all of them.
     targets: Sequence[str] | None = None
+    # Optional: the family's own regression classes, besides the built-in ones (tilelang_golden.regressions), found
+    # in its cases' changes and acknowledged as they are.
+    regressions: Sequence[RegressionClass] = ()
     file: str = field(
         default="", compare=False
     )  # its file, as the repository names it (kernels/<name>.py): by discovery
@@ -96,6 +100,7 @@ class Family:
         found is said, in this order."""
         where = self.file or f"kernels/{self.name}.py"
         self._check_variants(where)
+        self._check_regression_classes(where)
         for variant in self.variants:
             self._check_variant(variant, where)
         self._check_sweep_and_twin(where)
@@ -120,6 +125,35 @@ class Family:
                     f"(tilelang_golden.targets.TARGETS), got {list(self.targets)}"
                     + (f"; unknown: {unknown_targets}" if unknown_targets else "")
                 )
+
+    def _check_regression_classes(self, where: str) -> None:
+        """The family's own classes are RegressionClass records whose names the built-in ones do not take."""
+        strange = [c for c in self.regressions if not isinstance(c, RegressionClass)]
+        if strange:
+            raise FamilyError(f"{where}: regressions holds {strange!r}; give RegressionClass records")
+        names = class_names((*REGRESSION_CLASSES, *self.regressions))
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise FamilyError(
+                f"{where}: regression class names {repeated} are taken (built-in: {class_names(REGRESSION_CLASSES)}); "
+                "give the family's class another name"
+            )
+
+    def _check_acknowledged_regressions(self, variant: Variant, where: str) -> None:
+        """A variant acknowledges classes that exist, each with its reason."""
+        known = class_names((*REGRESSION_CLASSES, *self.regressions))
+        unknown = sorted(set(variant.acknowledged_regressions) - set(known))
+        if unknown:
+            raise FamilyError(
+                f"{where}: variant {variant.name!r} acknowledges regression classes {unknown} that do not exist; "
+                f"the classes are {known}"
+            )
+        vague = sorted(name for name, why in variant.acknowledged_regressions.items() if not str(why).strip())
+        if vague:
+            raise FamilyError(
+                f"{where}: variant {variant.name!r} acknowledges regressions {vague} without saying why; map each "
+                "class to the reason the slower kernel is right"
+            )
 
     def _check_variant(self, variant: Variant, where: str) -> None:
         """One variant's declared failures, dimensions, parameters, acknowledged warnings and comparison."""
@@ -164,6 +198,7 @@ class Family:
                 f"{where}: variant {variant.name!r} acknowledges compiler warnings {vague} without naming part "
                 "of the warning or saying why; map a part of its text to the reason the kernel is right"
             )
+        self._check_acknowledged_regressions(variant, where)
         for name, value in variant.params.items():
             try:
                 snapshot_value(value)

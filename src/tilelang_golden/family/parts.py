@@ -96,6 +96,10 @@ class Variant:
     # warning that fails the static check (tilelang_golden.static.produce.produced.FAILING_WARNINGS) passes once
     # acknowledged.
     acknowledged_warnings: Mapping[str, str] = field(default_factory=dict)
+    # regression class (tilelang_golden.regressions: `spills`, `occupancy`, or one of the family's) -> why the change
+    # that makes the kernel worse by it is right. The regen writes such a change only when acknowledged, here or by
+    # its `--accept-regression` option; it lists each it wrote in the family's golden/<family>/REGRESSIONS.yaml.
+    acknowledged_regressions: Mapping[str, str] = field(default_factory=dict)
     # This variant's own bound(s), replacing the family's (one, or one per output), each saying why in `why`: a
     # causal attention's error is not the non-causal one's, and one bound for both is too loose for one of them.
     tolerance: Tolerance | Sequence[Tolerance] | None = None

@@ -7,15 +7,18 @@ declaration out of date are results, in the run's own words."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
+from tilelang_golden.environment import running_under_ci
 from tilelang_golden.families.build import BuildError
 from tilelang_golden.families.cases import Case
+from tilelang_golden.regressions import REGRESSION_CLASSES, RegressionPolicy
 from tilelang_golden.static.kinds import case_files, compare_case, kind_of, source_file
 from tilelang_golden.static.produce.lowering import LoweringError
 from tilelang_golden.static.produce.produced import NowLowers, unacknowledged_warnings
 from tilelang_golden.static.session import LoweringSession
+from tilelang_golden.static.snapshots.acknowledged import record_acknowledged
 from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange
 from tilelang_golden.static.snapshots.golden import RegenRefused, regen_files
 from tilelang_golden.static.snapshots.results import CheckResult, Status, regen_command
@@ -23,6 +26,8 @@ from tilelang_golden.static.snapshots.snapshot import CorruptSnapshot, SnapshotS
 
 # Produces a check's files: `fresh=True` lowers again, past every cache (a regen compares the two).
 Producer = Callable[[bool], dict[str, str]]
+# Summaries and other files are judged by the built-in regression classes alone (they have none to find).
+BUILT_IN = RegressionPolicy()
 # A skip's reason shows its cause's first lines: enough to act on whatever `-k` selected, the rest in the check
 # that owns the cause.
 REASON_LINES = 3
@@ -51,6 +56,25 @@ def _failed(result: CheckResult, *lines: str | None, **fields) -> CheckResult:
     return replace(result, status=Status.FAILED, text="\n".join(line for line in lines if line), **fields)
 
 
+def regression_refusal(result: CheckResult, golden: SnapshotStore, declared_in: str) -> str:
+    """Why a regen did not write a case whose change is a regression, and the commands that write it with a reason."""
+    unacknowledged = result.unacknowledged
+    names = list(dict.fromkeys(r.name for r in unacknowledged))
+    classes = ", ".join(f'"{name}": "<why it is right>"' for name in names)
+    lines = [
+        f"{result.check}: nothing under {golden.prefix} was written: its change is a regression, which a regen "
+        "writes only when acknowledged",
+        *(f"  {regression.line()}" for regression in unacknowledged),
+        "If it is intended, say why, in the regen that writes it:",
+        f"  {regen_command(result.accept or result.check, names)}",
+        f"or in the variant's declaration ({declared_in}): acknowledged_regressions={{{classes}}}",
+    ]
+    if running_under_ci():
+        options = "; ".join(f"{name}=<why it is right>" for name in names)
+        lines.append(f"or, to have CI produce the patch: dispatch the regen workflow with accept_regression: {options}")
+    return "\n".join(lines)
+
+
 def check_files(
     result: CheckResult,
     produce: Producer,
@@ -58,16 +82,28 @@ def check_files(
     pending: SnapshotStore,
     regen: bool,
     declared_failure: bool = False,
+    policy: RegressionPolicy = BUILT_IN,
+    declared_in: str = "",
 ) -> CheckResult:
     """The produced files written to `pending`, then written to `golden` (regen: when a second, fresh production
-    agrees) or compared with it; `result` names the check (its `accept`: the -k that selects it).
-    `declared_failure`: the one file is the `.error` of a case declared not to lower."""
+    agrees and no regression of `policy`'s classes is unacknowledged) or compared with it; `result` names the check
+    (its `accept`: the -k that selects it). `declared_failure`: the one file is the `.error` of a case declared not
+    to lower; `declared_in`: the file whose declaration acknowledges a regression."""
     try:
         produced = produce(False)
         for path, text in produced.items():
             pending.write(path, text)
+        comparison = compare_case(produced, golden, policy.classes)
+        result = replace(result, regressions=policy.acknowledged(comparison.regressions))
         if regen:
-            return replace(result, written=regen_files(produced, produce(True), golden))
+            if result.unacknowledged:
+                refusal = regression_refusal(result, golden, declared_in)
+                return _failed(result, refusal, outcome=CaseOutcome.CHANGED, mismatches=comparison.mismatches)
+            written = regen_files(produced, produce(True), golden)
+            version = installed_tilelang_version()
+            return replace(
+                result, written={**written, **record_acknowledged(golden, result.check, result.regressions, version)}
+            )
     except LoweringError as error:
         lines = (str(error), f"nothing under {golden.prefix} was written for it")
         return _failed(result, *lines, outcome=CaseOutcome.FAILED, accept=None)
@@ -81,21 +117,30 @@ def check_files(
         )
         lines = [f"{m.path}: {m.headline}" for m in found]
         return _failed(result, *lines, error.remedy, outcome=CaseOutcome.NOW_LOWERS, mismatches=found)
-    comparison = compare_case(produced, golden)
     result = replace(result, outcome=comparison.outcome(declared_failure), fields=comparison.fields)
     if not comparison.mismatches:
         return result
+    regressions = [
+        f"regression: {r.line()}" + (f" (acknowledged: {r.reason})" * r.acknowledged) for r in result.regressions
+    ]
     lines = [f"{m.path}: {m.headline}" for m in comparison.mismatches]
-    accept = f"to accept these changes: {regen_command(result.accept)}"
-    return _failed(result, *lines, _version_note(golden), accept, mismatches=comparison.mismatches)
+    command = regen_command(result.accept, [r.name for r in result.unacknowledged])
+    accept = f"to accept these changes: {command}"
+    return _failed(result, *regressions, *lines, _version_note(golden), accept, mismatches=comparison.mismatches)
 
 
 def check_case(
-    case: Case, lowerings: LoweringSession, golden: SnapshotStore, pending: SnapshotStore, regen: bool = False
+    case: Case,
+    lowerings: LoweringSession,
+    golden: SnapshotStore,
+    pending: SnapshotStore,
+    regen: bool = False,
+    accepted: Mapping[str, str] = {},
 ) -> CheckResult:
     """One case: skipped when its variant does not build (test_family_declaration says why, once per family),
     else its files compared with (or written to) `golden`, and a compiler warning that means a wrong result
-    failing it after that, in a regen too, until the kernel is fixed or the variant says why it is right."""
+    failing it after that, in a regen too, until the kernel is fixed or the variant says why it is right.
+    `accepted`: regression class -> reason, from the regen's `--accept-regression` options."""
     result = CheckResult(case.id, case=(case.family.name, case.variant.name, case.target), accept=case.id)
     try:
         lowerings.build(case.family, case.variant)
@@ -103,7 +148,16 @@ def check_case(
         reason = f"not run, because variant {case.variant.name!r} does not build: {first_lines(error)}"
         return replace(result, status=Status.SKIPPED, accept=None, text=reason)
     declared = case.does_not_lower is not None
-    result = check_files(result, lambda fresh: lowerings.files(case, fresh=fresh), golden, pending, regen, declared)
+    policy = RegressionPolicy(
+        (*REGRESSION_CLASSES, *case.family.regressions), case.variant.acknowledged_regressions, accepted
+    )
+
+    def produce(fresh: bool) -> dict[str, str]:
+        return lowerings.files(case, fresh=fresh)
+
+    result = check_files(
+        result, produce, golden, pending, regen, declared, policy, case.family.file or case.family.name
+    )
     result = replace(result, lowering=lowerings.sources.get(case.id, ""))
     if result.outcome in (CaseOutcome.PASSED, CaseOutcome.CHANGED, CaseOutcome.CORRUPT) and not declared:
         result = replace(result, source_change=_source_change(result, golden.prefix + source_file(case)))

@@ -8,10 +8,11 @@ report uses for the file), so adding a kind (PTX, SASS, a HIP assembly) is one c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from tilelang_golden.regressions import REGRESSION_CLASSES, Regression, RegressionClass, find_regressions
 from tilelang_golden.static.produce.normalize import normalized_source
 from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange, Mismatch, case_change
 from tilelang_golden.static.snapshots.diff import capped, changed_fields, fact_changes, text_diff
@@ -245,6 +246,7 @@ class CaseComparison:
 
     files: Mapping[str, Mismatch | None]  # per produced file (as named inside the store): its record, None if equal
     fields: tuple[str, ...] = ()  # the changed fact fields (changed_fields), where a facts file changed
+    regressions: tuple[Regression, ...] = ()  # the changed facts that make the kernel worse (regressions)
 
     @property
     def mismatches(self) -> tuple[Mismatch, ...]:
@@ -269,13 +271,32 @@ class CaseComparison:
         return CaseOutcome.FAILED if declared_failure else CaseOutcome.CHANGED
 
 
-def compare_case(produced: Mapping[str, str], golden: SnapshotStore) -> CaseComparison:
-    """Every produced file of a case (or a summary) against its snapshot in `golden`."""
+def compare_case(
+    produced: Mapping[str, str], golden: SnapshotStore, classes: Sequence[RegressionClass] = REGRESSION_CLASSES
+) -> CaseComparison:
+    """Every produced file of a case (or a summary) against its snapshot in `golden`; the regressions of `classes`
+    among the changed facts."""
     snapshots = {path: golden.read(path) for path in produced}
     files = {path: describe_mismatch(path, snapshots[path], text, golden.prefix) for path, text in produced.items()}
     fields: tuple[str, ...] = ()
+    regressions: list[Regression] = []
     for path, found in files.items():
         if found is not None and found.kind is FileChange.FACTS:  # both sides parsed: the snapshot is not corrupt
-            old = kind_of(path).read(snapshots[path] or "", found.path)
-            fields += tuple(changed_fields(old, load_yaml(produced[path])))
-    return CaseComparison(files, fields)
+            kind = kind_of(path)
+            old, new = kind.read(snapshots[path] or "", found.path), load_yaml(produced[path])
+            fields += tuple(changed_fields(old, new))
+            regressions += find_regressions(kind.subject, old, new, classes)
+    return CaseComparison(files, fields, merged_regressions(regressions, classes))
+
+
+def merged_regressions(found: Sequence[Regression], classes: Sequence[RegressionClass]) -> tuple[Regression, ...]:
+    """One regression per class and kernel, in the table's order, its changes from both files joined (`LDGSTS 24 ->
+    none; cp.async 6 -> none`: the machine code's first)."""
+    merged: dict[tuple[str, str], Regression] = {}
+    for regression in found:
+        key = (regression.name, regression.kernel)
+        if key in merged:
+            regression = replace(regression, change=f"{merged[key].change}; {regression.change}")
+        merged[key] = regression
+    order = [regression_class.name for regression_class in classes]
+    return tuple(sorted(merged.values(), key=lambda regression: order.index(regression.name)))

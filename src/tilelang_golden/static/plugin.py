@@ -26,6 +26,7 @@ import tilelang_golden.families.loading
 import tilelang_golden.family
 from tilelang_golden.config import ConfigError, read_config
 from tilelang_golden.families.cases import all_cases, check_groups, parse_shard, select_shard
+from tilelang_golden.regressions import REGRESSION_CLASSES
 from tilelang_golden.static.item_names import (
     GROUP_SUFFIX,
     checks_nothing,
@@ -35,6 +36,7 @@ from tilelang_golden.static.item_names import (
     set_node_id,
 )
 from tilelang_golden.static.kinds import case_files
+from tilelang_golden.static.options import accepted_regressions, add_options
 from tilelang_golden.static.produce.lowering_cache import LoweringCache
 from tilelang_golden.static.report.verdict import (
     Verdict,
@@ -69,41 +71,7 @@ FEW_MISSES = 8
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("golden", "golden snapshots")
-    group.addoption("--regen", action="store_true", help="rewrite the selected snapshots instead of comparing")
-    group.addoption(
-        "--force-regen-under-ci", action="store_true", help="allow --regen although CI is set (for a regen job)"
-    )
-    group.addoption("--shard", default=None, metavar="I/N", help="run only shard I of N (numbered from 1)")
-    group.addoption(
-        "--golden-dir", default=None, help="snapshot folder (default: pyproject.toml's [tool.tilelang-golden] golden)"
-    )
-    group.addoption(
-        "--families",
-        nargs="+",
-        default=None,
-        metavar="PACKAGE",
-        help="importable packages of family files, in order (default: pyproject.toml's [tool.tilelang-golden] "
-        "families, else kernels)",
-    )
-    group.addoption(
-        "--lowering-cache",
-        default="build/lowering-cache",
-        metavar="DIR",
-        help="the content-addressed lowering cache (default: build/lowering-cache)",
-    )
-    group.addoption("--no-cache", action="store_true", help="lower every case; neither read nor write the cache")
-    group.addoption(
-        "--refresh-cache",
-        action="store_true",
-        help="lower every case and store it, checking that an entry under the same key holds the same files "
-        "(what --regen always does)",
-    )
-    group.addoption(
-        "--pending-dir",
-        default="build/golden-pending",
-        help="where every run writes what it produced, for review or upload (default: build/golden-pending)",
-    )
+    add_options(parser.getgroup("golden", "golden snapshots"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -120,6 +88,10 @@ def pytest_configure(config: pytest.Config) -> None:
             check_may_write(config.getoption("--force-regen-under-ci"), golden_run(config).golden)
         except RegenRefused as error:
             raise pytest.UsageError(str(error)) from None
+    try:
+        accepted(config)
+    except ValueError as error:
+        raise pytest.UsageError(str(error)) from None
     shard = config.getoption("--shard")
     if shard is not None:
         try:
@@ -488,6 +460,20 @@ def pending_store(pytestconfig: pytest.Config) -> SnapshotStore:
 @pytest.fixture(scope="session")
 def regen(pytestconfig: pytest.Config) -> bool:
     return bool(pytestconfig.getoption("--regen"))
+
+
+def accepted(config: pytest.Config) -> dict[str, str]:
+    """Regression class -> reason, from `--accept-regression`: the classes are the built-in ones and the families'."""
+    values = config.getoption("--accept-regression")
+    if not values:
+        return {}
+    classes = [c for family in golden_run(config).registry.families for c in family.regressions]
+    return accepted_regressions(values, config.getoption("--regen"), (*REGRESSION_CLASSES, *classes))
+
+
+@pytest.fixture(scope="session")
+def accepted_regressions_option(pytestconfig: pytest.Config) -> dict[str, str]:
+    return accepted(pytestconfig)
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,7 @@ from tilelang_golden.static.kinds import case_files
 from tilelang_golden.static.plugin import UNSHARDED, golden_run, is_filtered, record, report
 from tilelang_golden.static.produce.lowering import LoweringError
 from tilelang_golden.static.session import LoweringSession
+from tilelang_golden.static.snapshots.acknowledged import ledger_path
 from tilelang_golden.static.snapshots.changes import FileChange, Mismatch
 from tilelang_golden.static.snapshots.results import CheckResult, Status, regen_command
 from tilelang_golden.static.snapshots.snapshot import (
@@ -84,8 +85,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize(*parameters(golden_run(metafunc.config).registry))
 
 
-def test_case(request, case: Case, lowerings: LoweringSession, golden_store, pending_store, regen) -> None:
-    report(request, check_case(case, lowerings, golden_store, pending_store, regen))
+def test_case(
+    request, case: Case, lowerings: LoweringSession, golden_store, pending_store, regen, accepted_regressions_option
+) -> None:
+    report(request, check_case(case, lowerings, golden_store, pending_store, regen, accepted_regressions_option))
 
 
 def test_family_loads(broken, golden_store) -> None:
@@ -191,7 +194,8 @@ def test_no_orphans(request, golden_store, regen, families: Registry) -> None:
     A family that failed to load keeps its snapshots: they are not orphans, just not checked.
     """
     kept = tuple(f"{b.name}/" for b in families.broken)
-    orphans = sorted(p for p in golden_store.files() - expected_files(families) if not p.startswith(kept))
+    ledgers = {ledger_path(f.name) for f in families.families}  # kept while their family is registered
+    orphans = sorted(p for p in golden_store.files() - expected_files(families) - ledgers if not p.startswith(kept))
     if regen and orphans:
         if is_filtered(request.config):
             pytest.skip(f"{len(orphans)} orphan snapshot(s) kept: orphans are deleted only by an unfiltered regen")

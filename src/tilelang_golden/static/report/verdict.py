@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from tilelang_golden.regressions import Regression
 from tilelang_golden.static.report.topics import facts_headline, leading_topic
 from tilelang_golden.static.snapshots.changes import FactChange, FileChange, Mismatch
 from tilelang_golden.static.snapshots.results import CaseKey, CheckResult, regen_command
@@ -43,6 +44,14 @@ class Section:
     full: str = ""  # where the whole of it is: a command that shows the full diff
 
 
+def regression_label(regressions: Sequence[Regression]) -> str:
+    """`REGRESSION (register spills appearing or growing; occupancy falling (blocks per SM))`, with `, acknowledged`
+    where every one is: what leads a regression's headline."""
+    words = "; ".join(dict.fromkeys(r.words for r in regressions))
+    acknowledged = ", acknowledged" if all(r.acknowledged for r in regressions) else ""
+    return f"REGRESSION ({words}{acknowledged})"
+
+
 @dataclass(frozen=True)
 class Entry:
     title: str  # where it applies
@@ -53,6 +62,7 @@ class Entry:
     path: str = ""  # a snapshot file of it, for an annotation
     selector: str = ""  # the -k expression of `accept`, where it has one
     error: bool = False  # a failure without records: its text is the one pytest printed
+    regressions: tuple[Regression, ...] = ()  # its changes that make the kernel worse: the entry is a regression
 
     @property
     def summary_line(self) -> str:
@@ -74,10 +84,17 @@ class Verdict:
         return sum(len(entry.checks) for entry in self.entries)
 
     @property
+    def regressions(self) -> int:
+        return sum(bool(entry.regressions) for entry in self.entries)
+
+    @property
     def heading(self) -> str:
-        """`1 change in 12 failing checks`."""
+        """`3 changes in 12 failing checks, 1 of them a regression`."""
         changes = f"{len(self.entries)} change{'s' if len(self.entries) != 1 else ''}"
-        return f"{changes} in {self.failures} failing check{'s' if self.failures != 1 else ''}"
+        failing = f"{changes} in {self.failures} failing check{'s' if self.failures != 1 else ''}"
+        if not self.regressions:
+            return failing
+        return f"{failing}, {self.regressions} of them {'a regression' if self.regressions == 1 else 'regressions'}"
 
 
 def _hunk_body(diff: Iterable[str]) -> tuple[str, ...]:
@@ -218,19 +235,23 @@ def _case_entries(
 ):
     classes: dict[tuple, _Class] = {}
     for failure in failures:
-        key = (failure.family, tuple(sorted(_signature(m) for m in failure.mismatches)))
+        regressed = tuple((r.name, r.acknowledged) for r in failure.regressions)  # a variant may acknowledge it
+        key = (failure.family, tuple(sorted(_signature(m) for m in failure.mismatches)), regressed)
         found = classes.setdefault(key, _Class())
         found.cases.append(failure.case)
         found.failures.append(failure)
-    # Classes of a family whose facts lead with the same topic (or, without facts, read the same) are one entry.
-    entries: dict[tuple[str, str], list[_Class]] = {}
-    for (family, _), found in classes.items():
+    # Classes of a family whose facts lead with the same topic (or, without facts, read the same) and that regress
+    # alike are one entry.
+    entries: dict[tuple[str, tuple[str, ...], str], list[_Class]] = {}
+    for (family, _, _), found in classes.items():
         mismatches = found.failures[0].mismatches
         about = leading_topic(_facts(mismatches)) or case_headline(mismatches)
-        entries.setdefault((family, about), []).append(found)
-    for (family, _), grouped in entries.items():
+        regressed = tuple(dict.fromkeys(r.name for r in found.failures[0].regressions))
+        entries.setdefault((family, regressed, about), []).append(found)
+    for (family, _, _), grouped in entries.items():
         facts = [change for c in grouped for change in _facts(c.failures[0].mismatches)]
         headline = facts_headline(facts) if facts else case_headline(grouped[0].failures[0].mismatches)
+        regressions = tuple(r for c in grouped for f in c.failures for r in f.regressions)
         grouped.sort(key=lambda c: (_target_order(c.targets[0]), c.variants))
         variant_sets = {c.variants for c in grouped}
         shared = len(variant_sets) == 1
@@ -247,7 +268,21 @@ def _case_entries(
         first = grouped[0].failures[0].mismatches[0].path
         expression = selector(checks, failing, family, known)
         sections = tuple(_source_sections(grouped, not shared, pending))
-        yield Entry(title, headline, sections, checks, regen_command(expression), first, expression)
+        if regressions:
+            sections = (_regression_section(grouped, not shared), *sections)
+            headline = f"{regression_label(regressions)}: {headline}"
+        accept = regen_command(expression, [r.name for r in regressions if not r.acknowledged])
+        yield Entry(title, headline, sections, checks, accept, first, expression, regressions=regressions)
+
+
+def _regression_section(classes: Sequence[_Class], with_variants: bool) -> Section:
+    """One line per regression and where it applies, with its acknowledgement where it has one."""
+    lines: dict[str, list[str]] = {}
+    for found in classes:
+        for regression in found.failures[0].regressions:
+            said = f"{regression.line()}" + (f" (acknowledged: {regression.reason})" if regression.acknowledged else "")
+            lines.setdefault(said, []).append(found.label(with_variants))
+    return Section("regressions", tuple(f"{', '.join(labels)}: {said}" for said, labels in lines.items()))
 
 
 def capped_text(text: str, limit: int = FAILURE_TEXT_LINES) -> tuple[str, ...]:
@@ -314,6 +349,7 @@ def build_verdict(
                 error=True,
             )
         )
+    entries.sort(key=lambda entry: not entry.regressions)  # regressions first, each kind in its own order
     return Verdict(tuple(entries), _accept_all(entries, failing, every))
 
 
@@ -322,17 +358,18 @@ def _accept_all(entries: Sequence[Entry], failing: Sequence[str], known: Sequenc
     accepting = [entry for entry in entries if entry.accept]
     if not accepting:
         return ""
+    regressions = [r.name for entry in accepting for r in entry.regressions if not r.acknowledged]
     expressions = [entry.selector for entry in accepting]
     if not all(expressions):
-        return regen_command()  # an orphan, or the manifest: only an unfiltered regen settles them
+        return regen_command("", regressions)  # an orphan, or the manifest: only an unfiltered regen settles them
     if len(expressions) == 1:
         return accepting[0].accept
     checks = [check for entry in accepting for check in entry.checks]
     families = {check.split("/")[0] for check in checks}
     if len(families) == 1 and all(check.count("/") == 2 for check in checks):
-        return regen_command(selector(checks, failing, families.pop(), known))
+        return regen_command(selector(checks, failing, families.pop(), known), regressions)
     joined = " or ".join(f"({e})" if " or " in e or " and " in e else e for e in expressions)
-    return regen_command(joined if len(joined) <= MAX_SELECTOR else "")
+    return regen_command(joined if len(joined) <= MAX_SELECTOR else "", regressions)
 
 
 def _capped(lines: Sequence[str], limit: int, full: str) -> list[str]:

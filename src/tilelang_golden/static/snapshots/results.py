@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tilelang_golden.regressions import Regression, accept_options
 from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange, Mismatch
 
 CaseKey = tuple[str, str, str]  # family, variant, target
@@ -49,6 +50,7 @@ class CheckResult:
     written: Mapping[str, str] = field(default_factory=dict)  # a regen: path -> created, updated, deleted, unchanged
     findings: tuple[str, ...] = ()  # lines a reviewer must see even when the check passes
     lowering: str = ""  # a case: where its files came from, `lowered` in this run or the lowering `cache`
+    regressions: tuple[Regression, ...] = ()  # a case: its changes that make the kernel worse, acknowledged or not
 
     @property
     def failed(self) -> bool:
@@ -73,6 +75,7 @@ class CheckResult:
                 "written": dict(self.written),
                 "findings": self.findings,
                 "lowering": self.lowering,
+                "regressions": [r.to_list() for r in self.regressions],
             }
         )
 
@@ -93,13 +96,23 @@ class CheckResult:
             written=dict(data["written"]),
             findings=tuple(data["findings"]),
             lowering=data["lowering"],
+            regressions=tuple(Regression.from_list(r) for r in data["regressions"]),
         )
 
+    @property
+    def unacknowledged(self) -> tuple[Regression, ...]:
+        """The regressions no declaration or regen option acknowledged: a regen will not write them."""
+        return tuple(r for r in self.regressions if not r.acknowledged)
 
-def regen_command(accept: str = "") -> str:
+
+def regen_command(accept: str = "", regressions: Iterable[str] = ()) -> str:
     """The command that writes snapshots: a regen of the `-k` expression `accept` (a case's id, a result's
-    selector), or an unfiltered one; every message that names it builds it here."""
-    return f'nox -s regen-golden -- -k "{accept}"' if accept else "nox -s regen-golden"
+    selector), or an unfiltered one, acknowledging the regression classes named in `regressions` (each with a reason
+    to fill in); every message that names it builds it here."""
+    options = accept_options(regressions)
+    if accept:
+        return f'nox -s regen-golden -- -k "{accept}"{options}'
+    return f"nox -s regen-golden --{options}" if options else "nox -s regen-golden"
 
 
 class ResultsError(ValueError):

@@ -1,0 +1,314 @@
+"""Regression classes: the changes of a case's facts that make its kernel worse, in one declared table.
+
+A class names a slowdown a reviewer knows (async copies lost, tensor-core MMA of an older kind, spills, occupancy
+falling, ...) and the measures it reads: one reading per kernel, from the facts (`.yaml`) or the machine code facts
+(`.machine.yaml`), and which way is worse. A change whose reading moved the worse way is a regression of that class:
+`nox -s static` names it first, and `nox -s regen-golden` writes it only when acknowledged. A family adds its own
+classes (Family.regressions), as it adds checks. Standard library only: the reports read it without TileLang.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# The subjects of the two fact kinds (tilelang_golden.static.kinds): the file a measure reads.
+FACTS = "facts"
+MACHINE = "machine code"
+WORSE = ("lower", "higher")
+# What a regen's accept command holds where the person running it must say why the regression is right.
+REASON_PLACEHOLDER = "<why it is right>"
+CLASS_NAME = re.compile(r"[a-z][a-z0-9-]*")
+
+Document = Mapping[str, Any]  # a parsed facts file
+Kernel = Mapping[str, Any]  # one entry of its `kernels`
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One kernel's value of a measure: `key` is compared, `text` is what a reviewer reads."""
+
+    key: Any
+    text: str
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One value per kernel that a class compares before and after."""
+
+    reads: str  # FACTS or MACHINE: the file it is read from
+    fields: str  # the fields it reads, for the table in docs/snapshot-format.md
+    worse: str  # "lower" or "higher": which way of the key is a regression
+    read: Callable[[Document, Kernel], Reading | None]  # None where it does not apply to the kernel
+
+    def worsened(self, before: Reading, after: Reading) -> bool:
+        return after.key < before.key if self.worse == "lower" else after.key > before.key
+
+
+@dataclass(frozen=True)
+class RegressionClass:
+    """A kind of change that makes a kernel slower, with the words a reviewer reads and the measures that find it."""
+
+    name: str  # what an acknowledgement names: `--accept-regression NAME=REASON`, Variant.acknowledged_regressions
+    words: str  # what the verdict says
+    measures: tuple[Measure, ...]
+
+    def __post_init__(self) -> None:
+        if not CLASS_NAME.fullmatch(self.name):
+            raise ValueError(f"regression class name {self.name!r}: lower-case letters, digits and `-`, as `spills`")
+        if not self.words.strip() or not self.measures:
+            raise ValueError(f"regression class {self.name!r} needs its words and at least one Measure")
+        for measure in self.measures:
+            if measure.reads not in (FACTS, MACHINE) or measure.worse not in WORSE:
+                raise ValueError(
+                    f"regression class {self.name!r}: a measure reads {FACTS!r} or {MACHINE!r} and is worse "
+                    f"{' or '.join(WORSE)}, not {measure.reads!r} / {measure.worse!r}"
+                )
+
+
+@dataclass(frozen=True)
+class Regression:
+    """One kernel of a case that got worse by one class's measure."""
+
+    name: str  # the class's
+    words: str  # the class's
+    kernel: str
+    change: str  # `LDGSTS 24 -> none`
+    reason: str = ""  # why it is right, where acknowledged
+    by: str = ""  # who acknowledged it: the variant's declaration or the regen's option
+
+    @property
+    def acknowledged(self) -> bool:
+        return bool(self.reason)
+
+    def line(self) -> str:
+        """`async copies lost or fewer: gemm_kernel: LDGSTS 24 -> none`."""
+        return f"{self.words}: {self.kernel}: {self.change}"
+
+    def to_list(self) -> list[str]:
+        return [self.name, self.words, self.kernel, self.change, self.reason, self.by]
+
+    @classmethod
+    def from_list(cls, data: Sequence[str]) -> Regression:
+        return cls(*data)
+
+
+# -- the measures of the built-in classes ------------------------------------------------------------------------
+
+
+def _count(opcodes: Mapping[str, int], prefixes: tuple[str, ...]) -> int:
+    return sum(n for opcode, n in opcodes.items() if opcode.startswith(prefixes))
+
+
+def _ranked(ranks: Sequence[str], kinds: Mapping[str, int], counted: bool) -> Reading:
+    """The newest kind present (`ranks` oldest first) and how many of it: an older kind is lower, and so, where
+    `counted`, is fewer of the same kind."""
+    present = [kind for kind in ranks if kinds.get(kind)]
+    if not present:
+        return Reading((0, 0), "none")
+    best = present[-1]
+    rank = ranks.index(best) + 1
+    return Reading((rank, kinds[best] if counted else 0), f"{best} {kinds[best]}")
+
+
+def _source_async_copies(document: Document, kernel: Kernel) -> Reading:
+    """The shared buffers each kind of async copy fills (not its instruction count, which a tile size changes)."""
+    ops = [set(by_op) for by_op in kernel.get("shared_addressing", {}).values()]
+    filled = {
+        "cp.async buffers": sum(any("cp_async" in op for op in buffer) for buffer in ops),
+        "TMA buffers": sum(any("tma_load" in op for op in buffer) for buffer in ops),
+    }
+    return _ranked(("cp.async buffers", "TMA buffers"), filled, counted=True)
+
+
+def _sass_async_copies(document: Document, kernel: Kernel) -> Reading:
+    """Whether the machine code still copies asynchronously, and how (its instruction counts are shown only)."""
+    sass = kernel.get("sass", {})
+    counts = {"LDGSTS": _count(sass.get("async_copies", {}), ("LDGSTS",))}
+    counts["TMA"] = _count(sass.get("tma", {}), ("UTMALDG", "UBLKCP"))
+    return _ranked(("LDGSTS", "TMA"), counts, counted=False)
+
+
+# Oldest first; FMA (no tensor core) is below all of them. AMD's MFMA is the mma.sync of its targets.
+MMA_GENERATIONS = ("mma.sync", "wgmma", "tcgen05")
+MMA_FAMILIES = {"mma.sync": "mma.sync", "mfma": "mma.sync", "wgmma": "wgmma", "tcgen05": "tcgen05"}
+
+
+def _mma_reading(generations: Iterable[str]) -> Reading:
+    ranks = [MMA_GENERATIONS.index(g) + 1 for g in generations]
+    best = max(ranks, default=0)
+    return Reading(best, MMA_GENERATIONS[best - 1] if best else "FMA (no tensor-core MMA)")
+
+
+def _source_mma(document: Document, kernel: Kernel) -> Reading:
+    return _mma_reading(MMA_FAMILIES.get(family, "mma.sync") for family in kernel.get("mma", {}).get("families", []))
+
+
+def _sass_generation(opcode: str) -> str:
+    if opcode.startswith("UTC"):
+        return "tcgen05"
+    return "wgmma" if opcode.endswith("GMMA") else "mma.sync"
+
+
+def _sass_mma(document: Document, kernel: Kernel) -> Reading:
+    opcodes = kernel.get("sass", {}).get("mma", {})
+    reading = _mma_reading(_sass_generation(opcode) for opcode in opcodes)
+    shown = "/".join(sorted(opcodes))
+    return Reading(reading.key, f"{reading.text} ({shown})" if shown else reading.text)
+
+
+def _spills(document: Document, kernel: Kernel) -> Reading:
+    stores, loads = kernel.get("spill_store_bytes", 0), kernel.get("spill_load_bytes", 0)
+    return Reading(stores + loads, f"{stores} B stored, {loads} B loaded")
+
+
+def _occupancy(document: Document, kernel: Kernel) -> Reading | None:
+    blocks = kernel.get("occupancy", {}).get("blocks_per_sm")
+    return None if blocks is None else Reading(blocks, f"{blocks} blocks/SM")
+
+
+def effective_stages(kernel: Kernel) -> int:
+    """The copies a pipeline keeps of its shared buffers: the leading dimension TileLang adds to a buffer it
+    multi-buffers (`[3, 128, 32]` for 3 stages), 1 where no buffer has one."""
+    versions = [
+        buffer["shape"][0]
+        for buffer in kernel.get("shared_buffers", {}).values()
+        if str(buffer.get("scope", "")).startswith("shared") and len(buffer.get("shape", ())) >= 3
+    ]
+    return max(versions, default=1)
+
+
+def _stages(document: Document, kernel: Kernel) -> Reading | None:
+    asked = document.get("params", {}).get("num_stages")
+    if not isinstance(asked, int) or isinstance(asked, bool) or asked < 2:
+        return None  # no pipeline asked for: nothing to fall short of
+    effective = min(effective_stages(kernel), asked)
+    return Reading(asked - effective, f"{effective} of the {asked} stages num_stages asks")
+
+
+def _fits(document: Document, kernel: Kernel) -> Reading | None:
+    memory = kernel.get("shared_memory")
+    if not memory or "fits" not in memory:
+        return None
+    over = "" if memory["fits"] else "over the limit: "
+    return Reading(int(bool(memory["fits"])), f"{over}{memory.get('bytes')} B of {memory.get('limit')} B")
+
+
+def _main_loop_barriers(document: Document, kernel: Kernel) -> Reading | None:
+    count = kernel.get("sync", {}).get("syncthreads_main_loop")
+    return None if count is None else Reading(count, f"{count} __syncthreads in the main loop")
+
+
+# The one table, in the order the verdict names them: what the GPU runs (machine code) decides first.
+REGRESSION_CLASSES: tuple[RegressionClass, ...] = (
+    RegressionClass(
+        "tensor-core-mma",
+        "tensor-core MMA lost or of an older kind (tcgen05 -> wgmma -> mma.sync -> FMA)",
+        (
+            Measure(MACHINE, "sass.mma: UTC*MMA, *GMMA, other *MMA opcodes", "lower", _sass_mma),
+            Measure(FACTS, "mma.families", "lower", _source_mma),
+        ),
+    ),
+    RegressionClass(
+        "async-copies",
+        "async copies lost or fewer (cp.async, TMA)",
+        (
+            Measure(MACHINE, "sass.async_copies LDGSTS; sass.tma UTMALDG, UBLKCP", "lower", _sass_async_copies),
+            Measure(
+                FACTS, "sync.cp_async_copies, sync.lds_copies of 4 B, sync.tma_loads", "lower", _source_async_copies
+            ),
+        ),
+    ),
+    RegressionClass(
+        "spills",
+        "register spills appearing or growing",
+        (Measure(MACHINE, "spill_store_bytes + spill_load_bytes", "higher", _spills),),
+    ),
+    RegressionClass(
+        "occupancy",
+        "occupancy falling (blocks per SM)",
+        (Measure(MACHINE, "occupancy.blocks_per_sm", "lower", _occupancy),),
+    ),
+    RegressionClass(
+        "pipeline-stages",
+        "fewer effective pipeline stages than num_stages asks",
+        (Measure(FACTS, "params.num_stages against shared_buffers' leading dimension", "higher", _stages),),
+    ),
+    RegressionClass(
+        "shared-memory-limit",
+        "shared memory over the target's limit",
+        (Measure(FACTS, "shared_memory.fits", "lower", _fits),),
+    ),
+    RegressionClass(
+        "main-loop-barrier",
+        "a barrier added inside the main loop",
+        (Measure(FACTS, "sync.syncthreads_main_loop", "higher", _main_loop_barriers),),
+    ),
+)
+
+
+def _paired(old: Document, new: Document) -> list[tuple[Kernel, Kernel]]:
+    """The kernels of both sides by name; a module of one kernel each pairs them whatever their names."""
+    before, after = old.get("kernels", []), new.get("kernels", [])
+    if len(before) == len(after) == 1:
+        return [(before[0], after[0])]
+    named = {kernel.get("name"): kernel for kernel in before}
+    return [(named[kernel.get("name")], kernel) for kernel in after if kernel.get("name") in named]
+
+
+def find_regressions(
+    reads: str, old: Document, new: Document, classes: Sequence[RegressionClass] = REGRESSION_CLASSES
+) -> list[Regression]:
+    """The regressions from `old` to `new`, two documents of the kind `reads` names (FACTS or MACHINE): one per
+    class and kernel, the first of its measures that got worse."""
+    found = []
+    for regression_class in classes:
+        for before_kernel, after_kernel in _paired(old, new):
+            for measure in (m for m in regression_class.measures if m.reads == reads):
+                before, after = measure.read(old, before_kernel), measure.read(new, after_kernel)
+                if before is not None and after is not None and measure.worsened(before, after):
+                    change = f"{before.text} -> {after.text}"
+                    found.append(
+                        Regression(regression_class.name, regression_class.words, after_kernel["name"], change)
+                    )
+                    break
+    return found
+
+
+def class_names(classes: Iterable[RegressionClass]) -> list[str]:
+    return [regression_class.name for regression_class in classes]
+
+
+def acknowledge(
+    regressions: Iterable[Regression], declared: Mapping[str, str], given: Mapping[str, str]
+) -> list[Regression]:
+    """Each regression with its reason where the variant declares its class (`declared`) or the regen names it
+    (`given`, which wins: it is the newer word); unacknowledged ones keep no reason."""
+    acknowledged = []
+    for regression in regressions:
+        if regression.name in given:
+            regression = Regression(*regression.to_list()[:4], given[regression.name], "regen option")
+        elif regression.name in declared:
+            regression = Regression(*regression.to_list()[:4], declared[regression.name], "variant declaration")
+        acknowledged.append(regression)
+    return acknowledged
+
+
+def accept_options(names: Iterable[str]) -> str:
+    """` --accept-regression "spills=<why it is right>"` per class: what a regen command adds to write them."""
+    return "".join(f' --accept-regression "{name}={REASON_PLACEHOLDER}"' for name in dict.fromkeys(names))
+
+
+@dataclass(frozen=True)
+class RegressionPolicy:
+    """What a case's regressions are judged by: its family's classes besides the built-in ones, the classes its
+    variant acknowledges (Variant.acknowledged_regressions) and those the regen's option does, each with its reason."""
+
+    classes: tuple[RegressionClass, ...] = REGRESSION_CLASSES
+    declared: Mapping[str, str] = field(default_factory=dict)
+    given: Mapping[str, str] = field(default_factory=dict)
+
+    def acknowledged(self, regressions: Iterable[Regression]) -> tuple[Regression, ...]:
+        return tuple(acknowledge(regressions, self.declared, self.given))

@@ -21,6 +21,7 @@ from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange
 from tilelang_golden.static.snapshots.diff import changed_fields
 from tilelang_golden.static.snapshots.results import read_results
 from tilelang_golden.static.snapshots.snapshot import SnapshotStore
+from tilelang_golden.targets import TARGETS
 from tilelang_golden.upgrade.preview import CaseRow, Preview, classify_case, render_markdown, run_preview
 
 CASE = next(c for c in all_cases(tilelang_golden.families.loading.load_families()) if c.id == SMALL_CASE)
@@ -276,3 +277,29 @@ def test_a_preview_writes_its_reports_and_the_static_runs_results_and_groups_cha
     assert result.check == SMALL_CASE and result.mismatches == row.result.mismatches
     assert "shared memory (dynamic_shared_memory_bytes 1 -> 8192" in (output / "report.md").read_text()
     assert json.loads((output / "report.json").read_text())["cases"][0]["status"] == "facts changed"
+
+
+def test_a_preview_lists_the_regressions_first_by_class_and_target(golden, tmp_path):
+    """The snapshot claims more blocks per SM than this TileLang's kernel reaches: the preview's report opens with
+    that regression, counted on its target and listed with its case, and report.json holds it."""
+    machine = golden / f"{SMALL_CASE}.machine.yaml"
+    blocks = re.search(r"blocks_per_sm: (\d+)", machine.read_text())
+    machine.write_text(machine.read_text().replace(blocks[0], f"blocks_per_sm: {int(blocks[1]) + 1}", 1))
+    family = dataclasses.replace(CASE.family, variants=[CASE.variant], targets=[CASE.target])
+    output = tmp_path / "preview"
+    run_preview(Registry((family,), ()), "9.9.9", "0.1.15", golden, output, log=lambda line: None)
+    report = (output / "report.md").read_text()
+    assert report.index("## Regressions: 1 case(s)") < report.index("| family / target |")
+    row = next(line for line in report.splitlines() if line.startswith("| occupancy: "))
+    assert row.strip("| ").split(" | ")[1:] == ["1" if target == CASE.target else "0" for target in TARGETS]
+    assert f"  - {SMALL_CASE}: gemm_kernel: {int(blocks[1]) + 1} blocks/SM -> {blocks[1]} blocks/SM" in report
+    listed = json.loads((output / "report.json").read_text())["regressions"]
+    assert list(listed) == ["occupancy"] and listed["occupancy"]["targets"] == {
+        CASE.target: {SMALL_CASE: [f"gemm_kernel: {int(blocks[1]) + 1} blocks/SM -> {blocks[1]} blocks/SM"]}
+    }
+
+
+def test_a_preview_without_regressions_says_so(golden, tmp_path):
+    family = dataclasses.replace(CASE.family, variants=[CASE.variant], targets=[CASE.target])
+    run_preview(Registry((family,), ()), "9.9.9", "0.1.15", golden, tmp_path, log=lambda line: None)
+    assert "No regression: no change makes a kernel worse" in (tmp_path / "report.md").read_text()

@@ -110,6 +110,21 @@ class Preview:
         rows = [row for row in self.rows if not key or f"{row.family}/{row.target}" == key]
         return Counter(_label(row.status, row.target) for row in rows)
 
+    def regressions(self) -> dict[str, dict[str, Any]]:
+        """class -> its words, how many cases regress by it, and per target the cases with what changed in each; in
+        the regression table's order (tilelang_golden.regressions)."""
+        table: dict[str, dict[str, Any]] = {}
+        for row in self.rows:
+            for regression in row.result.regressions if row.result else ():
+                entry = table.setdefault(regression.name, {"words": regression.words, "cases": 0, "targets": {}})
+                changes = entry["targets"].setdefault(row.target, {})
+                if row.case not in changes:
+                    entry["cases"] += 1
+                changes.setdefault(row.case, []).append(f"{regression.kernel}: {regression.change}")
+        for entry in table.values():
+            entry["targets"] = {t: entry["targets"][t] for t in sorted(entry["targets"], key=_target_index)}
+        return table
+
     def field_frequency(self) -> dict[str, int]:
         return dict(Counter(f for row in self.rows for f in row.fields).most_common())
 
@@ -160,6 +175,7 @@ class Preview:
             "tilelang": self.version,
             "pinned_tilelang": self.pinned,
             "totals": dict(self.totals()),
+            "regressions": self.regressions(),
             "counts": {key: dict(self.totals(key)) for key in self.counts()},
             "fields": self.field_frequency(),
             "unexplained_cuda_changes": self.unexplained(),
@@ -173,6 +189,10 @@ class Preview:
         results = [r.result for r in self.rows if r.result]
         failures = [r for r in results if r.failed]
         return entries_markdown(build_verdict(failures, unchanged_cases(results))) if failures else "- none\n"
+
+
+def _target_index(target: str) -> int:
+    return list(TARGETS).index(target) if target in TARGETS else len(TARGETS)
 
 
 def _column(status: CaseOutcome | FileChange) -> str:
@@ -285,6 +305,29 @@ def render_coverage_by_target(preview: Preview) -> list[str]:
     return [*lines, ""]
 
 
+def render_regressions(preview: Preview) -> list[str]:
+    """Cases whose change is a regression, by class and target: how many, then each case and what changed."""
+    table = preview.regressions()
+    if not table:
+        return ["No regression: no change makes a kernel worse by a regression class.", ""]
+    cases = len({case for entry in table.values() for changes in entry["targets"].values() for case in changes})
+    lines = [
+        f"## Regressions: {cases} case(s)",
+        "",
+        "| class | " + " | ".join(TARGETS) + " |",
+        "|---" * (len(TARGETS) + 1) + "|",
+    ]
+    for name, entry in table.items():
+        counts = [str(len(entry["targets"].get(target, {}))) for target in TARGETS]
+        lines.append(f"| {name}: {entry['words']} | " + " | ".join(counts) + " |")
+    lines.append("")
+    for name, entry in table.items():
+        for target, changes in entry["targets"].items():
+            listed = "".join(f"\n  - {case}: {'; '.join(said)}" for case, said in changes.items())
+            lines.append(f"- {name} on {target}:{listed}")
+    return [*lines, ""]
+
+
 def render_markdown(preview: Preview) -> str:
     lines = [
         HEADER.format(version=preview.version),
@@ -297,6 +340,7 @@ def render_markdown(preview: Preview) -> str:
     ]
     for key, counts in preview.counts().items():
         lines.append(f"| {key} | " + " | ".join(str(counts.get(status, 0)) for status in STATUSES) + " |")
+    lines[5:5] = render_regressions(preview)  # first, after the totals: what the upgrade makes worse
     lines += ["", "## Fact fields that changed", ""]
     lines += [f"- `{name}` in {n} case(s)" for name, n in preview.field_frequency().items()] or ["- none"]
     lines += ["", "## Real source changes that no fact explains", ""]

@@ -7,7 +7,7 @@ import re
 import subprocess
 
 from act import FAMILY, REPOSITORY, World
-from test_static import KERNEL_CHANGE
+from test_static import KERNEL_CHANGE, REGRESSION_CHANGE
 
 PATCH_JOB = "the patch touches the snapshot folder only"
 WORKFLOW = ".github/workflows/static.yml"
@@ -52,10 +52,10 @@ def regen_golden(session):
 ANCHOR = "\n\n@nox.session\ndef lint("
 
 
-def dispatch(world: World, filter_: str, branch: str):
+def dispatch(world: World, filter_: str, branch: str, accept: str = ""):
     """The regen started by hand on `branch` (checked out: its head is the run's commit)."""
     world.checkout(branch)
-    event = {"inputs": {"filter": filter_}, "ref": f"refs/heads/{branch}",
+    event = {"inputs": {"filter": filter_, "accept_regression": accept}, "ref": f"refs/heads/{branch}",
              "repository": {"full_name": REPOSITORY, "default_branch": "main"}}  # fmt: skip
     return world.run("regen.yml", "workflow_dispatch", event)
 
@@ -85,6 +85,24 @@ def test_a_regen_with_a_filter_hands_back_a_checked_patch_of_golden_only(world, 
     subprocess.run(["bash", "-c", command], cwd=clone, check=True, capture_output=True)
     staged = subprocess.run(["git", "diff", "--cached", "--name-only"], cwd=clone, capture_output=True, text=True)
     assert set(staged.stdout.split()) == paths
+
+
+def test_a_regression_is_refused_until_the_dispatch_acknowledges_it_and_its_reason_is_in_the_patch(world):
+    world.pull_request(24, REGRESSION_CHANGE)
+    run_id, run = dispatch(world, "tile32x256", "pr-24")
+    assert run.jobs()["regen-golden"] == "failure", run.jobs()
+    summary = run.summary("regen-golden")
+    assert "regen-golden refused" in summary and "REGRESSION (occupancy falling" in summary, summary
+    assert "dispatch the regen workflow again with accept_regression: occupancy=<why it is right>" in run.output(
+        "regen-golden"
+    )
+
+    reason = "a taller tile, measured faster on the H200"
+    run_id, run = dispatch(world, "tile32x256", "pr-24", f"occupancy={reason}")
+    assert run.jobs() == {"regen-golden": "success", PATCH_JOB: "success"}, run.jobs()
+    patch = (world.artifact(run_id, "golden-regen") / "golden.patch").read_text()
+    assert f"+++ b/golden/{FAMILY}/REGRESSIONS.yaml" in patch and f"+  reason: {reason}" in patch, patch
+    assert f"+++ b/golden/{FAMILY}/tile32x256/sm_80.machine.yaml" in patch
 
 
 def test_a_regen_that_changes_nothing_is_green(world):

@@ -15,6 +15,9 @@ STATIC_JOBS = [*GOLDEN_JOBS, "orphan snapshots", "harness tests"]
 MARKER = "<!-- golden-snapshot-verdict -->"
 # One token of a variant: the tile64x512 variant's thread count, which changes its CUDA on every target.
 KERNEL_CHANGE = {f"kernels/{FAMILY}.py": ('"block_N": 512, "threads": 256', '"block_N": 512, "threads": 128')}
+# A regression: the baseline variant's tile twice as tall takes twice the registers a thread, and its blocks per SM
+# on the CUDA targets fall from 7 to 3 (the HIP targets, which have no machine facts, only change).
+REGRESSION_CHANGE = {f"kernels/{FAMILY}.py": ('{"block_M": 32, "block_N": 256', '{"block_M": 64, "block_N": 256')}
 
 
 def push_event(world: World) -> dict[str, Any]:
@@ -94,6 +97,27 @@ def test_a_one_token_kernel_change_fails_with_the_change_and_the_command_that_ac
     comment_run(world, run_id, head, "failure")
     (posted,) = comments(world, 8)
     assert f"{FAMILY}/tile64x512" in posted["body"] and "nox -s regen-golden" in posted["body"]
+
+
+def test_a_regression_is_red_and_leads_the_summary_and_the_comment(main_pushed):
+    """Each shard that holds the regression names it first, in its job summary and its part of the comment."""
+    world = main_pushed
+    head = world.pull_request(10, REGRESSION_CHANGE)
+    run_id, run = world.run("static.yml", "pull_request", pull_request_event(world, 10), job="golden")
+    failed = [job for job, result in run.jobs().items() if result == "failure"]
+    summaries = [run.summary(job) for job in failed]
+    regressed = [summary for summary in summaries if "REGRESSION" in summary]
+    assert regressed, (run.jobs(), summaries)
+    for summary in regressed:
+        overview = summary[summary.index("1. **") :].splitlines()[0]
+        assert overview.startswith(f"1. **{FAMILY}/tile32x256: sm_80") and "REGRESSION (occupancy falling" in overview
+        assert "of them a regression" in summary and '--accept-regression "occupancy=<why it is right>"' in summary
+
+    comment_run(world, run_id, head, "failure")
+    (posted,) = comments(world, 10)
+    parts = [part for part in posted["body"].split("## Golden snapshots, shard")[1:] if "REGRESSION" in part]
+    assert parts and all(part.index("REGRESSION (occupancy falling") < part.index("### 1.") for part in parts)
+    assert "7 blocks/SM -> 3 blocks/SM" in posted["body"]
 
 
 def test_the_comment_is_quoted_and_mentions_nobody(main_pushed):

@@ -202,6 +202,8 @@ def test_the_regen_option_names_a_class_and_a_reason(values, regen, problem):
     with pytest.raises(ValueError, match=problem):
         accepted_regressions(values, regen, REGRESSION_CLASSES)
     assert accepted_regressions(["spills = it fits in L1"], True, REGRESSION_CLASSES) == {"spills": "it fits in L1"}
+    both = accepted_regressions(["spills,occupancy=a larger tile"], True, REGRESSION_CLASSES)
+    assert both == {"spills": "a larger tile", "occupancy": "a larger tile"}
 
 
 def test_the_variant_acknowledges_and_the_regen_option_wins():

@@ -792,8 +792,9 @@ def test_regen_forces_writes_under_ci_and_a_job_that_runs_no_code_checks_its_pat
     assert '[ "$GITHUB_REF" = refs/heads/gpu-dispatch ]' in job["steps"][0]["run"], "refused before any checkout"
     regen_step = next(step for step in job["steps"] if "regen-golden" in step.get("run", ""))
     assert regen_step["env"]["FILTER"] == "${{ inputs.filter }}"
-    assert all("--force-regen-under-ci" in line for line in regen_step["run"].splitlines() if "nox " in line)
-    assert '-k "$FILTER"' in regen_step["run"]
+    assert regen_step["env"]["ACCEPT"] == "${{ inputs.accept_regression }}"
+    assert "options=(--force-regen-under-ci)" in regen_step["run"]
+    assert '-k "$FILTER"' in regen_step["run"] and '--accept-regression "$ACCEPT"' in regen_step["run"]
     upload = next(step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["with"] == {"name": "golden-regen-unchecked", "path": "build/golden.patch",
                               "if-no-files-found": "error", "overwrite": True}  # fmt: skip

@@ -1,10 +1,10 @@
 """Renders the generated part of docs/snapshot-format.md from the snapshot format's code.
 
 The facts' keys and the format's history come from `tilelang_golden.static.snapshots.snapshot` (FACTS_SCHEMA,
-KERNEL_SCHEMA, OPTIONAL_KERNEL_FACTS, FORMAT_CHANGELOG, CUDA_FORMAT_VERSION), so the doc cannot
-fall behind a format change; the prose around them is written by hand. With no option it rewrites
-the part between the markers; `--check` exits 1 when the committed doc differs (tests/test_docs.py
-runs that check).
+KERNEL_SCHEMA, OPTIONAL_KERNEL_FACTS, FORMAT_CHANGELOG, CUDA_FORMAT_VERSION) and the regression classes from
+`tilelang_golden.regressions`, so the doc cannot fall behind the code; the prose around them is written by hand.
+With no option it rewrites the part between the markers; `--check` exits 1 when the committed doc differs
+(tests/test_docs.py runs that check).
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from tilelang_golden.regressions import MACHINE, REGRESSION_CLASSES
 from tilelang_golden.static.produce.machine_facts import SASS_CLASSES
+from tilelang_golden.static.snapshots.acknowledged import LEDGER
 from tilelang_golden.static.snapshots.snapshot import (
     CUDA_FORMAT_VERSION,
     FACTS_SCHEMA,
@@ -86,7 +88,28 @@ def generated() -> str:
     ]
     for version, change in sorted(MACHINE_FORMAT_CHANGELOG.items()):
         lines.append(f"- machine format {version}: {change}.")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + ["", *regression_table()]) + "\n"
+
+
+def regression_table() -> list[str]:
+    """The built-in regression classes (tilelang_golden.regressions.REGRESSION_CLASSES): each measure, what it
+    reads and which way is worse."""
+    lines = [
+        "### Regression classes",
+        "",
+        "A change is a regression of a class where one of its measures moves the worse way for a kernel that both",
+        "sides have; the regen writes it only when acknowledged, and lists it in",
+        f"`<family>/{LEDGER}`. The classes, in the order the verdict names them:",
+        "",
+        "| class | what the verdict says | reads | fields | worse when |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for regression_class in REGRESSION_CLASSES:
+        for measure in regression_class.measures:
+            reads = ".machine.yaml" if measure.reads == MACHINE else ".yaml"
+            words = regression_class.words
+            lines.append(f"| `{regression_class.name}` | {words} | `{reads}` | {measure.fields} | {measure.worse} |")
+    return lines
 
 
 def render(text: str, path: Path = DOC) -> str:

@@ -215,10 +215,8 @@ REGRESSION_CLASSES: tuple[RegressionClass, ...] = (
         "async-copies",
         "async copies lost or fewer (cp.async, TMA)",
         (
-            Measure(MACHINE, "sass.async_copies LDGSTS; sass.tma UTMALDG, UBLKCP", "lower", _sass_async_copies),
-            Measure(
-                FACTS, "sync.cp_async_copies, sync.lds_copies of 4 B, sync.tma_loads", "lower", _source_async_copies
-            ),
+            Measure(MACHINE, "sass: LDGSTS, else UTMALDG/UBLKCP, present (the kind only)", "lower", _sass_async_copies),
+            Measure(FACTS, "shared_addressing: buffers filled by cp.async, by TMA", "lower", _source_async_copies),
         ),
     ),
     RegressionClass(

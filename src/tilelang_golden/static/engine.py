@@ -13,7 +13,7 @@ from dataclasses import replace
 from tilelang_golden.environment import running_under_ci
 from tilelang_golden.families.build import BuildError
 from tilelang_golden.families.cases import Case
-from tilelang_golden.regressions import REGRESSION_CLASSES, RegressionPolicy
+from tilelang_golden.regressions import REASON_PLACEHOLDER, REGRESSION_CLASSES, RegressionPolicy
 from tilelang_golden.static.kinds import case_files, compare_case, kind_of, source_file
 from tilelang_golden.static.produce.lowering import LoweringError
 from tilelang_golden.static.produce.produced import NowLowers, unacknowledged_warnings
@@ -60,7 +60,7 @@ def regression_refusal(result: CheckResult, golden: SnapshotStore, declared_in: 
     """Why a regen did not write a case whose change is a regression, and the commands that write it with a reason."""
     unacknowledged = result.unacknowledged
     names = list(dict.fromkeys(r.name for r in unacknowledged))
-    classes = ", ".join(f'"{name}": "<why it is right>"' for name in names)
+    classes = ", ".join(f'"{name}": "{REASON_PLACEHOLDER}"' for name in names)
     lines = [
         f"{result.check}: nothing under {golden.prefix} was written: its change is a regression, which a regen "
         "writes only when acknowledged",
@@ -70,8 +70,10 @@ def regression_refusal(result: CheckResult, golden: SnapshotStore, declared_in: 
         f"or in the variant's declaration ({declared_in}): acknowledged_regressions={{{classes}}}",
     ]
     if running_under_ci():
-        options = "; ".join(f"{name}=<why it is right>" for name in names)
-        lines.append(f"or, to have CI produce the patch: dispatch the regen workflow with accept_regression: {options}")
+        options = f"{','.join(names)}={REASON_PLACEHOLDER}"
+        lines.append(
+            f"or, for CI to make the patch: dispatch the regen workflow again with accept_regression: {options}"
+        )
     return "\n".join(lines)
 
 

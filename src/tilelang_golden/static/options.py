@@ -52,7 +52,7 @@ def add_options(group: Any) -> None:
         ACCEPT_REGRESSION,
         action="append",
         default=[],
-        metavar="CLASS=REASON",
+        metavar="CLASS[,CLASS]=REASON",
         help="with --regen: write changes that are regressions of CLASS (tilelang_golden.regressions, e.g. spills), "
         "recording REASON in golden/<family>/REGRESSIONS.yaml; once per class",
     )
@@ -65,16 +65,19 @@ def accepted_regressions(values: Sequence[str], regen: bool, classes: Iterable[R
     known = class_names(classes)
     accepted: dict[str, str] = {}
     for value in values:
-        name, _, reason = value.partition("=")
-        name, reason = name.strip(), reason.strip()
-        if name not in known:
-            raise ValueError(f"{ACCEPT_REGRESSION} {value!r}: no regression class {name!r}; the classes are {known}")
-        if not reason or reason == REASON_PLACEHOLDER:
-            raise ValueError(
-                f"{ACCEPT_REGRESSION} {value!r}: say why the slower kernel is right after `{name}=`; the reason is "
-                "kept in the family's REGRESSIONS.yaml, where review reads it"
-            )
-        if name in accepted:
-            raise ValueError(f"{ACCEPT_REGRESSION} names {name!r} twice; give one reason per class")
-        accepted[name] = reason
+        names, _, reason = value.partition("=")
+        reason = reason.strip()
+        for name in (name.strip() for name in names.split(",")):
+            if name not in known:
+                raise ValueError(
+                    f"{ACCEPT_REGRESSION} {value!r}: no regression class {name!r}; the classes are {known}"
+                )
+            if not reason or reason == REASON_PLACEHOLDER:
+                raise ValueError(
+                    f"{ACCEPT_REGRESSION} {value!r}: say why the slower kernel is right after `=`; the reason is "
+                    "kept in the family's REGRESSIONS.yaml, where review reads it"
+                )
+            if name in accepted:
+                raise ValueError(f"{ACCEPT_REGRESSION} names {name!r} twice; give one reason per class")
+            accepted[name] = reason
     return accepted

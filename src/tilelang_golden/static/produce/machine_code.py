@@ -192,15 +192,16 @@ def _nvrtc(toolchain: Toolchain) -> _Nvrtc:
 
 
 def _tilelang_includes(toolchain: Toolchain) -> list[str]:
-    """TileLang's NVRTC include folders: its templates, CUTLASS, and the CUDA headers under the wheels' folder."""
+    """TileLang's NVRTC include folders: its templates and CUTLASS (where every TileLang since 0.1.12 names them),
+    then the CUDA headers of the locked wheels, which keep CCCL in a folder of their own."""
     import tilelang
     from tilelang.env import CUTLASS_INCLUDE_DIR, TILELANG_TEMPLATE_PATH
-    from tilelang.jit.adapter.nvrtc.include_paths import discover_cuda_include_paths
 
     root = Path(tilelang.__file__).parent
+    cuda = toolchain.root / "include"
     folders = [
         TILELANG_TEMPLATE_PATH or str(root / "src"),
         CUTLASS_INCLUDE_DIR or str(root / "3rdparty" / "cutlass" / "include"),
-        *discover_cuda_include_paths(os.fspath(toolchain.root)),
+        *(str(folder) for folder in (cuda, cuda / "cccl") if folder.is_dir()),
     ]
     return [f"-I{folder}" for folder in folders]

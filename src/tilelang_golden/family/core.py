@@ -49,6 +49,17 @@ OPTIONAL_CALLED = ("checks", "group")
 SPEED_REFERENCE = "speed_reference"
 
 
+def _explained(declared: Mapping[str, Any], known: Sequence[str], declares: str, unknown_words: str) -> None:
+    """A variant's declaration of names (`declares`: who declares what, in words) names known ones, each with its
+    reason in words."""
+    unknown = sorted(set(declared) - set(known))
+    if unknown:
+        raise FamilyError(f"{declares} {unknown}, {unknown_words}")
+    unexplained = sorted(name for name, why in declared.items() if not str(why).strip())
+    if unexplained:
+        raise FamilyError(f"{declares} {unexplained} without saying why; give the reason in words")
+
+
 @dataclass(frozen=True)
 class Family:
     """Everything about one kernel family; see README, "Adding a kernel family"."""
@@ -139,36 +150,14 @@ class Family:
                 "give the family's class another name"
             )
 
-    def _check_acknowledged_regressions(self, variant: Variant, where: str) -> None:
-        """A variant acknowledges classes that exist, each with its reason."""
-        known = class_names((*REGRESSION_CLASSES, *self.regressions))
-        unknown = sorted(set(variant.acknowledged_regressions) - set(known))
-        if unknown:
-            raise FamilyError(
-                f"{where}: variant {variant.name!r} acknowledges regression classes {unknown} that do not exist; "
-                f"the classes are {known}"
-            )
-        vague = sorted(name for name, why in variant.acknowledged_regressions.items() if not str(why).strip())
-        if vague:
-            raise FamilyError(
-                f"{where}: variant {variant.name!r} acknowledges regressions {vague} without saying why; map each "
-                "class to the reason the slower kernel is right"
-            )
-
     def _check_variant(self, variant: Variant, where: str) -> None:
         """One variant's declared failures, dimensions, parameters, acknowledged warnings and comparison."""
-        undeclared = sorted(set(variant.does_not_lower) - set(self.target_names))
-        if undeclared:
-            raise FamilyError(
-                f"{where}: variant {variant.name!r} declares it does not lower on {undeclared}, which are not "
-                f"targets of this family ({list(self.target_names)})"
-            )
-        unexplained = sorted(t for t, why in variant.does_not_lower.items() if not str(why).strip())
-        if unexplained:
-            raise FamilyError(
-                f"{where}: variant {variant.name!r} declares it does not lower on {unexplained} without saying "
-                "why; give the reason in words"
-            )
+        targets = f"which are not targets of this family ({list(self.target_names)})"
+        _explained(variant.does_not_lower, self.target_names, f"{where}: variant {variant.name!r} declares it does "
+                   "not lower on", targets)  # fmt: skip
+        classes = class_names((*REGRESSION_CLASSES, *self.regressions))
+        _explained(variant.acknowledged_regressions, classes, f"{where}: variant {variant.name!r} acknowledges "
+                   "regression classes", f"which do not exist; the classes are {classes}")  # fmt: skip
         unknown = sorted(set(variant.shape) - set(self.shape))
         if unknown:
             raise FamilyError(
@@ -198,7 +187,6 @@ class Family:
                 f"{where}: variant {variant.name!r} acknowledges compiler warnings {vague} without naming part "
                 "of the warning or saying why; map a part of its text to the reason the kernel is right"
             )
-        self._check_acknowledged_regressions(variant, where)
         for name, value in variant.params.items():
             try:
                 snapshot_value(value)

@@ -17,6 +17,7 @@ import tilelang_golden.families.loading
 import tilelang_golden.family
 from tilelang_golden.family import MACHINE, FamilyError, Measure, Reading, RegressionClass, Variant
 from tilelang_golden.regressions import FACTS, REGRESSION_CLASSES, Regression, RegressionPolicy, find_regressions
+from tilelang_golden.static.engine import check_files
 from tilelang_golden.static.options import accepted_regressions
 from tilelang_golden.static.report.markdown import overview_lines
 from tilelang_golden.static.report.verdict import build_verdict, footer_lines
@@ -355,3 +356,23 @@ def test_a_regression_the_variant_acknowledges_is_written_by_a_plain_regen(golde
         ("async-copies", "no stages on purpose", "variant declaration")
     ]
     assert golden_session().ret == 0, "the written regression passes, and the ledger is no orphan"
+
+
+def test_a_regen_with_a_corrupt_ledger_writes_nothing_for_the_acknowledged_regression(tmp_path):
+    """The committed machine facts of two tiles: the larger one's occupancy is half. Acknowledged, the regen would
+    write it, but the family's ledger cannot be read: the case fails naming it, and its snapshot stays as it was."""
+    committed_file = "gemm_num_stages/{}/sm_80.machine.yaml"
+    small = (REPO / "golden" / committed_file.format("ns3_64x64x32")).read_text()
+    large = (REPO / "golden" / committed_file.format("ns3_128x128x32")).read_text()
+    golden, pending = SnapshotStore(tmp_path / "golden"), SnapshotStore(tmp_path / "pending")
+    path = committed_file.format("v")
+    golden.write(path, small)
+    golden.write(f"gemm_num_stages/{LEDGER}", "not: a list\n")
+    policy = RegressionPolicy(declared={"occupancy": "a larger tile on purpose"})
+    result = CheckResult("gemm_num_stages/v/sm_80", case=("gemm_num_stages", "v", "sm_80"), accept="x")
+    checked = check_files(result, lambda fresh: {path: large}, golden, pending, True, policy=policy)
+    assert checked.failed and "REGRESSIONS.yaml: not a ledger" in checked.text and "nothing under" in checked.text
+    assert golden.read(path) == small
+    unacknowledged = check_files(result, lambda fresh: {path: large}, golden, pending, True)
+    assert unacknowledged.failed and "its change is a regression" in unacknowledged.text
+    assert [r.name for r in unacknowledged.unacknowledged] == ["occupancy"] and golden.read(path) == small

@@ -84,8 +84,9 @@ class Regression:
         return bool(self.reason)
 
     def line(self) -> str:
-        """`async copies lost or fewer: gemm_kernel: LDGSTS 24 -> none`."""
-        return f"{self.words}: {self.kernel}: {self.change}"
+        """`async copies lost or fewer: gemm_kernel: LDGSTS 24 -> none`, then `(acknowledged: <reason>)` where it is."""
+        acknowledged = f" (acknowledged: {self.reason})" if self.acknowledged else ""
+        return f"{self.words}: {self.kernel}: {self.change}{acknowledged}"
 
     def to_list(self) -> list[str]:
         return [self.name, self.words, self.kernel, self.change, self.reason, self.by]

@@ -18,7 +18,7 @@ from tilelang_golden.static.kinds import case_files, compare_case, kind_of, sour
 from tilelang_golden.static.produce.lowering import LoweringError
 from tilelang_golden.static.produce.produced import NowLowers, unacknowledged_warnings
 from tilelang_golden.static.session import LoweringSession
-from tilelang_golden.static.snapshots.acknowledged import record_acknowledged
+from tilelang_golden.static.snapshots.acknowledged import read_ledger, record_acknowledged
 from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange
 from tilelang_golden.static.snapshots.golden import RegenRefused, regen_files
 from tilelang_golden.static.snapshots.results import CheckResult, Status, regen_command
@@ -101,11 +101,15 @@ def check_files(
             if result.unacknowledged:
                 refusal = regression_refusal(result, golden, declared_in)
                 return _failed(result, refusal, outcome=CaseOutcome.CHANGED, mismatches=comparison.mismatches)
+            if any(r.acknowledged for r in result.regressions):
+                read_ledger(golden, result.check)  # a corrupt one stops the case before its snapshots are written
             written = regen_files(produced, produce(True), golden)
             version = installed_tilelang_version()
             return replace(
                 result, written={**written, **record_acknowledged(golden, result.check, result.regressions, version)}
             )
+    except CorruptSnapshot as error:  # the family's ledger of acknowledged regressions
+        return _failed(result, str(error), f"nothing under {golden.prefix} was written for it", accept=None)
     except LoweringError as error:
         lines = (str(error), f"nothing under {golden.prefix} was written for it")
         return _failed(result, *lines, outcome=CaseOutcome.FAILED, accept=None)
@@ -122,9 +126,7 @@ def check_files(
     result = replace(result, outcome=comparison.outcome(declared_failure), fields=comparison.fields)
     if not comparison.mismatches:
         return result
-    regressions = [
-        f"regression: {r.line()}" + (f" (acknowledged: {r.reason})" * r.acknowledged) for r in result.regressions
-    ]
+    regressions = [f"regression: {r.line()}" for r in result.regressions]
     lines = [f"{m.path}: {m.headline}" for m in comparison.mismatches]
     command = regen_command(result.accept, [r.name for r in result.unacknowledged])
     accept = f"to accept these changes: {command}"

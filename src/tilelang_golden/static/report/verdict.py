@@ -280,8 +280,7 @@ def _regression_section(classes: Sequence[_Class], with_variants: bool) -> Secti
     lines: dict[str, list[str]] = {}
     for found in classes:
         for regression in found.failures[0].regressions:
-            said = f"{regression.line()}" + (f" (acknowledged: {regression.reason})" if regression.acknowledged else "")
-            lines.setdefault(said, []).append(found.label(with_variants))
+            lines.setdefault(regression.line(), []).append(found.label(with_variants))
     return Section("regressions", tuple(f"{', '.join(labels)}: {said}" for said, labels in lines.items()))
 
 

@@ -44,6 +44,12 @@ def parse_ledger(text: str, where: str) -> list[dict[str, Any]]:
     return records
 
 
+def read_ledger(store: SnapshotStore, case: str) -> list[dict[str, Any]]:
+    """The records of the ledger of `case`'s family (none where it has none); CorruptSnapshot as parse_ledger."""
+    relative = ledger_path(case.split("/")[0])
+    return parse_ledger(store.read(relative) or "", f"{store.prefix}{relative}")
+
+
 def record_acknowledged(
     store: SnapshotStore, case: str, regressions: Iterable[Regression], tilelang: str
 ) -> dict[str, str]:

@@ -376,3 +376,19 @@ def test_a_regen_with_a_corrupt_ledger_writes_nothing_for_the_acknowledged_regre
     unacknowledged = check_files(result, lambda fresh: {path: large}, golden, pending, True)
     assert unacknowledged.failed and "its change is a regression" in unacknowledged.text
     assert [r.name for r in unacknowledged.unacknowledged] == ["occupancy"] and golden.read(path) == small
+
+
+def test_the_preview_script_counts_regressions_both_ways(tmp_path):
+    """benchmarks.preview_regressions, on the committed machine facts of two tiles: the larger tile's occupancy is
+    half, so moving to it regresses and moving back does not."""
+    from benchmarks.preview_regressions import main, regressions
+
+    committed_file = "gemm_num_stages/{}/sm_80.machine.yaml"
+    pinned, preview = SnapshotStore(tmp_path / "golden"), SnapshotStore(tmp_path / "preview" / "golden")
+    pinned.write(committed_file.format("v"), (REPO / "golden" / committed_file.format("ns3_64x64x32")).read_text())
+    preview.write(committed_file.format("v"), (REPO / "golden" / committed_file.format("ns3_128x128x32")).read_text())
+    counts, lines = regressions(pinned, preview)
+    assert counts == {("occupancy", "sm_80"): 1} and lines[0].startswith("- gemm_num_stages/v/sm_80: occupancy")
+    assert regressions(preview, pinned) == ({}, [])
+    assert main([str(tmp_path / "preview"), "--golden", str(tmp_path / "golden")]) == 0
+    assert main([str(tmp_path / "nothing")]) == 1

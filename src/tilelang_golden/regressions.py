@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 # The subjects of the two fact kinds (tilelang_golden.static.kinds): the file a measure reads.
@@ -280,21 +280,6 @@ def class_names(classes: Iterable[RegressionClass]) -> list[str]:
     return [regression_class.name for regression_class in classes]
 
 
-def acknowledge(
-    regressions: Iterable[Regression], declared: Mapping[str, str], given: Mapping[str, str]
-) -> list[Regression]:
-    """Each regression with its reason where the variant declares its class (`declared`) or the regen names it
-    (`given`, which wins: it is the newer word); unacknowledged ones keep no reason."""
-    acknowledged = []
-    for regression in regressions:
-        if regression.name in given:
-            regression = Regression(*regression.to_list()[:4], given[regression.name], "regen option")
-        elif regression.name in declared:
-            regression = Regression(*regression.to_list()[:4], declared[regression.name], "variant declaration")
-        acknowledged.append(regression)
-    return acknowledged
-
-
 def accept_options(names: Iterable[str]) -> str:
     """` --accept-regression "spills=<why it is right>"` per class: what a regen command adds to write them."""
     return "".join(f' --accept-regression "{name}={REASON_PLACEHOLDER}"' for name in dict.fromkeys(names))
@@ -310,4 +295,13 @@ class RegressionPolicy:
     given: Mapping[str, str] = field(default_factory=dict)
 
     def acknowledged(self, regressions: Iterable[Regression]) -> tuple[Regression, ...]:
-        return tuple(acknowledge(regressions, self.declared, self.given))
+        """Each regression with its reason where the regen names its class (which wins: the newer word) or the
+        variant declares it; unacknowledged ones keep no reason."""
+        judged = []
+        for regression in regressions:
+            if regression.name in self.given:
+                regression = replace(regression, reason=self.given[regression.name], by="regen option")
+            elif regression.name in self.declared:
+                regression = replace(regression, reason=self.declared[regression.name], by="variant declaration")
+            judged.append(regression)
+        return tuple(judged)

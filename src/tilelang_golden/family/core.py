@@ -142,7 +142,7 @@ class Family:
         strange = [c for c in self.regressions if not isinstance(c, RegressionClass)]
         if strange:
             raise FamilyError(f"{where}: regressions holds {strange!r}; give RegressionClass records")
-        names = class_names((*REGRESSION_CLASSES, *self.regressions))
+        names = class_names(self.regression_classes)
         repeated = sorted({name for name in names if names.count(name) > 1})
         if repeated:
             raise FamilyError(
@@ -155,7 +155,7 @@ class Family:
         targets = f"which are not targets of this family ({list(self.target_names)})"
         _explained(variant.does_not_lower, self.target_names, f"{where}: variant {variant.name!r} declares it does "
                    "not lower on", targets)  # fmt: skip
-        classes = class_names((*REGRESSION_CLASSES, *self.regressions))
+        classes = class_names(self.regression_classes)
         _explained(variant.acknowledged_regressions, classes, f"{where}: variant {variant.name!r} acknowledges "
                    "regression classes", f"which do not exist; the classes are {classes}")  # fmt: skip
         unknown = sorted(set(variant.shape) - set(self.shape))
@@ -278,6 +278,11 @@ class Family:
                 f"{where}: speed_reference_label must be a string naming the speed reference in reports, "
                 f"got {self.speed_reference_label!r}"
             )
+
+    @property
+    def regression_classes(self) -> tuple[RegressionClass, ...]:
+        """The built-in regression classes, then the family's own: what its cases' changes are judged by."""
+        return (*REGRESSION_CLASSES, *self.regressions)
 
     @property
     def target_names(self) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from dataclasses import replace
 from tilelang_golden.environment import running_under_ci
 from tilelang_golden.families.build import BuildError
 from tilelang_golden.families.cases import Case
-from tilelang_golden.regressions import REASON_PLACEHOLDER, REGRESSION_CLASSES, RegressionPolicy
+from tilelang_golden.regressions import REASON_PLACEHOLDER, RegressionPolicy
 from tilelang_golden.static.kinds import case_files, compare_case, kind_of, source_file
 from tilelang_golden.static.produce.lowering import LoweringError
 from tilelang_golden.static.produce.produced import NowLowers, unacknowledged_warnings
@@ -101,13 +101,14 @@ def check_files(
             if result.unacknowledged:
                 refusal = regression_refusal(result, golden, declared_in)
                 return _failed(result, refusal, outcome=CaseOutcome.CHANGED, mismatches=comparison.mismatches)
-            if any(r.acknowledged for r in result.regressions):
+            acknowledged = [r for r in result.regressions if r.acknowledged]
+            if acknowledged:
                 read_ledger(golden, result.check)  # a corrupt one stops the case before its snapshots are written
             written = regen_files(produced, produce(True), golden)
-            version = installed_tilelang_version()
-            return replace(
-                result, written={**written, **record_acknowledged(golden, result.check, result.regressions, version)}
-            )
+            if acknowledged:
+                version = installed_tilelang_version()
+                written |= record_acknowledged(golden, result.check, acknowledged, version)
+            return replace(result, written=written)
     except CorruptSnapshot as error:  # the family's ledger of acknowledged regressions
         return _failed(result, str(error), f"nothing under {golden.prefix} was written for it", accept=None)
     except LoweringError as error:
@@ -152,9 +153,7 @@ def check_case(
         reason = f"not run, because variant {case.variant.name!r} does not build: {first_lines(error)}"
         return replace(result, status=Status.SKIPPED, accept=None, text=reason)
     declared = case.does_not_lower is not None
-    policy = RegressionPolicy(
-        (*REGRESSION_CLASSES, *case.family.regressions), case.variant.acknowledged_regressions, accepted
-    )
+    policy = RegressionPolicy(case.family.regression_classes, case.variant.acknowledged_regressions, accepted)
 
     def produce(fresh: bool) -> dict[str, str]:
         return lowerings.files(case, fresh=fresh)

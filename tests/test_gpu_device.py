@@ -53,7 +53,19 @@ def test_a_cuda_device_maps_to_its_target_by_compute_capability(monkeypatch, cap
     device = require_cuda()
     assert device.target == target and device.gcn_arch_name is None
     assert device.reports == f"compute capability {capability[0]}.{capability[1]}"
-    assert set(device.versions) == {"cuda", "torch", "tilelang"} and device.runtime == "CUDA 13.0"
+    assert set(device.versions) == {"cuda", "torch", "tilelang", "driver", "nvcc"} and device.runtime == "CUDA 13.0"
+
+
+def test_the_nvcc_release_is_read_from_its_version_text(monkeypatch, tmp_path):
+    nvcc = tmp_path / "bin" / "nvcc"
+    nvcc.parent.mkdir()
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n")
+    nvcc.chmod(0o755)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    fake.torch_device(monkeypatch, (9, 0))
+    assert require_cuda().versions["nvcc"] == "13.0.88"
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "none"))
+    assert require_cuda().versions["nvcc"] == "unknown"
 
 
 @pytest.mark.parametrize(

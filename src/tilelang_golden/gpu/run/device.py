@@ -9,7 +9,9 @@ capability on a CUDA build of PyTorch, its `gcnArchName` on a ROCm build (which 
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -83,7 +85,8 @@ class Device:
     target: str  # the tilelang_golden.targets.TARGETS name whose static snapshots describe this device
     shared_memory_per_block_bytes: int  # the opt-in maximum a kernel may ask for
     multiprocessors: int
-    versions: dict[str, str]  # cuda (or hip), torch, tilelang: part of the timing baseline's key
+    # cuda (or hip), torch, tilelang: the timing baseline's key; driver and nvcc: kept in the performance history
+    versions: dict[str, str]
     gcn_arch_name: str | None = None  # what a ROCm device reports, e.g. `gfx942:sramecc+:xnack-`; None on CUDA
 
     @property
@@ -202,6 +205,7 @@ def require_cuda() -> Device:
     else:
         gcn_arch_name = None
         target, versions = target_for_capability(major, minor), {"cuda": str(torch.version.cuda), **common}
+        versions.update(driver=_driver_version(), nvcc=_nvcc_version())
     # Not verified on ROCm: whether its PyTorch reports the opt-in limit; the per-block one is the fallback.
     shared = getattr(properties, "shared_memory_per_block_optin", None) or properties.shared_memory_per_block
     return Device(
@@ -226,6 +230,30 @@ def gpu_unavailable() -> str | None:
     except (NoCudaDevice, UnknownTarget, NoCudaCompiler) as error:
         return str(error)
     return None
+
+
+def _driver_version() -> str:
+    """The NVIDIA driver's version (`580.95.05`), through NVML; `unknown` without it."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return str(pynvml.nvmlSystemGetDriverVersion())
+    except Exception:  # no package, no driver library: the check runs on, the history says unknown
+        return "unknown"
+
+
+def _nvcc_version() -> str:
+    """The release of the nvcc TileLang compiles with (`13.0.88`), or `unknown`."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        return "unknown"
+    try:
+        said = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    found = re.search(r"\bV(\d+(?:\.\d+)+)", said)
+    return found[1] if found else "unknown"
 
 
 def _version(package: str) -> str:

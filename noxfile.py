@@ -1,5 +1,6 @@
 """The nox sessions of the TileLang golden-file check: static (compare snapshots), regen-golden (rewrite them),
-tests (the repository's tests), gpu, upgrade-preview, and lock (regenerate the hashed locks).
+tests (the repository's tests), gpu, history (main's GPU runs over time), upgrade-preview, and lock (regenerate the
+hashed locks).
 
 `tilelang-golden init` writes this file as a repository's noxfile.py, and the harness's own repository runs it as its
 own; a repository's own sessions go in noxfile_*.py beside it (loaded at the end). Sessions only install locked
@@ -183,6 +184,16 @@ def regen_golden(session: nox.Session) -> None:
     session.run(sys.executable, "-m", "nox", "--install-only", "-s", "static")
     python = STATIC_VENV / "bin" / "python"
     session.run(str(python), "-m", "tilelang_golden", "regen", *session.posargs)
+
+
+@nox.session(venv_backend="none")
+def history(session: nox.Session) -> None:
+    """The performance history of main's GPU runs (docs/history.md), in the static session's venv (the CPU lock has
+    ruptures and matplotlib): `nox -s history` renders the history branch's records as a site in build/history-page;
+    `-- record ...` or `-- page ...` passes options to `tilelang-golden history`."""
+    session.run(sys.executable, "-m", "nox", "--install-only", "-s", "static")
+    options = session.posargs or ["page", "--history", "origin/gpu-history", "--output", "build/history-page"]
+    session.run(str(STATIC_VENV / "bin" / "python"), "-m", "tilelang_golden", "history", *options)
 
 
 @nox.session(name="upgrade-preview")

@@ -142,7 +142,7 @@ def test_the_static_check_runs_in_an_adopting_repository_green_red_green(tmp_pat
 def test_the_command_names_its_commands_and_refuses_another():
     from tilelang_golden.cli import COMMANDS, main
 
-    assert set(COMMANDS) == {"static", "regen", "gpu", "upgrade-preview", "summary", "config", "init"}
+    assert set(COMMANDS) == {"static", "regen", "gpu", "history", "upgrade-preview", "summary", "config", "init"}
     result = subprocess.run(
         [sys.executable, "-m", "tilelang_golden", "stat"], capture_output=True, text=True, timeout=60
     )

@@ -39,6 +39,7 @@ LAYERS = (
     {"gpu.gate"},  # the rules a measurement is held to, and the records they judge
     {"gpu.measure"},  # numerics and timing, filling the gate's records
     {"gpu.report"},  # what a GPU run tells people and machines
+    {"history"},  # main's GPU runs over time: records, change points, the site
     {"gpu"},  # the stages of one variant, the check end to end, `tilelang-golden gpu`
     {"upgrade"},  # what another TileLang would change: both halves
     {"init"},  # `tilelang-golden init`

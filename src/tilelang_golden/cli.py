@@ -4,6 +4,7 @@
     tilelang-golden regen [PYTEST OPTIONS]    rewrite the selected snapshots (what `nox -s regen-golden` runs)
     tilelang-golden gpu [OPTIONS]             numerics and timing on the GPU at hand (`nox -s gpu`)
     tilelang-golden upgrade-preview [OPTIONS] what another TileLang would change (`nox -s upgrade-preview`)
+    tilelang-golden history record|page ...   add a GPU run of main to the history; render its site (`nox -s history`)
     tilelang-golden summary [OPTIONS]         a static run's results -> GitHub job summary and annotations
     tilelang-golden config KEY                one of the repository's settings, as the harness reads it
     tilelang-golden init --families PKG       write the sessions, workflows, locks' inputs and runner set-up here
@@ -45,6 +46,12 @@ def upgrade_preview(argv: Sequence[str]) -> int:
     return main(list(argv))
 
 
+def history(argv: Sequence[str]) -> int:
+    from tilelang_golden.history.command import main
+
+    return main(list(argv))
+
+
 def summary(argv: Sequence[str]) -> int:
     from tilelang_golden.static.report.job_summary import main
 
@@ -68,6 +75,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "regen": regen,
     "gpu": gpu,
     "upgrade-preview": upgrade_preview,
+    "history": history,
     "summary": summary,
     "config": config,
     "init": init,

@@ -164,6 +164,19 @@ def check_cases(
     )
 
 
+def main_history(run: GpuRun, folder: Path | None, log: Log) -> dict[str, str]:
+    """The recent runs on main of each variant timed against the base, from the history under `folder`, if any."""
+    if run.ab is None or folder is None or not folder.is_dir():
+        return {}
+    from tilelang_golden.history.changes import recent
+    from tilelang_golden.history.records import read_history
+
+    history = read_history(folder)
+    for skipped in history.skipped:
+        log(f"performance history: {skipped}")
+    return recent(history, run.device.name, list(run.ab.verdicts))
+
+
 def remeasurer(
     kernels: Kernels, passing: Mapping[str, Case], request: TimingRequest, limits: Mapping[str, float], log: Log
 ) -> Callable[[Sequence[str]], dict[str, float]]:
@@ -435,9 +448,11 @@ def run_gpu_check(
     environ: Mapping[str, str] = os.environ,
     kernels: Kernels | None = None,
     log: Log = print,
+    history: Path | None = None,
 ) -> int:
     """The `nox -s gpu` run: 0 when the gate passes, 1 when it fails, 2 when nothing could be checked; its reports
-    are written under `output`.
+    are written under `output`. `history`: a checkout of main's performance history, whose recent runs the A/B
+    verdicts are shown beside.
 
     The kernels run in a worker process (tilelang_golden.gpu.stages.Kernels.in_worker) unless `kernels` says
     where."""
@@ -453,7 +468,8 @@ def run_gpu_check(
             log(f"gpu check stopped, nothing was checked: {error}")
             return 2
         comparison = baseline.judge(run, environ, log)
-        run = dataclasses.replace(run, comparison=comparison, wall_seconds=time.perf_counter() - started)
+        run = dataclasses.replace(run, comparison=comparison, wall_seconds=time.perf_counter() - started,
+                                  history=main_history(run, history, log))  # fmt: skip
         for path in write_reports(run, output, environ, log):
             log(f"wrote {path}")
     finally:

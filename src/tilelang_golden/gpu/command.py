@@ -83,6 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --against, time unchanged variants against REF too (identical kernels: the gate's false alarms)",
     )
     parser.add_argument(
+        "--history",
+        type=Path,
+        default=Path("build/gpu-history"),
+        help="a checkout of main's performance history: the A/B table shows each variant's recent runs on main "
+        "(default: %(default)s, where the GPU workflow puts it for a pull request's run; skipped where absent)",
+    )
+    parser.add_argument(
         "--record-baseline", action="store_true", help="write this run's ratios as the baseline for this GPU model"
     )
     parser.add_argument(
@@ -180,5 +187,6 @@ def main(argv: list[str] | None = None) -> int:
             force=options.force_record_under_ci,
             complete_selection=not options.select and not broken and options.families == list(options.snapshotted),
         ),
+        history=options.history,
     )
     return 1 if broken and status == 0 else status

@@ -147,7 +147,7 @@ def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
         MARKDOWN_HEADER,
         f"## GPU check {'passed' if run.passed else 'FAILED'} on {d.name} ({d.target})",
         "",
-        *([] if run.ab is None else _ab_section(run.ab)),
+        *([] if run.ab is None else _ab_section(run.ab, run.history)),
         f"{d.runtime}, torch {d.versions['torch']}, TileLang {d.versions['tilelang']}; "
         f"seeds {', '.join(map(str, run.seeds))}; {run.timer['tool']}, each variant next to its reference, "
         f"{run.timer['rounds']} rounds in random order (seed {run.timer.get('order_seed')}), ratio = median of the "
@@ -198,18 +198,23 @@ def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _ab_section(ab: AbComparison) -> list[str]:
-    """The A/B table first: each changed variant's time over the base's, worst first, then what was not compared."""
+def _ab_section(ab: AbComparison, history: Mapping[str, str]) -> list[str]:
+    """The A/B table first: each changed variant's time over the base's, worst first, beside its recent runs on main
+    when the performance history has them, then what was not compared."""
     levels = [v.level for v in ab.verdicts.values()]
     counted = ", ".join(f"{levels.count(level)} {word}" for level, word in AB_WORDS.items() if level in levels)
     lines = [f"### Against {ab.base}: {len(ab.verdicts)} changed variants timed next to the base's kernel"
              + (f" ({counted})" if counted else ""), ""]  # fmt: skip
     if ab.verdicts:
-        lines += [AB_NOTE, "", "| variant | time vs base | spread | second measurement | verdict |"]
-        lines.append("|---|---|---|---|---|")
+        lines += [AB_NOTE + (HISTORY_NOTE if history else ""), ""]
+        lines += [
+            "| variant | time vs base | spread | second measurement | verdict |" + (" on main |" if history else "")
+        ]
+        lines.append("|---|---|---|---|---|" + ("---|" if history else ""))
         for v in sorted(ab.verdicts.values(), key=lambda v: -v.slower_by):
             again = f"{slower_than_base(v.again):+.1%}" if v.again else ""
-            lines.append(f"| {v.variant} | {v.slower_by:+.1%} | {v.spread:.1%} | {again} | {AB_WORDS[v.level]} |")
+            row = f"| {v.variant} | {v.slower_by:+.1%} | {v.spread:.1%} | {again} | {AB_WORDS[v.level]} |"
+            lines.append(row + (f" {history.get(v.variant, 'no history yet')} |" if history else ""))
         lines.append("")
     lines += [f"- {key}: not compared: {why}" for key, why in ab.not_compared.items()]
     lines += [f"- {key}: gone from the working tree (the base has it)" for key in ab.gone]
@@ -223,6 +228,12 @@ AB_NOTE = (
     f"The pull request's kernel and the base's, launched in alternation in one process, over the run's rounds; time "
     f"vs base = the median round's time ratio minus 1. Fails from +{AB_FAIL_SLOWER:.0%} when a second, independent "
     f"measurement agrees; warns from +{AB_WARN_SLOWER:.0%}."
+)
+
+
+HISTORY_NOTE = (
+    " On main: the variant's ratio to its reference over main's last runs on this GPU model (higher is faster), the "
+    "latest, and its latest change of level (the performance history, docs/history.md)."
 )
 
 

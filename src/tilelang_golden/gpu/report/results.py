@@ -173,6 +173,9 @@ class GpuRun:
     # family/variant -> why it is not run on this device (tilelang_golden.gpu.selection.not_run_on): never a pass
     not_run: dict[str, str] = field(default_factory=dict)
     ab: ab_gate.AbComparison | None = None  # the changed variants against the base commit (`--against`), when asked
+    # family/variant -> its recent runs on main on this GPU model, in words (tilelang_golden.history.changes.recent),
+    # for the variants compared with the base: the A/B verdict's context
+    history: dict[str, str] = field(default_factory=dict)
 
     def verdict(self, result: VariantResult) -> gate.VariantVerdict:
         timing = None if self.comparison is None else self.comparison.verdicts.get(result.key)

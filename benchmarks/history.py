@@ -1,0 +1,136 @@
+"""The performance history's change points on synthetic histories made of the H200's noise, and the time to render a
+large history. Prints two tables; `--quick` runs fewer histories and a smaller render.
+
+    python -m benchmarks.history [--histories 300] [--runs 1000] [--variants 100]
+
+The noise: on one H200 start, 57 A/B pairs of identical kernels gave medians from -1.1 % to +1.4 %, 54 of them within
+1 % (docs/measurements.md): a normal spread of 0.52 % for the difference of two measurements. Each synthetic run's
+ratio gets a normal error of that spread / sqrt(2) ("as measured": two runs then differ as the pairs did), and, to
+leave a margin, of the whole 0.52 % ("doubled variance").
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import math
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from tilelang_golden.history.changes import change_points
+from tilelang_golden.history.records import Record, Timed, read_history, write_record
+
+AB_PAIRS, WITHIN_ONE_PERCENT = 57, 54
+PAIR_NOISE = 0.01 / statistics.NormalDist().inv_cdf((1 + WITHIN_ONE_PERCENT / AB_PAIRS) / 2)  # 0.52 %
+NOISES = {"as measured": PAIR_NOISE / math.sqrt(2), "doubled variance": PAIR_NOISE}
+
+
+def synthetic(runs: int, steps: dict[int, float], seed: int, noise: float, level: float = 0.8) -> list[float]:
+    """`runs` ratios around `level` with a normal error of relative spread `noise`; from run `at` on, each step
+    multiplies the level by 1 + size."""
+    rng = random.Random(seed)
+    values = []
+    for run in range(runs):
+        for at, size in steps.items():
+            if run == at:
+                level *= 1 + size
+        values.append(level * (1 + rng.gauss(0, noise)))
+    return values
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    runs: int
+    steps: dict[int, float]
+
+
+SCENARIOS = (
+    Scenario("one 3 % step (slower)", 60, {30: -0.03}),
+    Scenario("five 1.5 % steps (slower)", 120, {20: -0.015, 40: -0.015, 60: -0.015, 80: -0.015, 100: -0.015}),
+    Scenario("noise only", 200, {}),
+)
+
+
+@dataclass(frozen=True)
+class Found:
+    """Over many histories of one scenario: how many had each step found at its run, or within one run, and the
+    most changes found that no step explains."""
+
+    histories: int
+    exact: int
+    within_one: int
+    most_false: int
+
+
+def detect(scenario: Scenario, histories: int, noise: float) -> Found:
+    exact = within_one = most_false = 0
+    for seed in range(histories):
+        found = change_points(synthetic(scenario.runs, scenario.steps, seed, noise))
+        steps = sorted(scenario.steps)
+        exact += found == steps
+        near = [f for f in found if any(abs(f - s) <= 1 for s in steps)]
+        within_one += len(near) == len(steps) and all(any(abs(f - s) <= 1 for f in near) for s in steps)
+        most_false = max(most_false, len(found) - len(near))
+    return Found(histories, exact, within_one, most_false)
+
+
+def commit(run: int) -> str:
+    """A made-up commit's SHA for run `run`."""
+    return hashlib.sha1(str(run).encode()).hexdigest()
+
+
+def synthetic_history(folder: Path, runs: int, variants: int, seed: int = 0) -> None:
+    """`runs` records of `variants` variants under `folder`, each variant with one 3 % step half way."""
+    start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    series = [synthetic(runs, {runs // 2: -0.03}, seed + v, NOISES["as measured"]) for v in range(variants)]
+    for run in range(runs):
+        when = (start + timedelta(hours=run)).isoformat()
+        timed = {f"family{v % 10}/variant{v}": Timed(1.0 / s[run], 0.01, s[run], 0.01) for v, s in enumerate(series)}
+        write_record(Record(commit(run), when, when, "", "NVIDIA H200", {"tilelang": "0.1.15"}, timed), folder)
+
+
+def render_seconds(runs: int, variants: int) -> tuple[float, float, str]:
+    """Seconds to write the synthetic history, seconds to read and render it, and the site's summary."""
+    from tilelang_golden.history.page import write_site
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        began = time.perf_counter()
+        synthetic_history(root / "history", runs, variants)
+        written = time.perf_counter()
+        site = write_site(read_history(root / "history"), root / "site")
+        return written - began, time.perf_counter() - written, site.summary()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--histories", type=int, default=300)
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--variants", type=int, default=100)
+    parser.add_argument("--quick", action="store_true", help="30 histories, 100 runs x 20 variants")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.histories, args.runs, args.variants = 30, 100, 20
+    print(f"Synthetic histories of the H200's noise, {args.histories} of each:\n")
+    print("| scenario | runs | noise (one run) | steps found at their run | within one run | most false changes |")
+    print("|---|---|---|---|---|---|")
+    for scenario in SCENARIOS:
+        for name, noise in NOISES.items():
+            found = detect(scenario, args.histories, noise)
+            cells = [f"{n}/{found.histories}" if scenario.steps else "—" for n in (found.exact, found.within_one)]
+            cells = [scenario.name, str(scenario.runs), f"{name}, {noise:.2%}", *cells, str(found.most_false)]
+            print(f"| {' | '.join(cells)} |")
+    writing, rendering, summary = render_seconds(args.runs, args.variants)
+    print(f"\nRendering {args.runs} runs x {args.variants} variants: written in {writing:.1f} s, "
+          f"read and rendered in {rendering:.1f} s\n  {summary}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

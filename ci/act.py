@@ -234,8 +234,10 @@ class World:
         git(self.repo, "checkout", "--quiet", ref)
 
     def run(self, workflow: str, event: str, payload: Mapping[str, Any], *, job: str | None = None,
-            env: Mapping[str, str] | None = None) -> tuple[int, Run]:  # fmt: skip
-        """One run of `workflow` for `event` with act; returns its run id (GITHUB_RUN_ID) and what act said."""
+            env: Mapping[str, str] | None = None,
+            variables: Mapping[str, str] | None = None) -> tuple[int, Run]:  # fmt: skip
+        """One run of `workflow` for `event` with act; returns its run id (GITHUB_RUN_ID) and what act said.
+        `variables`: the repository's configuration variables (`vars.NAME`)."""
         self.runs += 1
         run_id = self.runs
         event_file = self.root / f"event-{run_id}.json"
@@ -250,6 +252,7 @@ class World:
                    "--secret", "GITHUB_TOKEN=stand-in-token"]  # fmt: skip  # github.token, which gh requires
         command += [argument for label in RUNNER_LABELS for argument in ("-P", f"{label}=-self-hosted")]
         command += [argument for name, value in given.items() for argument in ("--env", f"{name}={value}")]
+        command += [argument for name, value in (variables or {}).items() for argument in ("--var", f"{name}={value}")]
         command += ["--job", job] if job else []
         process = subprocess.run(command, cwd=self.repo, env=runner_environment(os.environ), capture_output=True,
                                  text=True, timeout=600)  # fmt: skip

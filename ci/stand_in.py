@@ -142,12 +142,31 @@ def upload_artifact() -> int:
 
 
 def download_artifact() -> int:
-    """actions/download-artifact of this run, by name (all the workflows use), into `path`."""
-    artifact = state() / "artifacts" / os.environ["GITHUB_RUN_ID"] / inputs("name")
+    """actions/download-artifact of this run: by name into `path`, or every artifact whose name matches `pattern`
+    into `path`/<name> (none matching is no error, as on GitHub)."""
+    run = state() / "artifacts" / os.environ["GITHUB_RUN_ID"]
+    destination = Path(inputs("path") or ".")
+    if inputs("pattern") and not inputs("name"):
+        for artifact in sorted(run.glob(inputs("pattern"))):
+            shutil.copytree(artifact, destination / artifact.name, dirs_exist_ok=True)
+        return 0
+    artifact = run / inputs("name")
     if not inputs("name") or not artifact.is_dir():
         print(f"::error::Unable to download artifact(s): Artifact not found for name: {inputs('name')}")
         return 1
-    shutil.copytree(artifact, Path(inputs("path") or "."), dirs_exist_ok=True)
+    shutil.copytree(artifact, destination, dirs_exist_ok=True)
+    return 0
+
+
+def deploy_pages() -> int:
+    """actions/deploy-pages: the run's `github-pages` artifact (upload-pages-artifact's tar) recorded as deployed."""
+    site = state() / "artifacts" / os.environ["GITHUB_RUN_ID"] / "github-pages"
+    if not site.is_dir():
+        print("::error::No artifact named github-pages: upload one with actions/upload-pages-artifact first")
+        return 1
+    record("deploy-pages", files=sorted(str(p.relative_to(site)) for p in site.rglob("*") if p.is_file()))
+    owner, name = os.environ["GITHUB_REPOSITORY"].split("/")
+    output("page_url", f"https://{owner}.github.io/{name}/")
     return 0
 
 
@@ -156,6 +175,7 @@ COMMANDS = {
     "cache-save": cache_save,
     "upload-artifact": upload_artifact,
     "download-artifact": download_artifact,
+    "deploy-pages": deploy_pages,
 }
 
 if __name__ == "__main__":

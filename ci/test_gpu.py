@@ -6,13 +6,15 @@ report folders are given to both sides by GPU_CHECK_REQUEST and GPU_CHECK_REPORT
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from act import CI, REPO, REPOSITORY, Run, World
+from act import CI, REPO, REPOSITORY, Run, World, git
 
 SERVE = REPO / "deploy" / "arc" / "image" / "serve"
 JOBS = {"commit to check": "success", "gpu numerics and timing (gpu-h200)": "success"}
@@ -28,22 +30,30 @@ def handover(world: World, name: str) -> tuple[Path, Path]:
     return request, report
 
 
-@pytest.fixture
-def gpu_check(world: World, request: pytest.FixtureRequest) -> Iterator[tuple[Path, Path]]:
-    """The gpu-check container: serve waiting for the runner's request, stopped with the test. An indirect
-    parameter adds to the fake check's environment (ci/gpu_check/python3)."""
-    name = f"gpu-check-{request.node.name}"
+@contextlib.contextmanager
+def serving(world: World, name: str, **env: str) -> Iterator[tuple[Path, Path]]:
+    """The gpu-check container of one pod, which serves one request: serve waiting for the runner's request,
+    stopped at the end. `env` adds to the fake check's environment (ci/gpu_check/python3)."""
     handed_over, report = handover(world, name)
     home = world.root / name / "home"
     home.mkdir()
     env = {"PATH": f"{CI / 'gpu_check'}:/usr/bin:/bin", "HOME": str(home), "FAKE_GPU_STATUS": "1",
            "FAKE_GPU_VERDICT": "1 of 2 variants failed", "GPU_CHECK_REQUEST": str(handed_over),
-           "GPU_CHECK_REPORT": str(report), **getattr(request, "param", {})}  # fmt: skip
+           "GPU_CHECK_REPORT": str(report), **env}  # fmt: skip
     user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
     serve = subprocess.Popen(["unshare", *user, "--pid", "--fork", "--mount-proc", str(SERVE)], env=env)
-    yield handed_over, report
-    serve.kill()
-    serve.wait()
+    try:
+        yield handed_over, report
+    finally:
+        serve.kill()
+        serve.wait()
+
+
+@pytest.fixture
+def gpu_check(world: World, request: pytest.FixtureRequest) -> Iterator[tuple[Path, Path]]:
+    """The gpu-check container for one test; an indirect parameter adds to the fake check's environment."""
+    with serving(world, f"gpu-check-{request.node.name}", **getattr(request, "param", {})) as folders:
+        yield folders
 
 
 def dispatch(world: World, number: int, head: str, request: Path, report: Path, **env: str) -> tuple[int, Run]:
@@ -114,3 +124,53 @@ def test_a_compressed_report_the_check_writes_itself_is_refused(world, gpu_check
     assert error["arg"] == "the GPU report is not an uncompressed tar archive (tar says why above)", error
     assert "Archive is compressed. Use -j option" in run.output("gpu numerics and timing (gpu-h200)")
     assert not world.artifact(run_id, "gpu-report-gpu-h200").exists()
+
+
+# -- the performance history -------------------------------------------------------------------------------------
+
+HISTORY_JOB = "performance history"
+
+
+def history_records(world: World) -> list[dict]:
+    """The records on the repository's gpu-history branch, oldest first."""
+    names = git(world.repo, "ls-tree", "-r", "--name-only", "gpu-history").splitlines()
+    return [json.loads(git(world.repo, "show", f"gpu-history:{name}")) for name in sorted(names)]
+
+
+def test_each_run_of_main_appends_a_record_that_no_pull_request_run_writes(world):
+    """Two pushes to main: two records on gpu-history, each with its commit, and the site built (and published
+    where the repository turns Pages on). Then a pull request's dispatched run: it gets main's records for its A/B
+    table and writes none."""
+    world.on_main()
+    pushed = []
+    for push, pages in enumerate(("false", "true")):
+        if push:
+            git(world.repo, "commit", "--quiet", "--allow-empty", "-m", "a second commit on main")
+            world.github({**world.github(), "branches": {"main": world.sha("main")}})
+        pushed.append(world.sha("main"))
+        with serving(world, f"history-push-{push}", FAKE_GPU_STATUS="0") as (request, report):
+            event = {"ref": "refs/heads/main", "after": pushed[-1], "repository": {"full_name": REPOSITORY}}
+            handed = {"GPU_CHECK_REQUEST": str(request), "GPU_CHECK_REPORT": str(report)}
+            run_id, run = world.run("gpu.yml", "push", event, env=handed, variables={"GPU_HISTORY_PAGES": pages})
+        published = {"publish the performance history": "success"} if pages == "true" else {}
+        assert run.jobs() == {**JOBS, HISTORY_JOB: "success", **published}, run.output(HISTORY_JOB)
+        assert [r["commit"] for r in history_records(world)] == pushed, "one record per run, in commit order"
+        site = world.artifact(run_id, "gpu-history-page")
+        assert (site / "index.html").is_file() and (site / "inplace_update.html").is_file()
+        assert "### Performance history" in run.summary(HISTORY_JOB)
+        assert f"{push + 1} runs of main, 1 variant histories" in run.summary(HISTORY_JOB)
+    (deployed,) = world.calls(run_id, "deploy-pages")
+    assert "index.html" in deployed["files"], deployed
+    assert "Published: https://acme.github.io/kernels/" in run.summary("publish the performance history")
+    record = history_records(world)[-1]
+    assert record["gpu"] == "NVIDIA H200" and list(record["variants"]) == ["inplace_update/tile32x256"]
+
+    head = world.pull_request(33)
+    world.on_main()
+    world.branch("gpu-dispatch")
+    with serving(world, "history-pull-request", FAKE_GPU_STATUS="0") as (request, report):
+        _, run = dispatch(world, 33, head, request, report)
+        handed = sorted(p.name for p in (request / "src" / "build" / "gpu-history" / "records").rglob("*.json"))
+    assert run.jobs() == JOBS, "no history job for a pull request's commit"
+    assert len(handed) == 2, "main's records reach the pull request's check, for its A/B table"
+    assert [r["commit"] for r in history_records(world)] == pushed, "the pull request's run wrote nothing"

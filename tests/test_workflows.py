@@ -149,7 +149,8 @@ def test_triggers():
     # only: a pull request into gpu-dispatch would read the caches that runs of pull request code may write.
     assert static["pull_request"] == {"branches": ["main"]}
     gpu = triggers(found["gpu.yml"])
-    assert set(gpu) == {"push", "workflow_dispatch"}, "no pull request event may start the GPU workflow"
+    assert set(gpu) == {"push", "schedule", "workflow_dispatch"}, "no pull request event may start the GPU workflow"
+    assert [set(entry) for entry in gpu["schedule"]] == [{"cron"}], "main each night, for the performance history"
     assert gpu["push"] == {"branches": ["main"]}
     assert {
         name: (i["required"], i["type"], i["default"]) for name, i in gpu["workflow_dispatch"]["inputs"].items()
@@ -249,9 +250,25 @@ def test_the_static_shards_upload_the_verdict_and_the_pull_request_number_for_th
         assert not runs_if(step["if"], {"github": SAMPLE_EVENTS["fork PR"]}, "cancelled")
 
 
+def test_the_history_job_alone_writes_the_history_branch_with_main_s_code_on_a_github_hosted_runner():
+    history = workflows()["gpu.yml"]["jobs"]["history"]
+    assert history["runs-on"] == "ubuntu-24.04" and history["needs"] == ["commit", "gpu"]
+    writers = [(name, job) for name, workflow in workflows().items() for job, step in steps(workflow)
+               if "gpu-history" in step.get("run", "") and " push " in step.get("run", "")]  # fmt: skip
+    assert writers == [("gpu.yml", "history")]
+    (checkout,) = [s for s in history["steps"] if s.get("uses", "").startswith("actions/checkout@")]
+    assert (
+        checkout["with"]["ref"] == "${{ needs.commit.outputs.sha }}"
+        and checkout["with"]["persist-credentials"] is False
+    )
+    (add,) = [s for s in history["steps"] if s.get("name") == "Add the run to the gpu-history branch"]
+    assert add["env"] == {"GH_TOKEN": "${{ github.token }}"}, "the token reaches this step alone"
+    assert "http.extraheader=$auth" in add["run"] and "git config" not in add["run"], "never written to .git/config"
+
+
 def test_gpu_job_checks_out_the_commit_a_maintainer_named_verified_on_a_github_hosted_runner():
     jobs = workflows()["gpu.yml"]["jobs"]
-    assert set(jobs) == {"commit", "gpu"}
+    assert set(jobs) == {"commit", "gpu", "history", "pages"}
     commit, gpu = jobs["commit"], jobs["gpu"]
     assert commit["runs-on"] == "ubuntu-24.04", "the token that reads the pull request stays off the GPU pods"
     step, upload = commit["steps"]
@@ -406,19 +423,25 @@ JOB_PERMISSIONS = {
     "static.yml": dict.fromkeys(["golden", "orphans", "tests"], {"contents": "read"}),
     "harness.yml": dict.fromkeys(["lint", "wheel"], {"contents": "read"}),
     "regen.yml": {"regen": {"contents": "read"}, "patch": {"contents": "read"}},
-    "gpu.yml": {"commit": {"contents": "read", "pull-requests": "read"}, "gpu": {}},
+    "gpu.yml": {
+        "commit": {"contents": "read", "pull-requests": "read"},
+        "gpu": {},
+        "history": {"contents": "write"},
+        "pages": {"pages": "write", "id-token": "write"},
+    },  # fmt: skip
     COMMENT: {"comment": {"actions": "read", "pull-requests": "write", "statuses": "write"}},
 }
 
 
 @pytest.mark.parametrize("name", [path.name for path in workflow_files()])
 def test_permissions_per_job(name):
-    """`permissions: {}` at the top (the default may be write-all), each job its own scopes; only the comment writes."""
+    """`permissions: {}` at the top (the default may be write-all), each job its own scopes; only the comment, and
+    the GPU workflow's history and its page (main's runs only: test_if_expressions_against_sample_events), write."""
     workflow = load(WORKFLOWS / name)
     assert workflow["permissions"] == {}, f"{name}: top-level permissions must be {{}}"
     assert {job_name: job.get("permissions") for job_name, job in workflow["jobs"].items()} == JOB_PERMISSIONS[name]
     writes = {job_name for job_name, job in workflow["jobs"].items() if "write" in (job["permissions"] or {}).values()}
-    assert writes == ({"comment"} if name == COMMENT else set())
+    assert writes == {COMMENT: {"comment"}, "gpu.yml": {"history", "pages"}}.get(name, set())
 
 
 @pytest.mark.parametrize("name", [path.name for path in workflow_files() if path.name != COMMENT])
@@ -509,7 +532,8 @@ def test_nox_sessions_called_exist_in_noxfile():
     assert per_workflow["static.yml"] == {"static", "tests"}
     assert per_workflow["harness.yml"] == {"lint", "wheel"}
     assert per_workflow["regen.yml"] == {"static", "regen-golden"}  # static: --install-only, for its settings
-    assert per_workflow["gpu.yml"] == set(), "the GPU session runs in the gpu-check container, not the runner's"
+    # The GPU session runs in the gpu-check container, not the runner's; the history job records and renders.
+    assert per_workflow["gpu.yml"] == {"static", "history"}
     per_workflow["gpu.yml"] = set(nox_sessions_called(SERVE.read_text()))
     assert per_workflow["gpu.yml"] == {"gpu"}
     assert per_workflow[COMMENT] == set()
@@ -668,7 +692,8 @@ def _context(event: str) -> dict[str, Any]:
     pull_request = inputs.get("pr", "") if github["ref"] == DISPATCH_REF else ""
     return {"github": github, "inputs": inputs, "matrix": {"shard": 1}, "runner": {"os": "Linux"},
             "steps": {"venv": {"outputs": {"cache-hit": "false"}}},
-            "needs": {"commit": {"outputs": {"pr": pull_request}}}}  # fmt: skip
+            "needs": {job: {"result": "success", "outputs": {"pr": pull_request}} for job in ("commit", "history")},
+            "vars": {}}  # fmt: skip
 
 
 def _restore_keys(step: dict[str, Any], event: str) -> list[str]:
@@ -719,7 +744,7 @@ def test_restores_across_scopes_take_exact_keys():
                 for event in SAMPLE_EVENTS:
                     if event != "push to main" and started(workflow, SAMPLE_EVENTS[event]):
                         assert _restore_keys(step, event) == [], f"{name}:{job_name}: prefixes for {event}"
-    assert restores == 7
+    assert restores == 8
     saving = {
         name
         for name, workflow in workflows().items()
@@ -728,9 +753,14 @@ def test_restores_across_scopes_take_exact_keys():
     }
     assert saving == {"static.yml", "harness.yml"}, "only the push-triggered workflows write caches (main's pushes)"
     others = [name for name in workflows() if name not in ("static.yml", "regen.yml", "harness.yml")]
-    assert not [
-        name for name in others for _, step in steps(workflows()[name]) if "actions/cache" in step.get("uses", "")
+    cached = [
+        (name, job)
+        for name in others
+        for job, step in steps(workflows()[name])
+        if "actions/cache" in step.get("uses", "")
     ]
+    # The history job restores main's static venv, and runs for main alone (test_if_expressions_against_sample_events).
+    assert cached == [("gpu.yml", "history")]
 
 
 def _static_jobs() -> dict[str, Any]:
@@ -1052,6 +1082,7 @@ SAMPLE_EVENTS = {
     "same-repo PR": _pull_request(REPOSITORY, "opened"),
     "same-repo PR labelled": _pull_request(REPOSITORY, "labeled", ("gpu-ci",), "gpu-ci"),
     "push to main": _event("push"),
+    "nightly on main": _event("schedule"),
     "push to a branch": _event("push", "refs/heads/topic"),
     "dispatch from main": _event("workflow_dispatch", inputs={"pr": "7", "sha": "2" * 40, "filter": ""}),
     "dispatch from a branch": _event(
@@ -1127,9 +1158,12 @@ def test_if_expressions_against_sample_events():
         "regen.yml:patch": {"dispatch from main", "dispatch from a branch", "dispatch on gpu-dispatch"},
         # the GPU runners: merged code, or main's workflow started by a maintainer (a pull request's commit on the
         # dispatch branch, whose caches nothing reads); no pull request event
-        "gpu.yml:commit": MAIN | {"dispatch from main", "dispatch on gpu-dispatch"},
-        "gpu.yml:gpu": MAIN | {"dispatch from main", "dispatch on gpu-dispatch"},
+        "gpu.yml:commit": MAIN | {"nightly on main", "dispatch from main", "dispatch on gpu-dispatch"},
+        "gpu.yml:gpu": MAIN | {"nightly on main", "dispatch from main", "dispatch on gpu-dispatch"},
         "gpu.yml:gpu:Merge base with main, for the A/B timing": {"dispatch on gpu-dispatch"},
+        "gpu.yml:gpu:Main's performance history, beside the A/B verdicts": {"dispatch on gpu-dispatch"},
+        # the history's only writer: runs of main, never a pull request's commit; Pages only where turned on
+        "gpu.yml:history": MAIN | {"nightly on main", "dispatch from main"},
         "gpu.yml:commit:Upload the pull request and its commit for the comment": {"dispatch on gpu-dispatch"},
     }
     assert "static.yml:golden:Save the static venv" not in what_runs(cache_hit="true"), (

@@ -15,6 +15,7 @@ import argparse
 import hashlib
 import math
 import random
+import shutil
 import statistics
 import tempfile
 import time
@@ -60,25 +61,27 @@ SCENARIOS = (
 
 @dataclass(frozen=True)
 class Found:
-    """Over many histories of one scenario: how many had each step found at its run, or within one run, and the
-    most changes found that no step explains."""
+    """Over many histories of one scenario: in how many every step had a change found at its run, within one run
+    and within two, and the most changes found in one history that are no step's (more than two runs from every
+    step)."""
 
     histories: int
     exact: int
     within_one: int
+    within_two: int
     most_false: int
 
 
 def detect(scenario: Scenario, histories: int, noise: float) -> Found:
-    exact = within_one = most_false = 0
+    steps = sorted(scenario.steps)
+    hits = {0: 0, 1: 0, 2: 0}
+    most_false = 0
     for seed in range(histories):
         found = change_points(synthetic(scenario.runs, scenario.steps, seed, noise))
-        steps = sorted(scenario.steps)
-        exact += found == steps
-        near = [f for f in found if any(abs(f - s) <= 1 for s in steps)]
-        within_one += len(near) == len(steps) and all(any(abs(f - s) <= 1 for f in near) for s in steps)
-        most_false = max(most_false, len(found) - len(near))
-    return Found(histories, exact, within_one, most_false)
+        for runs in hits:
+            hits[runs] += all(any(abs(f - s) <= runs for f in found) for s in steps)
+        most_false = max(most_false, sum(1 for f in found if all(abs(f - s) > 2 for s in steps)))
+    return Found(histories, hits[0], hits[1], hits[2], most_false)
 
 
 def commit(run: int) -> str:
@@ -86,10 +89,10 @@ def commit(run: int) -> str:
     return hashlib.sha1(str(run).encode()).hexdigest()
 
 
-def synthetic_history(folder: Path, runs: int, variants: int, seed: int = 0) -> None:
-    """`runs` records of `variants` variants under `folder`, each variant with one 3 % step half way."""
+def synthetic_history(folder: Path, runs: int, variants: int, steps: dict[int, float], seed: int = 0) -> None:
+    """`runs` records of `variants` variants under `folder`, each variant with `steps` (run -> size)."""
     start = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    series = [synthetic(runs, {runs // 2: -0.03}, seed + v, NOISES["as measured"]) for v in range(variants)]
+    series = [synthetic(runs, steps, seed + v, NOISES["as measured"]) for v in range(variants)]
     for run in range(runs):
         when = (start + timedelta(hours=run)).isoformat()
         timed = {f"family{v % 10}/variant{v}": Timed(1.0 / s[run], 0.01, s[run], 0.01) for v, s in enumerate(series)}
@@ -103,10 +106,23 @@ def render_seconds(runs: int, variants: int) -> tuple[float, float, str]:
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         began = time.perf_counter()
-        synthetic_history(root / "history", runs, variants)
+        synthetic_history(root / "history", runs, variants, {runs // 2: -0.03})
         written = time.perf_counter()
         site = write_site(read_history(root / "history"), root / "site")
         return written - began, time.perf_counter() - written, site.summary()
+
+
+def example_plot(path: Path) -> None:
+    """The site's plot of one synthetic history with the five 1.5 % steps, written to `path` (docs/history.md)."""
+    from tilelang_golden.history.page import write_site
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        scenario = SCENARIOS[1]
+        synthetic_history(root / "history", scenario.runs, 1, scenario.steps)
+        write_site(read_history(root / "history"), root / "site", workers=1)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(root / "site" / "plots" / "family0" / "family0--variant0--nvidia-h200.svg", path)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -115,16 +131,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--variants", type=int, default=100)
     parser.add_argument("--quick", action="store_true", help="30 histories, 100 runs x 20 variants")
+    parser.add_argument("--example", type=Path, help="only write the plot of a synthetic history with five steps here")
     args = parser.parse_args(argv)
+    if args.example:
+        example_plot(args.example)
+        return
     if args.quick:
         args.histories, args.runs, args.variants = 30, 100, 20
-    print(f"Synthetic histories of the H200's noise, {args.histories} of each:\n")
-    print("| scenario | runs | noise (one run) | steps found at their run | within one run | most false changes |")
-    print("|---|---|---|---|---|---|")
+    print(
+        f"Synthetic histories of the H200's noise, {args.histories} of each (false changes: the most in one history):\n"
+    )
+    print("| scenario | runs | noise (one run) | steps found: at their run | within 1 run | within 2 | false changes |")
+    print("|---|---|---|---|---|---|---|")
     for scenario in SCENARIOS:
         for name, noise in NOISES.items():
             found = detect(scenario, args.histories, noise)
-            cells = [f"{n}/{found.histories}" if scenario.steps else "—" for n in (found.exact, found.within_one)]
+            counts = (found.exact, found.within_one, found.within_two)
+            cells = [f"{n}/{found.histories}" if scenario.steps else "—" for n in counts]
             cells = [scenario.name, str(scenario.runs), f"{name}, {noise:.2%}", *cells, str(found.most_false)]
             print(f"| {' | '.join(cells)} |")
     writing, rendering, summary = render_seconds(args.runs, args.variants)

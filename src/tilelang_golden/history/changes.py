@@ -21,7 +21,10 @@ from tilelang_golden.history.records import History, Record, Timed
 # Squared-error gain a change must bring, in units of noise^2 * ln(runs): 4 keeps 200 runs of noise alone to at most
 # one change in 300 synthetic histories, and finds every 1.5 % step of the H200's noise (docs/history.md).
 PENALTY = 4.0
-SHORTEST_LEVEL = 2  # runs: a level is at least this long, so one odd run is not a change of its own
+# Runs: a level is at least this long, so a change shows once three runs after it agree, and a pair of runs on one
+# machine start (whose figures move together) is not a level of its own. The synthetic histories find the same steps
+# with 2 or 3 (docs/measurements.md); 4 runs of the H200 on two starts, two each, gave 19 changes with 2, none with 3.
+SHORTEST_LEVEL = 3
 # The noise is at least this fraction of the series' level: runs that repeat one figure do not make every wobble a
 # change.
 NOISE_FLOOR = 0.001

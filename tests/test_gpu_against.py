@@ -282,3 +282,20 @@ def test_a_kernel_faster_than_the_bases_is_reported(tmp_path, monkeypatch):
     status, report, summary = ab_run(tmp_path, monkeypatch, pr_ms=0.95)
     assert status == 0 and report["against"]["verdicts"]["tiny/changed"]["level"] == ab_gate.FASTER
     assert "5.0% faster than the base" in json.dumps(report)
+
+
+def test_the_command_hands_the_check_an_ab_plan_it_can_call(monkeypatch):
+    """`tilelang-golden gpu --against REF` end to end up to the check: its closure plans against the base (it once
+    called the CheckPlan it was handed, named like the planning function, and every A/B run stopped there)."""
+    from tilelang_golden.gpu import command
+    from tilelang_golden.gpu.run import against
+
+    handed = {}
+    monkeypatch.setattr(command, "gpu_unavailable", lambda: None)
+    monkeypatch.setattr(
+        "tilelang_golden.gpu.check.run_gpu_check", lambda plan, **_: handed.setdefault("plan", plan) and 0
+    )
+    monkeypatch.setattr(against, "resolve", lambda ref, packages: f"base {ref}")
+    monkeypatch.setattr(against, "plan", lambda base, cases, target, golden, known, every: (base, target, every))
+    assert command.main(["--against", "HEAD", "--select", "gemm_relu_schedules/v4_tuned"]) == 0
+    assert handed["plan"].against(fake.device(), []) == ("base HEAD", fake.TARGET, False)

@@ -165,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         def against(device: Device, cases: Sequence[Case]) -> Plan:
             return plan(base, cases, device.target, options.golden_dir, known, every=options.against_all)
 
-    plan = CheckPlan(
+    # Not `plan`: the A/B closure above calls against.plan by that name when the check runs.
+    check_plan = CheckPlan(
         lambda device: [c for c in device_cases(families, device.target) if chosen(c.key)],
         not_run=lambda device: {key: why for key, why in not_run_on(families, device.target).items() if chosen(key)},
         seeds=options.seeds,
@@ -179,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         against=against,
     )
     status = run_gpu_check(
-        plan,
+        check_plan,
         output=options.output,
         baseline=BaselineUse(
             options.timing_dir,

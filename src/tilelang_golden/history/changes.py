@@ -135,7 +135,8 @@ SPARKS = "▁▂▃▄▅▆▇█"
 
 def recent(history: History, gpu: str, variants: Sequence[str], runs: int = 10) -> dict[str, str]:
     """For each of `variants` that main's history has on `gpu`: its last `runs` ratios as a sparkline (higher is
-    faster), the latest and the series' latest change of level, e.g. `▅▅▆▅▁▁▁ 0.531, last change -3.0 % at a..b`."""
+    faster), the latest, their range and the series' latest change of level, e.g.
+    `▅▅▆▅▁▁▁ 0.531 (range 3.4%), last change -3.0% at a..b`."""
     wanted = set(variants)
     lines = {}
     for series in series_of(history):
@@ -148,5 +149,6 @@ def recent(history: History, gpu: str, variants: Sequence[str], runs: int = 10) 
         )
         change = series.changes[-1] if series.changes else None
         said = f"last change {change.size:+.1%} at {change.commits}" if change else "no change of level"
-        lines[series.variant] = f"{spark} {ratios[-1]:.3f}, {said}"
+        # The sparkline spans its own range: the range in words keeps a 1 % wobble from reading as a cliff.
+        lines[series.variant] = f"{spark} {ratios[-1]:.3f} (range {high / low - 1:.1%}), {said}"
     return lines

@@ -4,7 +4,7 @@ The change points are ruptures' (Pelt, the exact optimal segmentation under a pe
 linear kernel: the least-squares cost of a change in mean). A change is kept where it lowers the squared error by more
 than PENALTY * noise^2 * ln(runs), the noise read from the series itself (the spread of run-to-run differences, robust
 to the steps), so a GPU model whose runs move more needs a larger step. The series is the ratio to the PyTorch
-reference: a kernel that got slower, or a reference that got faster, both move it. benchmarks/history_detection.py
+reference: a kernel that got slower, or a reference that got faster, both move it. benchmarks/history.py
 measures what this finds in synthetic histories made of the H200's own noise (docs/history.md).
 """
 
@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 
 from tilelang_golden.history.records import History, Record, Timed
 
-# Squared-error gain a change must bring, in units of noise^2 * ln(runs): 4 keeps 200 runs of noise alone to at most
-# one change in 300 synthetic histories, and finds every 1.5 % step of the H200's noise (docs/history.md).
+# Squared-error gain a change must bring, in units of noise^2 * ln(runs): chosen on the synthetic histories of the
+# H200's noise (benchmarks/history.py, docs/measurements.md).
 PENALTY = 4.0
 # Runs: a level is at least this long, so a change shows once three runs after it agree, and a pair of runs on one
-# machine start (whose figures move together) is not a level of its own. The synthetic histories find the same steps
-# with 2 or 3 (docs/measurements.md); 4 runs of the H200 on two starts, two each, gave 19 changes with 2, none with 3.
+# machine start (whose figures move together) is not a level of its own; the synthetic histories find the same steps
+# with 2 or 3 (docs/measurements.md).
 SHORTEST_LEVEL = 3
 # The noise is at least this fraction of the series' level: runs that repeat one figure do not make every wobble a
 # change.

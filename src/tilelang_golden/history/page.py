@@ -73,15 +73,15 @@ def write_site(history: History, folder: Path, repository_url: str = "", workers
     """The site for `history` under `folder`; `repository_url` links commits (https://github.com/OWNER/REPO)."""
     all_series = [with_changes(s) for s in series_of(history)]
     _write_plots(all_series, folder, workers or min(4, os.cpu_count() or 1))
-    links = _Links(repository_url.rstrip("/"))
+    url = repository_url.rstrip("/")
     families = sorted({s.family for s in all_series})
     for family in families:
         atomic_write(
-            folder / f"{family}.html", _family_page(family, [s for s in all_series if s.family == family], links)
+            folder / f"{family}.html", _family_page(family, [s for s in all_series if s.family == family], url)
         )
     changes = sorted(((s, c) for s in all_series for c in s.changes), key=lambda sc: sc[1].after.order, reverse=True)
     site = Site(folder / "index.html", len(history.records), len(all_series), changes, list(history.skipped))
-    atomic_write(site.index, _index_page(site, families, links))
+    atomic_write(site.index, _index_page(site, families, url))
     return site
 
 
@@ -90,34 +90,31 @@ def plot_path(series: Series) -> str:
     return f"{PLOTS}/{series.family}/{series.variant.replace('/', '--')}--{gpu_folder(series.gpu)}.svg"
 
 
-class _Links:
-    def __init__(self, repository_url: str) -> None:
-        self.url = repository_url
-
-    def commits(self, change: Change) -> str:
-        text = html.escape(change.commits)
-        if not self.url:
-            return f"<code>{text}</code>"
-        before, after = change.before.commit, change.after.commit
-        target = f"{self.url}/commit/{after}" if before == after else f"{self.url}/compare/{before}...{after}"
-        return f'<a href="{html.escape(target)}"><code>{text}</code></a>'
+def _commit_link(change: Change, url: str) -> str:
+    """The change's commit range, linked to its compare view (or its one commit) where the repository is known."""
+    text = html.escape(change.commits)
+    if not url:
+        return f"<code>{text}</code>"
+    before, after = change.before.commit, change.after.commit
+    target = f"{url}/commit/{after}" if before == after else f"{url}/compare/{before}...{after}"
+    return f'<a href="{html.escape(target)}"><code>{text}</code></a>'
 
 
-def _change_cells(change: Change, links: _Links) -> str:
+def _change_cells(change: Change, url: str) -> str:
     word = "slower" if change.size < 0 else "faster"
     moved = "; ".join(change.versions_moved()) or "—"
     return (
-        f"<td>{links.commits(change)}</td><td class={word}>{abs(change.size):.1%} {word} "
+        f"<td>{_commit_link(change, url)}</td><td class={word}>{abs(change.size):.1%} {word} "
         f"(ratio {change.ratio_before:.3f} → {change.ratio_after:.3f})</td><td>{html.escape(moved)}</td>"
     )
 
 
-def _index_page(site: Site, families: Sequence[str], links: _Links) -> str:
+def _index_page(site: Site, families: Sequence[str], url: str) -> str:
     shown = site.changes[:LATEST_SHOWN]
     rows = [
         f"<tr><td>{html.escape(c.after.commit_time[:10])}</td>"
         f'<td><a href="{html.escape(s.family)}.html#{html.escape(_anchor(s))}">{html.escape(s.variant)}</a></td>'
-        f"<td>{html.escape(s.gpu)}</td>{_change_cells(c, links)}</tr>"
+        f"<td>{html.escape(s.gpu)}</td>{_change_cells(c, url)}</tr>"
         for s, c in shown
     ]
     more = len(site.changes) - len(shown)
@@ -142,7 +139,7 @@ def _index_page(site: Site, families: Sequence[str], links: _Links) -> str:
     return _document("Performance history", parts)
 
 
-def _family_page(family: str, all_series: Sequence[Series], links: _Links) -> str:
+def _family_page(family: str, all_series: Sequence[Series], url: str) -> str:
     parts = [f'<p><a href="index.html">Performance history</a></p><h1>{html.escape(family)}</h1>']
     for series in all_series:
         latest = series.runs[-1]
@@ -153,7 +150,7 @@ def _family_page(family: str, all_series: Sequence[Series], links: _Links) -> st
             f'<img src="{html.escape(plot_path(series))}" alt="ratio to reference over the runs">'
         )
         if series.changes:
-            rows = "".join(f"<tr>{_change_cells(c, links)}</tr>" for c in reversed(series.changes))
+            rows = "".join(f"<tr>{_change_cells(c, url)}</tr>" for c in reversed(series.changes))
             parts.append(f"<table><tr><th>commits</th><th>change</th><th>else moved</th></tr>{rows}</table>")
     return _document(f"{family}: performance history", parts)
 

@@ -120,9 +120,6 @@ class History:
     records: list[Record] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # `records/.../x.json: why`
 
-    def gpus(self) -> list[str]:
-        return sorted({r.gpu for r in self.records})
-
 
 def read_history(folder: Path) -> History:
     """The history under `folder` (the branch's checkout): never raises for a bad record, only skips it."""

@@ -125,7 +125,7 @@ def unpinned_harness(requirement: str) -> str | None:
     checks. `tilelang-golden init` applies this same function (from this file's source) to what it writes."""
     # Imports inside: init runs this function alone, without the rest of this file (which needs nox).
     import re
-    from urllib.parse import parse_qs, urlsplit
+    from urllib.parse import urlsplit
 
     named = re.fullmatch(r"\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*@\s*(\S+)(?:\s+;.*)?\s*", requirement)
     url = urlsplit(named[1]) if named else None
@@ -136,10 +136,14 @@ def unpinned_harness(requirement: str) -> str | None:
         if re.fullmatch(r"[0-9a-fA-F]{40}", revision):
             return None
         why = "a VCS URL not at a full 40-hex commit installs whatever its branch or tag points at when it runs"
+    elif re.fullmatch(r"sha256=[0-9a-f]{64}", url.fragment):
+        return None
+    elif url.fragment:
+        why = (
+            f"its fragment #{url.fragment} is not exactly one sha256= of 64 lowercase hex digits (pip checks only a "
+            "fragment's first hash: #md5=...&sha256=... installs on the md5)"
+        )
     else:
-        hashes = parse_qs(url.fragment)
-        if any(re.fullmatch(r"[0-9a-f]{64}", value) for value in hashes.get("sha256", [])):
-            return None
         folder = url.scheme == "file" and not re.search(r"\.(whl|tar\.gz|zip)$", url.path)
         why = (
             "a local folder (or an editable install) is neither reachable from CI nor fixed"

@@ -272,6 +272,8 @@ def test_config_prints_one_setting_for_a_workflow(tmp_path):
 COMMIT = "4f1c2e9a0b7d3c5e8f6a1b2c3d4e5f60718293a4"
 SHA256 = "9" * 64
 WHEEL_URL = "https://example.invalid/tilelang_golden-0.1.0-py3-none-any.whl"
+# A fragment other than one sha256: pip checks only a fragment's first hash.
+BAD_FRAGMENT = "is not exactly one sha256= of 64 lowercase hex digits"
 REPOSITORY_URL = "https://github.com/ORG/tilelang-golden"
 
 
@@ -351,7 +353,11 @@ def run_init(root: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tupl
         (f"tilelang-golden @ git+{REPOSITORY_URL}@{COMMIT[:12]}", "a VCS URL not at a full 40-hex commit"),
         (f"tilelang-golden @ git+{REPOSITORY_URL}", "a VCS URL not at a full 40-hex commit"),
         (f"tilelang-golden @ {WHEEL_URL}", "an archive's URL without #sha256="),
-        (f"tilelang-golden @ {WHEEL_URL}#md5={'1' * 32}", "an archive's URL without #sha256="),
+        (f"tilelang-golden @ {WHEEL_URL}#md5={'1' * 32}", BAD_FRAGMENT),
+        # pip checks the md5 alone and installs; the sha256 behind it is never read.
+        (f"tilelang-golden @ {WHEEL_URL}#md5={'1' * 32}&sha256={SHA256}", BAD_FRAGMENT),
+        (f"tilelang-golden @ {WHEEL_URL}#sha256={SHA256}&sha256={'0' * 64}", BAD_FRAGMENT),
+        (f"tilelang-golden @ {WHEEL_URL}#sha256={'AB' * 32}", BAD_FRAGMENT),
         ("tilelang-golden @ file:///home/dev/tilelang-golden", "a local folder"),
     ],
 )

@@ -43,6 +43,8 @@ NOT_A_RUNNERS = re.compile(r"^(VIRTUAL_ENV|NOX_.*|PYTEST_.*|PYTHONPATH|GITHUB_.*
 # HOME, the locale, the shell) and pip's configuration, which points this machine's installs at its offline index.
 # Nothing else: a caller's token or cloud credentials must not reach a job's steps.
 RUNNER_VARIABLES = re.compile(r"^(PATH|HOME|USER|LOGNAME|SHELL|TERM|TMPDIR|LANG|LANGUAGE|LC_[A-Z]+|PIP_[A-Z_]+)$")
+# pip's index settings may carry a login (https://USER:TOKEN@host/...): such a value stays with the caller.
+USERINFO = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s]*@")
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -52,9 +54,11 @@ def git(cwd: Path, *args: str) -> str:
 
 
 def runner_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """act's environment, which its host-mode jobs inherit: RUNNER_VARIABLES of `environ`, with the gh stand-in first
-    on PATH and this session's venv off it (a job has its Python from setup-python, as on GitHub)."""
-    kept = {name: value for name, value in environ.items() if RUNNER_VARIABLES.match(name)}
+    """act's environment, which its host-mode jobs inherit: RUNNER_VARIABLES of `environ` whose values hold no URL
+    with a login, with the gh stand-in first on PATH and this session's venv off it (a job has its Python from
+    setup-python, as on GitHub)."""
+    kept = {name: value for name, value in environ.items()
+            if RUNNER_VARIABLES.match(name) and not USERINFO.search(value)}  # fmt: skip
     path = [entry for entry in kept["PATH"].split(os.pathsep) if Path(entry) != Path(sys.prefix) / "bin"]
     kept["PATH"] = os.pathsep.join([str(CI / "bin"), *path])
     return kept

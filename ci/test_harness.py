@@ -66,8 +66,12 @@ def test_a_job_sees_none_of_the_callers_credentials(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("GH_TOKEN", "leaked-token")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "leaked-key")
     monkeypatch.setenv("LC_MEASUREMENT", "C.UTF-8")  # allowed: it shows the caller's environment does reach a job
+    # pip's settings reach a job (this machine's offline index), but not an index URL with a login in it.
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "https://ci:leaked-password@pypi.example.invalid/simple")
+    monkeypatch.setenv("PIP_PROGRESS_BAR", "off")
     _, run = world.run("environment.yml", "push", push_event(world))
     printed = run.output("environment")
     assert run.jobs() == {"environment": "success"}, printed
-    assert "LC_MEASUREMENT=C.UTF-8" in printed, printed
+    assert "LC_MEASUREMENT=C.UTF-8" in printed and "PIP_PROGRESS_BAR=off" in printed, printed
     assert "leaked" not in printed and "GH_TOKEN" not in printed and "AWS_SECRET_ACCESS_KEY" not in printed, printed
+    assert "PIP_EXTRA_INDEX_URL" not in printed, printed

@@ -256,6 +256,15 @@ def test_a_patch_git_cannot_apply_is_refused_with_gits_message(repo):
     assert "git: error: patch failed: golden/MANIFEST.yaml:1" in output
 
 
+@pytest.mark.parametrize("name", ["::error title=regen::x.cu", "a::b.cu", "##[error title=regen]passed.cu"])
+def test_a_snapshot_path_holding_a_workflow_command_is_refused(repo, name):
+    """The runner reads `::command::` at a line's start and the legacy `##[command]` anywhere in a line: the job that
+    prints the check's log would run either, were the path accepted (and printed outside a stop-commands block)."""
+    patch, _ = staged_patch(repo, lambda root: (root / "golden/fam/a" / name).write_text("x\n"))
+    output = refused(repo, patch, name)
+    assert f"refused golden/fam/a/{name} created (000000 -> 100644): a name holding a workflow command" in output
+
+
 def test_paths_are_the_repositorys_from_a_subfolder_too(repo):
     patch, _ = staged_patch(repo, snapshot_change)
     status, output, out = check(repo, patch, cwd=repo / "golden" / "fam")

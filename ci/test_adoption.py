@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from act import NOT_A_RUNNERS, REPO, REPOSITORY, World, git
 from stand_in import link_or_copy
+from test_regen import GREEN, REGEN_JOB, dispatch
 
 from tests.scratch_repo import GOLDEN, PACKAGE, build_harness_wheel, make_scratch_repo
 
@@ -100,13 +101,8 @@ def test_a_one_token_change_is_red_and_the_regen_patch_turns_it_green(adopter: W
     summary = "".join(red.summary(job) for job in failed)
     assert f"{GOLDEN}/softmax/" in summary and "nox -s regen-golden -- -k" in summary, summary
 
-    adopter.checkout("pr-1")
-    event = {"inputs": {"filter": "softmax"}, "ref": "refs/heads/pr-1",
-             "repository": {"full_name": REPOSITORY, "default_branch": "main"}}  # fmt: skip
-    regen_id, regen = adopter.run("regen.yml", "workflow_dispatch", event)
-    assert regen.jobs() == {"regen-golden": "success", "the patch touches the snapshot folder only": "success"}, (
-        regen.output("regen-golden")
-    )
+    regen_id, regen = dispatch(adopter, "softmax", 1)  # on gpu-dispatch, for the pull request's head
+    assert regen.jobs() == GREEN, regen.output(REGEN_JOB)
     patch = adopter.artifact(regen_id, "golden-regen") / "golden.patch"
     git(adopter.repo, "checkout", "--quiet", "pr-1")
     git(adopter.repo, "apply", "--index", str(patch))

@@ -121,8 +121,8 @@ def test_a_compressed_report_the_check_writes_itself_is_refused(world, gpu_check
     run_id, run = dispatch(world, 32, head, *gpu_check)
     assert run.jobs() == {**JOBS, "gpu numerics and timing (gpu-h200)": "failure"}, run.output("gpu numerics")
     (error,) = run.commands("gpu numerics and timing (gpu-h200)", "error")
-    assert error["arg"] == "the GPU report is not an uncompressed tar archive (tar says why above)", error
-    assert "Archive is compressed. Use -j option" in run.output("gpu numerics and timing (gpu-h200)")
+    assert error["arg"] == "the GPU report was refused before anything of it was used (why: above)", error
+    assert "refused: not an uncompressed tar archive" in run.output("gpu numerics and timing (gpu-h200)")
     assert not world.artifact(run_id, "gpu-report-gpu-h200").exists()
 
 

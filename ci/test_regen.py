@@ -9,7 +9,10 @@ import subprocess
 from act import FAMILY, REPOSITORY, World
 from test_static import KERNEL_CHANGE, REGRESSION_CHANGE
 
+COMMIT_JOB = "commit to regenerate"
+REGEN_JOB = "untrusted: regen-golden by the commit's code"
 PATCH_JOB = "the patch touches the snapshot folder only"
+GREEN = {COMMIT_JOB: "success", REGEN_JOB: "success", PATCH_JOB: "success"}
 WORKFLOW = ".github/workflows/static.yml"
 # The regen's code of a pull request that sets its snapshot folder to tools/ (the base's is golden/; the settings
 # refuse .github/ itself), changes a file there and a workflow, and makes the workflow's own `git diff` of that folder
@@ -52,11 +55,19 @@ def regen_golden(session):
 ANCHOR = "\n\n@nox.session\ndef lint("
 
 
-def dispatch(world: World, filter_: str, branch: str, accept: str = ""):
-    """The regen started by hand on `branch` (checked out: its head is the run's commit)."""
+def dispatch(world: World, filter_: str, number: int | None, accept: str = "", *, branch: str = "gpu-dispatch",
+             head: str | None = None):  # fmt: skip
+    """The regen started by hand as docs/ci.md says: for pull request `number` (its head, or `head`) on gpu-dispatch
+    kept at main's head, or for main on main (`number` None). `branch`: started elsewhere, against the docs."""
+    pr, sha = ("", "") if number is None else (str(number), head or world.sha(f"pr-{number}"))
+    if number is None and branch == "gpu-dispatch":
+        branch = "main"
+    world.on_main()
+    world.branch("gpu-dispatch")  # at main's head, as docs/ci.md keeps it
     world.checkout(branch)
-    event = {"inputs": {"filter": filter_, "accept_regression": accept}, "ref": f"refs/heads/{branch}",
-             "repository": {"full_name": REPOSITORY, "default_branch": "main"}}  # fmt: skip
+    inputs = {"pr": pr, "sha": sha, "filter": filter_, "accept_regression": accept}
+    repository = {"full_name": REPOSITORY, "default_branch": "main"}
+    event = {"inputs": inputs, "ref": f"refs/heads/{branch}", "repository": repository}
     return world.run("regen.yml", "workflow_dispatch", event)
 
 
@@ -68,14 +79,14 @@ def summary_sha256(summary: str) -> str:
 
 
 def test_a_regen_with_a_filter_hands_back_a_checked_patch_of_golden_only(world, tmp_path):
-    world.pull_request(20, KERNEL_CHANGE)  # the branch a maintainer dispatches on
-    run_id, run = dispatch(world, "tile64x512", "pr-20")
-    assert run.jobs() == {"regen-golden": "success", PATCH_JOB: "success"}, run.jobs()
+    world.pull_request(20, KERNEL_CHANGE)
+    run_id, run = dispatch(world, "tile64x512", 20)
+    assert run.jobs() == GREEN, run.jobs()
     patch = world.artifact(run_id, "golden-regen") / "golden.patch"
     touched = subprocess.run(["git", "apply", "--numstat", str(patch)], capture_output=True, text=True, check=True)
     paths = {line.split("\t")[2] for line in touched.stdout.splitlines()}
     assert paths and all(path.startswith(f"golden/{FAMILY}/tile64x512/") for path in paths), paths
-    # The summary's sha256 is the artifact's, and its command applies it in a checkout of the dispatched branch.
+    # The summary's sha256 is the artifact's, and its command applies it in a checkout of the pull request's head.
     summary = run.summary(PATCH_JOB)
     assert summary_sha256(summary) == hashlib.sha256(patch.read_bytes()).hexdigest(), summary
     clone = tmp_path / "clone"
@@ -89,17 +100,17 @@ def test_a_regen_with_a_filter_hands_back_a_checked_patch_of_golden_only(world, 
 
 def test_a_regression_is_refused_until_the_dispatch_acknowledges_it_and_its_reason_is_in_the_patch(world):
     world.pull_request(24, REGRESSION_CHANGE)
-    run_id, run = dispatch(world, "tile32x256", "pr-24")
-    assert run.jobs()["regen-golden"] == "failure", run.jobs()
-    summary = run.summary("regen-golden")
+    run_id, run = dispatch(world, "tile32x256", 24)
+    assert run.jobs()[REGEN_JOB] == "failure", run.jobs()
+    summary = run.summary(REGEN_JOB)
     assert "regen-golden refused" in summary and "REGRESSION (occupancy falling" in summary, summary
     assert "dispatch the regen workflow again with accept_regression: occupancy=<why it is right>" in run.output(
-        "regen-golden"
+        REGEN_JOB
     )
 
     reason = "a taller tile, measured faster on the H200"
-    run_id, run = dispatch(world, "tile32x256", "pr-24", f"occupancy={reason}")
-    assert run.jobs() == {"regen-golden": "success", PATCH_JOB: "success"}, run.jobs()
+    run_id, run = dispatch(world, "tile32x256", 24, f"occupancy={reason}")
+    assert run.jobs() == GREEN, run.jobs()
     patch = (world.artifact(run_id, "golden-regen") / "golden.patch").read_text()
     assert f"+++ b/golden/{FAMILY}/REGRESSIONS.yaml" in patch and f"+  reason: {reason}" in patch, patch
     assert f"+++ b/golden/{FAMILY}/tile32x256/sm_80.machine.yaml" in patch
@@ -109,8 +120,8 @@ def test_a_regen_that_changes_nothing_is_green(world):
     # Snapshots already up to date: the regen writes nothing. This one lowers nothing either (a real one costs half a
     # minute more); the regen job's own steps make the empty patch and upload it.
     world.pull_request(22, {"noxfile_harness.py": (ANCHOR, UNCHANGING_SESSION + ANCHOR)})
-    run_id, run = dispatch(world, "", "pr-22")
-    assert run.jobs() == {"regen-golden": "success", PATCH_JOB: "success"}, run.jobs()
+    run_id, run = dispatch(world, "", 22)
+    assert run.jobs() == GREEN, run.jobs()
     assert (world.artifact(run_id, "golden-regen-unchecked") / "golden.patch").read_bytes() == b""
     summary = run.summary(PATCH_JOB)
     assert "no snapshot changed" in summary and "sha256" not in summary, summary
@@ -119,8 +130,8 @@ def test_a_regen_that_changes_nothing_is_green(world):
 
 def test_a_patch_that_touches_anything_else_is_refused_by_the_default_branchs_check(world):
     world.pull_request(21, {**SETTINGS_CHANGE, "noxfile_harness.py": (ANCHOR, TAMPERING_SESSION + ANCHOR)})
-    run_id, run = dispatch(world, "", "pr-21")
-    assert run.jobs() == {"regen-golden": "success", PATCH_JOB: "failure"}, run.jobs()
+    run_id, run = dispatch(world, "", 21)
+    assert run.jobs() == {**GREEN, PATCH_JOB: "failure"}, run.jobs()
     unchecked = world.artifact(run_id, "golden-regen-unchecked") / "golden.patch"
     listed = subprocess.run(["git", "apply", "--numstat", str(unchecked)], capture_output=True, text=True, check=True)
     assert "golden/x.cu" in listed.stdout and WORKFLOW not in listed.stdout, "git's listing hides the deletion"
@@ -133,12 +144,51 @@ def test_a_patch_that_touches_anything_else_is_refused_by_the_default_branchs_ch
     assert sorted(path.name for path in world.artifact(run_id, "golden-regen").iterdir()) == ["REFUSED.txt"]
 
 
-def test_no_regen_on_gpu_dispatch(world):
-    world.on_main()
-    world.branch("gpu-dispatch")  # at main's head, as docs/ci.md keeps it
-    run_id, run = dispatch(world, "", "gpu-dispatch")
-    assert run.jobs() == {"regen-golden": "failure", PATCH_JOB: "failure"}, run.jobs()
-    (error,) = run.commands("regen-golden", "error")
-    assert error["arg"].startswith("not on gpu-dispatch"), error
-    assert not (world.artifact(run_id, "golden-regen-unchecked")).exists(), "nothing of the branch ran"
+# A pull request that rewrites the regen workflow: the patch job's check replaced by a look-alike of its summary for
+# whatever the regen's code uploaded. Had it run, its marker would be in the log.
+ALTERED_REGEN = (
+    """      - name: Check the patch
+        env:""",
+    """      - name: Check the patch, altered
+        run: |
+          echo ALTERED-REGEN-RAN
+          echo "## Regenerated snapshots: sha256 of the look-alike" >> "$GITHUB_STEP_SUMMARY"
+      - name: The real check, never run
+        if: false
+        env:""",
+)
+
+
+def test_a_pull_request_s_own_regen_workflow_never_runs(world):
+    """Dispatched as docs/ci.md says, on gpu-dispatch at main's head: main's regen.yml runs, the pull request's code
+    in its untrusted job only, and the patch job's summary alone says which patch to apply."""
+    head = world.pull_request(25, {".github/workflows/regen.yml": ALTERED_REGEN,
+                                   "noxfile_harness.py": (ANCHOR, UNCHANGING_SESSION + ANCHOR)})  # fmt: skip
+    run_id, run = dispatch(world, "", 25)
+    assert run.jobs() == GREEN, run.jobs()
+    assert not any("ALTERED-REGEN-RAN" in run.output(job) for job in GREEN)
+    assert "golden files: 0 created, 0 updated, 0 deleted" in run.output(REGEN_JOB), "the pull request's code ran"
+    assert f"checked out {head}" in run.output(REGEN_JOB), "by its head SHA"
+    assert "look-alike" not in run.summary(PATCH_JOB) and "no snapshot changed" in run.summary(PATCH_JOB)
+
+
+def test_a_regen_started_on_another_branch_runs_nothing_of_it(world):
+    """The old way, a pull request's commits pushed to a branch of the repository and the regen started there: main's
+    copy of the workflow (which this branch holds) refuses before anything of the commit runs. A branch whose copy is
+    altered runs its own: that is why nothing tells a maintainer to push one."""
+    world.pull_request(26, {"noxfile_harness.py": (ANCHOR, UNCHANGING_SESSION + ANCHOR)})
+    run_id, run = dispatch(world, "", None, branch="pr-26")
+    assert run.jobs() == {COMMIT_JOB: "failure", PATCH_JOB: "failure"}, run.jobs()  # act lists no skipped job
+    (error,) = run.commands(COMMIT_JOB, "error")
+    assert error["arg"].startswith("on refs/heads/pr-26: run main on main, or a pull request's head"), error
+    assert not world.artifact(run_id, "golden-regen-unchecked").exists(), "nothing of the branch ran"
     assert [path.name for path in world.artifact(run_id, "golden-regen").iterdir()] == ["REFUSED.txt"]
+
+
+def test_a_pull_request_is_regenerated_only_at_the_head_that_was_reviewed(world):
+    world.pull_request(27)
+    run_id, run = dispatch(world, "", 27, head="1" * 40)
+    assert run.jobs()[COMMIT_JOB] == "failure", run.jobs()
+    (error,) = run.commands(COMMIT_JOB, "error")
+    assert error["arg"] == f"the head of pull request 27 is {world.sha('pr-27')}, not {'1' * 40}", error
+    assert not world.artifact(run_id, "golden-regen-unchecked").exists()

@@ -1,7 +1,8 @@
 """The GPU job's hand-over step (gpu.yml, "Check the commit in the gpu-check container") run by bash on reports the
 untrusted gpu-check container could leave: it writes report.tar itself while it runs, in any format it likes. The
-step must unpack nothing bigger than the archive it copied, and print the check's log without running the workflow
-commands in it (docs/ci.md, "GPU runners"). GNU tar makes the sparse archives, as an attacker would."""
+step must unpack nothing bigger than the archive it copied, with the default branch's .github/gpu-report-unpack, and
+print nothing of the check's (its log, its members' names) where the runner would run a workflow command in it
+(docs/ci.md, "GPU runners"). GNU tar makes the sparse archives, as an attacker would."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import io
 import lzma
 import os
 import re
+import shutil
 import subprocess
 import tarfile
 from dataclasses import dataclass
@@ -22,6 +24,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 STEP = "Check the commit in the gpu-check container"
 MiB = 1024 * 1024
+REFUSED = "the GPU report was refused before anything of it was used (why: above)"
 
 
 def step_script() -> str:
@@ -56,8 +59,30 @@ class Step:
         return re.findall(r"^::error title=gpu::(.*)$", self.output, re.M)
 
     def largest_file(self) -> int:
-        """The largest size of a file the step left in $RUNNER_TEMP, holes included."""
-        return max((path.stat().st_size for path in self.temp.rglob("*") if path.is_file()), default=0)
+        """The largest size of a file the step left in $RUNNER_TEMP (the checks aside), holes included."""
+        left = [path for path in self.temp.rglob("*") if path.is_file() and "trusted" not in path.parts]
+        return max((path.stat().st_size for path in left), default=0)
+
+    def outside_stop_commands(self) -> list[str]:
+        """The lines the runner would read workflow commands from: all but those of `::stop-commands::` blocks."""
+        lines, outside, token = self.output.splitlines(), [], None
+        for line in lines:
+            if token is None and line.startswith("::stop-commands::"):
+                token = line.removeprefix("::stop-commands::")
+            elif token is not None and line == f"::{token}::":
+                token = None
+            elif token is None:
+                outside.append(line)
+        return outside
+
+    def refused(self, *details: str) -> None:
+        """Refused with the one fixed annotation, each of `details` printed inside a stop-commands block."""
+        assert self.returncode == 1, self.output
+        assert self.errors() == [REFUSED], self.output
+        outside = "\n".join(self.outside_stop_commands())
+        for detail in details:
+            assert detail in self.output and detail not in outside, (detail, self.output)
+        assert not (self.temp / "gpu-check").exists(), "nothing unpacked is left"
 
 
 def run_step(tmp_path: Path, archive: bytes, **env: str) -> Step:
@@ -66,6 +91,9 @@ def run_step(tmp_path: Path, archive: bytes, **env: str) -> Step:
     for folder in folders.values():
         folder.mkdir()
     (folders["workspace"] / "noxfile.py").write_text("")
+    # The default branch's checks, where the job's earlier steps set them aside.
+    (folders["temp"] / "trusted" / ".github").mkdir(parents=True)
+    shutil.copy2(REPO / ".github" / "gpu-report-unpack", folders["temp"] / "trusted" / ".github")
     (folders["report"] / "report.tar").write_bytes(archive)
     summary = tmp_path / "step-summary"
     summary.touch()
@@ -125,9 +153,7 @@ def test_a_compressed_report_is_refused_before_anything_is_unpacked(tmp_path, co
     bomb = compress(report_tar({**ORDINARY, "log": bytes(16 * MiB)}))
     assert len(bomb) < 64 * 1024
     step = run_step(tmp_path, bomb)
-    assert step.returncode == 1
-    assert step.errors() == ["the GPU report is not an uncompressed tar archive (tar says why above)"], step.output
-    assert "Archive is compressed" in step.output
+    step.refused("refused: not an uncompressed tar archive")
     assert step.largest_file() == len(bomb), "nothing but the copy of the archive"
 
 
@@ -141,67 +167,102 @@ def test_a_sparse_member_is_refused(tmp_path, options):
     archive = gnu_tar(tmp_path, *options, files={"out/big.json": 20 * 1024 * MiB})
     assert len(archive) < 64 * 1024
     step = run_step(tmp_path, archive, GPU_CHECK_UNPACKED_LIMIT=str(64 * 1024 * MiB))
-    assert step.returncode == 1, step.output
-    assert "sparse: out/big.json" in step.output and len(step.errors()) == 1
+    step.refused('"out/big.json"', "refused: a sparse member")
     assert step.largest_file() == len(archive)
 
 
 def test_a_small_sparse_member_is_refused_too(tmp_path):
     """Within the limit on the total, a sparse member is still refused: it unpacks bigger than it is stored."""
     archive = gnu_tar(tmp_path, "--sparse", files={"out/report.json": 4 * MiB})
-    step = run_step(tmp_path, archive)
-    assert step.returncode == 1 and "sparse: out/report.json" in step.output, step.output
+    run_step(tmp_path, archive).refused('"out/report.json"', "refused: a sparse member")
 
 
-def test_a_sparse_map_past_the_listed_size_is_refused_after_unpacking_and_removed(tmp_path):
-    """PAX sparse 1.0 by hand: listed at 1 KiB, its map puts a byte at 20 GiB, which GNU tar writes as told."""
+def pax_sparse(realsize: int, mtime: int | None = None) -> bytes:
+    """ORDINARY and a PAX sparse 1.0 member made by hand, listed at `realsize`, whose map puts a byte at 20 GiB."""
     chunk = 20 * 1024**3
     data = f"1\n{chunk}\n1\n".encode().ljust(512, b"\0") + b"x"
     info = tarfile.TarInfo("GNUSparseFile.0/out/plot.png")
     info.size = len(data)
     info.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": "out/plot.png",
-                        "GNU.sparse.realsize": "1024"}  # fmt: skip
+                        "GNU.sparse.realsize": str(realsize)}  # fmt: skip
+    if mtime is not None:
+        info.pax_headers["mtime"] = str(mtime)
     buffer = io.BytesIO(report_tar(ORDINARY))
     with tarfile.open(fileobj=buffer, mode="a", format=tarfile.PAX_FORMAT) as archive:
         archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("mtime", [None, 2**62], ids=["plain", "mtime-2^62"])
+def test_a_sparse_map_past_the_listed_size_is_refused_before_anything_is_unpacked(tmp_path, mtime):
+    """Listed at 4 KiB, it unpacks to 20 GiB under GNU tar. A PAX mtime of 2^62 made `tar -tv` print the date as
+    one field, which shifted the columns a listing's reader took the name and size from: the headers are read by
+    tarfile now, which no date moves."""
+    step = run_step(tmp_path, pax_sparse(4096, mtime))
+    step.refused('"out/plot.png"', "refused: a sparse member")
+    assert step.largest_file() < MiB
+
+
+def test_a_regular_member_with_a_far_mtime_is_unpacked_at_its_size(tmp_path):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
+        for name, data in {**ORDINARY, "status": b"0\n"}.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.pax_headers = len(data), {"mtime": str(2**62)}
+            archive.addfile(info, io.BytesIO(data))
     step = run_step(tmp_path, buffer.getvalue())
-    assert step.returncode == 1, step.output
-    assert step.errors() == ["the GPU report's out/plot.png unpacked to another size than its listed 1024 bytes"]
-    assert step.largest_file() < MiB and not (step.temp / "gpu-check").exists()
+    assert (step.returncode, step.errors()) == (0, []), step.output
+    assert (step.temp / "gpu-check" / "out" / "report.json").read_bytes() == ORDINARY["out/report.json"]
 
 
 def test_members_adding_up_past_the_limit_are_refused(tmp_path):
     files = {**ORDINARY, "out/a.png": bytes(700 * 1024), "out/b.png": bytes(700 * 1024)}
     step = run_step(tmp_path, report_tar(files), GPU_CHECK_UNPACKED_LIMIT=str(MiB))
-    assert step.returncode == 1, step.output
-    assert re.search(rf"the files add up to \d+ bytes, more than {MiB}$", step.output, re.M)
-    assert not (step.temp / "gpu-check").exists()
+    step.refused(f"refused: the files add up to more than {MiB} bytes")
 
 
 def test_more_than_a_thousand_files_are_refused(tmp_path):
     """Empty files cost no bytes but an inode each, which the ephemeral storage limit does not count."""
     files = {**ORDINARY, **{f"out/{index}": b"" for index in range(1000)}}
-    step = run_step(tmp_path, report_tar(files))
-    assert step.returncode == 1 and "1005 files, more than 1000" in step.output, step.output
-    assert not (step.temp / "gpu-check").exists()
+    run_step(tmp_path, report_tar(files)).refused("refused: more than 1000 members")
 
 
-@pytest.mark.parametrize("kind", ["link", "name"])
-def test_a_link_or_an_unknown_name_is_refused(tmp_path, kind):
+def test_a_name_given_twice_is_refused(tmp_path):
+    """The second would replace the first after it was checked."""
     buffer = io.BytesIO(report_tar(ORDINARY))
     with tarfile.open(fileobj=buffer, mode="a") as archive:
-        info = tarfile.TarInfo("out/passwd" if kind == "link" else "../outside")
-        if kind == "link":
-            info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        info = tarfile.TarInfo("status")
+        info.size = 2
+        archive.addfile(info, io.BytesIO(b"0\n"))
+    run_step(tmp_path, buffer.getvalue()).refused('"status"', "refused: a name twice")
+
+
+@pytest.mark.parametrize(
+    "name, linkname",
+    [
+        ("out/passwd", "/etc/passwd"),
+        ("../outside", None),
+        # Names the runner would take for workflow commands, were they printed outside a stop-commands block.
+        ("::error title=gpu::GPU check passed", None),
+        ("##[error title=gpu]GPU check passed", None),
+        ("out/link", "::error title=gpu::GPU check passed"),
+    ],
+)
+def test_a_link_or_an_unknown_name_is_refused_and_printed_as_text(tmp_path, name, linkname):
+    buffer = io.BytesIO(report_tar(ORDINARY))
+    with tarfile.open(fileobj=buffer, mode="a") as archive:
+        info = tarfile.TarInfo(name)
+        if linkname:
+            info.type, info.linkname = tarfile.SYMTYPE, linkname
         archive.addfile(info, io.BytesIO())
     step = run_step(tmp_path, buffer.getvalue())
-    assert step.returncode == 1 and len(step.errors()) == 1, step.output
-    assert not (step.temp / "gpu-check").exists()
+    step.refused(f'"{name}"')
+    assert not any("GPU check passed" in line for line in step.outside_stop_commands()), step.output
 
 
 def test_the_checks_workflow_commands_are_printed_as_text(tmp_path):
     """Between `::stop-commands::TOKEN` and `::TOKEN::` the runner runs no command; the check cannot know TOKEN."""
-    log = b"::add-mask::x\n::error::pwned\n::add-matcher::matcher.json\nno newline at the end"
+    log = b"::add-mask::x\n::error::pwned\n##[error]pwned\n::add-matcher::matcher.json\nno newline at the end"
     tokens = []
     for attempt in ("first", "second"):
         (tmp_path / attempt).mkdir()

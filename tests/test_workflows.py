@@ -262,8 +262,14 @@ def test_the_history_job_alone_writes_the_history_branch_with_main_s_code_on_a_g
         and checkout["with"]["persist-credentials"] is False
     )
     (add,) = [s for s in history["steps"] if s.get("name") == "Add the run to the gpu-history branch"]
-    assert add["env"] == {"GH_TOKEN": "${{ github.token }}"}, "the token reaches this step alone"
-    assert "http.extraheader=$auth" in add["run"] and "git config" not in add["run"], "never written to .git/config"
+    (push,) = [s for s in history["steps"] if s.get("name") == "Push the record"]
+    assert "env" not in add and "nox -s history -- record" in add["run"], "the venv's code runs without the token"
+    assert push["env"] == {"GH_TOKEN": "${{ github.token }}"}, "the token reaches this step alone"
+    assert push["if"] == "steps.record.outputs.recorded == 'true'" and add["id"] == "record"
+    assert not re.search(r"\b(nox|python3?|pip)\b", push["run"]), "git alone holds the token"
+    assert "http.extraheader=$auth" in push["run"] and "git config" not in push["run"], "never written to .git/config"
+    assert [n for n, step in enumerate(history["steps"]) if "GH_TOKEN" in step.get("env", {})] == [
+        history["steps"].index(push)]  # fmt: skip
 
 
 def test_gpu_job_checks_out_the_commit_a_maintainer_named_verified_on_a_github_hosted_runner():
@@ -271,32 +277,39 @@ def test_gpu_job_checks_out_the_commit_a_maintainer_named_verified_on_a_github_h
     assert set(jobs) == {"commit", "gpu", "history", "pages"}
     commit, gpu = jobs["commit"], jobs["gpu"]
     assert commit["runs-on"] == "ubuntu-24.04", "the token that reads the pull request stays off the GPU pods"
-    step, upload = commit["steps"]
+    checkout, step, upload = commit["steps"]
+    assert checkout["with"] == {"sparse-checkout": ".github", "persist-credentials": False}, "the dispatched ref's"
     assert upload["with"]["name"] == "gpu-request" and upload["if"] == "steps.commit.outputs.pr != ''"
     assert step["env"] == {
         "GH_TOKEN": "${{ github.token }}",
         "PULL_REQUEST": "${{ inputs.pr }}",
         "SHA": "${{ inputs.sha }}",
     }
-    script = step["run"]
+    assert step["run"].splitlines()[:2] == ["set -euo pipefail", ".github/dispatched-commit gpu"]
+    assert_dispatched_commit_script()
+    assert commit["outputs"] == {"sha": "${{ steps.commit.outputs.sha }}", "pr": "${{ steps.commit.outputs.pr }}"}
+    assert gpu["needs"] == "commit" and "if" not in gpu and "gpu-h200" in [labels[0] for labels in runner_labels(gpu)]
+    assert gpu["strategy"]["fail-fast"] is False, "one model failing does not cancel another's run"
+    checkout = next(s for s in gpu["steps"] if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"] == {
+        "ref": "${{ needs.commit.outputs.sha }}",
+        "fetch-depth": 0,
+        "persist-credentials": False,
+    }
+
+
+def assert_dispatched_commit_script() -> None:
+    """.github/dispatched-commit, which gpu.yml and regen.yml run before anything of the commit: main on main, a pull
+    request's reviewed head on gpu-dispatch at main's head (main's workflow), nothing anywhere else."""
+    script = (REPO / ".github" / "dispatched-commit").read_text()
     assert 'gh api "repos/$GITHUB_REPOSITORY/pulls/$PULL_REQUEST" --jq .head.sha' in script
     assert '[ "$head" != "$SHA" ]' in script and "^[0-9a-f]{40}$" in script
-    # A pull request's commit only on gpu-dispatch, and gpu-dispatch only at main's head (main's reviewed workflow).
     assert f'[ "$GITHUB_REF" != {DISPATCH_REF} ]' in script and '[ "$GITHUB_REF" != refs/heads/main ]' in script
     assert (
         'gh api "repos/$GITHUB_REPOSITORY/commits/main" --jq .sha' in script
         and '[ "$main" != "$GITHUB_SHA" ]' in script
     )
     assert script.index('$GITHUB_REF" != refs/heads/gpu-dispatch') < script.index('echo "sha=$SHA"')
-    assert commit["outputs"] == {"sha": "${{ steps.commit.outputs.sha }}", "pr": "${{ steps.commit.outputs.pr }}"}
-    assert gpu["needs"] == "commit" and "if" not in gpu and "gpu-h200" in [labels[0] for labels in runner_labels(gpu)]
-    assert gpu["strategy"]["fail-fast"] is False, "one model failing does not cancel another's run"
-    (checkout,) = [s for s in gpu["steps"] if s.get("uses", "").startswith("actions/checkout@")]
-    assert checkout["with"] == {
-        "ref": "${{ needs.commit.outputs.sha }}",
-        "fetch-depth": 0,
-        "persist-credentials": False,
-    }
 
 
 def _gpu_steps() -> dict[str, dict[str, Any]]:
@@ -319,11 +332,19 @@ def test_the_gpu_runner_container_runs_nothing_of_the_checkout():
     """The pull request's code runs in the gpu-check container only (deploy/arc/values/base.yaml): no step of the
     runner, which holds the job's tokens, starts Python, pip, nox or a file of the checkout."""
     job = workflows()["gpu.yml"]["jobs"]["gpu"]
+    # Python runs one file: the dispatched ref's (main's) report check, set aside before the hand-over.
+    trusted = 'python3 "$RUNNER_TEMP/trusted/.github/gpu-report-unpack"'
     for run in _commands(job):
         assert not nox_sessions_called(run)
-        assert not re.search(r"\b(python3?|pip|nox|bash|sh|source)\b|(^|\s)\.?\./", run), run
+        assert not re.search(r"\b(python3?|pip|nox|bash|sh|source)\b|(^|\s)\.?\./", run.replace(trusted, "")), run
     assert [step.get("uses", "").split("@")[0] for step in job["steps"] if "uses" in step] == [
-        "actions/checkout", "actions/upload-artifact"]  # fmt: skip
+        "actions/checkout", "actions/checkout", "actions/setup-python", "actions/upload-artifact"]  # fmt: skip
+    checkouts = [step["with"] for step in job["steps"] if step.get("uses", "").startswith("actions/checkout@")]
+    assert checkouts[1] == {"ref": "${{ github.sha }}", "path": "trusted", "sparse-checkout": ".github",
+                            "persist-credentials": False}  # fmt: skip
+    names = [step.get("name") for step in job["steps"]]
+    assert names.index("The default branch's checks, out of the checkout") < names.index(
+        "Check the commit in the gpu-check container"), "not handed over with the checkout"  # fmt: skip
     assert not any("env" in step and set(step["env"]) - {"BASE"} for step in job["steps"])
 
 
@@ -346,15 +367,12 @@ def test_the_pull_requests_code_gets_no_token_and_leaves_nothing_a_later_step_re
                      'age=$(( $(date +%s) - $(stat -c %Y "$report/alive") ))',
                      'timeout 60 dd if="$report/report.tar" of="$archive" iflag=nofollow,nonblock bs=1M count=257 '
                      'status=none'], reads  # fmt: skip
-    # tar reads the archive on its standard input, where it decompresses nothing. Known names, then regular files that
-    # fit in the archive, checked before anything is unpacked; what the upload reads is moved into place only once each
-    # file has its listed size (tests/test_gpu_report_unpack.py runs the step on crafted reports).
-    calls = re.findall(r"\btar (-[^|;)\n]*)", check["run"])
-    assert len(calls) == 3 and all("f - " in call and call.endswith('< "$archive"') for call in calls), calls
-    names = lines.index("""if printf '%s\\n' "$names" | grep -Ev "$allowed"; then""")
-    sizes = next(i for i, line in enumerate(lines) if line.startswith("if ! sizes=$("))
-    unpack = next(i for i, line in enumerate(lines) if line.startswith("tar -xf - "))
-    assert names < sizes < unpack < lines.index('mv -T "$unpacked" "$RUNNER_TEMP/gpu-check"')
+    # Read and unpacked by the default branch's script, whose output names the check's members: printed as text only
+    # (tests/test_gpu_report_unpack.py runs the step on crafted reports).
+    assert "tar -" not in check["run"], "no listing parsed by column"
+    unpack = next(i for i, line in enumerate(lines) if "gpu-report-unpack" in line and line.startswith("if ! python3"))
+    assert lines[unpack + 2 : unpack + 5] == ['echo "::stop-commands::$token"', 'cat "$RUNNER_TEMP/unpack.log"',
+                                              "printf '\\n::%s::\\n' \"$token\""]  # fmt: skip
     # The check's log printed as text: its workflow commands are not run (::stop-commands::).
     printed = lines.index('tail -c 4194304 "$RUNNER_TEMP/gpu-check/log"')
     assert lines[printed - 1] == 'echo "::stop-commands::$token"'
@@ -422,7 +440,11 @@ def test_one_commit_per_action_across_workflows():
 JOB_PERMISSIONS = {
     "static.yml": dict.fromkeys(["golden", "orphans", "tests"], {"contents": "read"}),
     "harness.yml": dict.fromkeys(["lint", "wheel"], {"contents": "read"}),
-    "regen.yml": {"regen": {"contents": "read"}, "patch": {"contents": "read"}},
+    "regen.yml": {
+        "commit": {"contents": "read", "pull-requests": "read"},
+        "regen": {"contents": "read"},
+        "patch": {"contents": "read"},
+    },
     "gpu.yml": {
         "commit": {"contents": "read", "pull-requests": "read"},
         "gpu": {},
@@ -468,7 +490,7 @@ def test_concurrency_cancels_superseded_pull_request_runs_but_never_gpu_runs():
     assert static["cancel-in-progress"] == "${{ github.event_name == 'pull_request' }}", "runs on main must finish"
     # One regen per branch and filter: a second dispatch of the same supersedes the first.
     assert found["regen.yml"]["concurrency"] == {
-        "group": "${{ github.workflow }}-${{ github.ref }}-${{ inputs.filter }}",
+        "group": "${{ github.workflow }}-${{ github.ref }}-${{ inputs.pr }}-${{ inputs.filter }}",
         "cancel-in-progress": True,
     }
 
@@ -818,8 +840,14 @@ def test_regen_forces_writes_under_ci_and_a_job_that_runs_no_code_checks_its_pat
     """What the patch may touch is checked, and refused, by act in ci/test_regen.py and by
     tests/test_regen_patch_check.py; here, who does what."""
     jobs = workflows()["regen.yml"]["jobs"]
-    job, check = jobs["regen"], jobs["patch"]
-    assert '[ "$GITHUB_REF" = refs/heads/gpu-dispatch ]' in job["steps"][0]["run"], "refused before any checkout"
+    commit, job, check = jobs["commit"], jobs["regen"], jobs["patch"]
+    # Which commit, decided as gpu.yml decides it, before anything of it runs; then its code in a job named untrusted
+    # with no write permission, checked out by its SHA.
+    assert commit["steps"][1]["run"] == ".github/dispatched-commit regen" and commit["runs-on"] == "ubuntu-24.04"
+    assert_dispatched_commit_script()
+    assert job["needs"] == "commit" and job["name"].startswith("untrusted: ")
+    assert job["permissions"] == {"contents": "read"} and "secrets." not in yaml.safe_dump(job)
+    assert job["steps"][0]["with"] == {"ref": "${{ needs.commit.outputs.sha }}", "persist-credentials": False}
     regen_step = next(step for step in job["steps"] if "regen-golden" in step.get("run", ""))
     assert regen_step["env"]["FILTER"] == "${{ inputs.filter }}"
     assert regen_step["env"]["ACCEPT"] == "${{ inputs.accept_regression }}"
@@ -831,12 +859,12 @@ def test_regen_forces_writes_under_ci_and_a_job_that_runs_no_code_checks_its_pat
     assert any("git diff" in run and ".patch" in run for run in _commands(job))
     assert "outputs" not in job, "the regen's code decides nothing the patch job reads"
     # The patch job: the default branch's folder and check, the dispatched commit as data, nothing of it run.
-    assert check["needs"] == "regen" and check["if"] == "${{ !cancelled() }}"
+    assert check["needs"] == ["commit", "regen"] and check["if"] == "${{ !cancelled() }}"
     assert check["permissions"] == {"contents": "read"}
     checkouts = [step["with"] for step in check["steps"] if step.get("uses", "").startswith("actions/checkout@")]
     assert checkouts == [
         {"ref": "${{ github.event.repository.default_branch }}", "path": "base", "persist-credentials": False},
-        {"ref": "${{ github.sha }}", "path": "tree", "persist-credentials": False},
+        {"ref": "${{ needs.commit.outputs.sha }}", "path": "tree", "persist-credentials": False},
     ]
     (script,) = [step["run"] for step in check["steps"] if "regen-patch-check" in step.get("run", "")]
     assert "tomllib.loads" in script and "base/pyproject.toml" in script
@@ -845,6 +873,15 @@ def test_regen_forces_writes_under_ci_and_a_job_that_runs_no_code_checks_its_pat
     )
     assert "(cd tree && python3 ../base/.github/regen-patch-check ../unchecked/golden.patch" in script
     assert 'sha256sum -c && git apply --index golden.patch"' in script and "no snapshot changed" in script
+    # The check's log names the patch's paths: printed as text only.
+    lines = [line.strip() for line in script.splitlines()]
+    printed = lines.index("cat check.log")
+    assert (
+        lines[printed - 1] == 'echo "::stop-commands::$token"'
+        and lines[printed + 1] == "printf '\\n::%s::\\n' \"$token\""
+    )
+    # The sha256 of a patch in the patch job's summary alone.
+    assert [name for name, regen_job in jobs.items() if "sha256sum" in yaml.safe_dump(regen_job)] == ["patch"]
     uploads = [step for step in check["steps"] if step.get("uses", "").startswith("actions/upload-artifact@")]
     assert [(step.get("if"), step["with"]["name"], step["with"]["path"]) for step in uploads] == [
         (None, "golden-regen", "checked/golden.patch"),
@@ -1154,6 +1191,8 @@ def test_if_expressions_against_sample_events():
         "harness.yml:lint:Save the lint venv": MAIN,
         "harness.yml:wheel:Save the wheel venv": MAIN,
         "harness.yml:wheel:Upload the wheel": MAIN,
+        # the regen: started anywhere, its commit job refuses any ref but main and gpu-dispatch (dispatched-commit)
+        "regen.yml:commit": {"dispatch from main", "dispatch from a branch", "dispatch on gpu-dispatch"},
         "regen.yml:regen": {"dispatch from main", "dispatch from a branch", "dispatch on gpu-dispatch"},
         "regen.yml:patch": {"dispatch from main", "dispatch from a branch", "dispatch on gpu-dispatch"},
         # the GPU runners: merged code, or main's workflow started by a maintainer (a pull request's commit on the

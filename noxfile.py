@@ -225,7 +225,7 @@ def upgrade_preview(session: nox.Session) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The repository's tests: all of them, or the paths given (`nox -s tests -- tests/test_facts.py`)."""
+    """The repository's tests: all of them, or the paths given (`nox -s tests -- tests/history`)."""
     install(session)  # the CPU lock has matplotlib and NVML too: the GPU report's plot is tested here
     # No path here: pytest runs its configured testpaths (tests/) unless the options name paths.
     session.run("python", "-m", "pytest", "-n", "auto", *session.posargs)

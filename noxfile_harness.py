@@ -15,8 +15,8 @@ LINT_LOCK = "requirements-lint.txt"
 WORKFLOWS_LOCK = "requirements-workflows.txt"
 
 DEPENDABOT = ".github/dependabot.yml"
-# The GPU check's image, and the runner's, which only names the upstream image for Dependabot (tests/test_runners.py
-# holds it to one pinned FROM).
+# The GPU check's image, and the runner's, which only names the upstream image for Dependabot
+# (tests/workflows/test_runners.py holds it to one pinned FROM).
 DOCKERFILES = ["deploy/arc/image/Dockerfile", "deploy/arc/runner/Dockerfile"]
 
 

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from tilelang_golden.history.changes import change_points
-from tilelang_golden.history.records import Record, Timed, read_history, write_record
+from tilelang_golden.history.records import Record, VariantFigures, read_history, write_record
 
 AB_PAIRS, WITHIN_ONE_PERCENT = 57, 54
 PAIR_NOISE = 0.01 / statistics.NormalDist().inv_cdf((1 + WITHIN_ONE_PERCENT / AB_PAIRS) / 2)  # 0.52 %
@@ -95,7 +95,9 @@ def synthetic_history(folder: Path, runs: int, variants: int, steps: dict[int, f
     series = [synthetic(runs, steps, seed + v, NOISES["as measured"]) for v in range(variants)]
     for run in range(runs):
         when = (start + timedelta(hours=run)).isoformat()
-        timed = {f"family{v % 10}/variant{v}": Timed(1.0 / s[run], 0.01, s[run], 0.01) for v, s in enumerate(series)}
+        timed = {
+            f"family{v % 10}/variant{v}": VariantFigures(1.0 / s[run], 0.01, s[run], 0.01) for v, s in enumerate(series)
+        }
         write_record(Record(commit(run), when, when, "", "NVIDIA H200", {"tilelang": "0.1.15"}, timed), folder)
 
 
@@ -126,7 +128,9 @@ def example_plot(path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog=f"python -m benchmarks.{Path(__file__).stem}", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--histories", type=int, default=300)
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--variants", type=int, default=100)

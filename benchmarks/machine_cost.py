@@ -42,7 +42,11 @@ def static_run(tree: Path, name: str, cache: Path, options: list[str]) -> Run:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=f"python -m benchmarks.{Path(__file__).stem}",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--baseline", required=True, help="the commit to compare with (before the machine facts)")
     parser.add_argument("--rounds", type=int, default=1, help="cold and warm runs of each tree (default 1)")
     parser.add_argument("options", nargs="*", help="pytest options for every run, after `--`")

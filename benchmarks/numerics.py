@@ -112,7 +112,9 @@ MOVES = 1e-3
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog=f"python -m benchmarks.{Path(__file__).stem}", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--count", type=int, default=DEFAULT_COUNT, help="fresh seeds (default: %(default)s)")
     parser.add_argument("--seeds", type=int, nargs="+", help="these seeds instead (replays a run)")
     parser.add_argument("--select", action="append", metavar="GLOB", help="only variants matching family/name")

@@ -53,7 +53,9 @@ def table(title: str, found: tuple[Counter[tuple[str, str]], list[str]]) -> list
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog=f"python -m benchmarks.{Path(__file__).stem}", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("previews", nargs="+", type=Path, help="upgrade preview output folders")
     parser.add_argument("--golden", type=Path, default=Path("golden"), help="the committed snapshots")
     args = parser.parse_args(argv)

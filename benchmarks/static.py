@@ -39,8 +39,8 @@ LOWERING_LINE = re.compile(r"(\d+) cases lowered, (\d+) from the lowering cache"
 def time_cases() -> list[tuple[str, str, float, float]]:
     """Per case, in this process: (case id, family, seconds to trace and key it, seconds to lower it,
     extract its facts and normalize it)."""
-    from tilelang_golden.families.cases import all_cases
-    from tilelang_golden.families.loading import load_families
+    from tilelang_golden.catalog.cases import all_cases
+    from tilelang_golden.catalog.loading import load_families
     from tilelang_golden.static.session import LoweringSession
 
     lowerings = LoweringSession()
@@ -129,7 +129,11 @@ def _compare_folders(one: Path, other: Path) -> tuple[int, list[str]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=f"python -m benchmarks.{Path(__file__).stem}",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--no-nox", action="store_true", help="skip the end-to-end `nox -s static` runs")
     parser.add_argument(
         "--edit", nargs=3, metavar=("FILE", "OLD", "NEW"), help="a one-family change for the last warm run"

@@ -20,7 +20,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog=f"python -m benchmarks.{Path(__file__).stem}", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("steps", nargs="+", metavar="STEP")
     parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS)
     parser.add_argument("--seeds", type=int, nargs="+", help="input seeds (default: three fresh ones)")
@@ -33,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchmarks.steps: {problem}", file=sys.stderr)
         return 2
     from tilelang_golden.gpu.measure.numerics import fresh_seeds
-    from tilelang_golden.gpu.steps import BadStep, run_steps
+    from tilelang_golden.gpu.schedule_steps import BadStep, run_steps
 
     try:
         lines = run_steps(options.steps, options.rounds, options.seeds or fresh_seeds())

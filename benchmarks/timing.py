@@ -109,7 +109,7 @@ def run_ab(select: Sequence[str] | None, trials: int, slowdowns: Sequence[float]
     """The A/B benchmark on the current GPU: each selected variant's identical and delayed pairs."""
     import torch
 
-    from tilelang_golden.families.loading import load_families
+    from tilelang_golden.catalog.loading import load_families
     from tilelang_golden.gpu.measure.timing import cuda_event_timer
     from tilelang_golden.gpu.run.compile import compile_cases
     from tilelang_golden.gpu.run.device import require_cuda
@@ -254,8 +254,8 @@ def criteria(
 def twin_pairs(run: Any, pairs: dict[str, Pair]) -> tuple[dict[str, str], list[str]]:
     """Each family's declared twin compiled and added to `pairs` beside its original's reference: twin -> original,
     and the table lines saying how much more work each does. Raises RuntimeError when a twin does not compile."""
-    from tilelang_golden.families.cases import Case
-    from tilelang_golden.families.loading import load_families
+    from tilelang_golden.catalog.cases import Case
+    from tilelang_golden.catalog.loading import load_families
     from tilelang_golden.gpu.pairs import timed_pair
     from tilelang_golden.gpu.run.compile import compile_cases
 
@@ -304,14 +304,14 @@ def run_baseline(
 ) -> tuple[list[str], bool]:
     """The baseline benchmark on the current GPU, with every family's declared twin: table lines and whether
     every criterion holds."""
-    from tilelang_golden.families.loading import load_families
+    from tilelang_golden.catalog.loading import load_families
     from tilelang_golden.gpu.check import CheckPlan, check_cases
-    from tilelang_golden.gpu.gate.baseline import baseline_key, baseline_path, key_differences, read_baseline
+    from tilelang_golden.gpu.gate.baseline_file import baseline_key, baseline_path, key_differences, read_baseline
     from tilelang_golden.gpu.measure.timing import make_bench, measure_pairs
     from tilelang_golden.gpu.report.results import shape_name
     from tilelang_golden.gpu.run.gpu_state import GpuState, summarize
     from tilelang_golden.gpu.selection import device_cases
-    from tilelang_golden.static.kinds import source_file
+    from tilelang_golden.static.snapshots.case_files import source_file
     from tilelang_golden.static.snapshots.snapshot import SnapshotStore, strip_cuda_header
 
     families = load_families().families
@@ -371,7 +371,9 @@ def run_baseline(
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog=f"python -m benchmarks.{Path(__file__).stem}", description=__doc__.splitlines()[0]
+    )
     parts = parser.add_subparsers(dest="gate", required=True)
     ab = parts.add_parser("ab", help="the A/B gate: identical and delayed pairs")
     ab.add_argument(

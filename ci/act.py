@@ -34,7 +34,7 @@ REPOSITORY = "acme/kernels"
 FORK = "someone/kernels"
 RUNNER_LABELS = ["ubuntu-24.04", "gpu-h200"]
 # What act 0.2.89 cannot read, taken out of the copy's workflows (docs/ci.md, "Run by act"): its schema does not
-# know `concurrency.queue` and refuses the whole workflow. tests/test_workflows.py pins the line as before.
+# know `concurrency.queue` and refuses the whole workflow. tests/workflows/test_workflows.py pins the line as before.
 ACT_CANNOT_READ = {".github/workflows/gpu.yml": "      queue: max\n"}
 USES = re.compile(r"^\s*(?:-\s+)?uses:\s*(?P<repo>[\w.-]+/[\w.-]+)(?:/[\w./-]+)?@(?P<ref>[0-9a-f]{40})", re.M)
 # The session's own variables, which a command run as on a developer's machine drops (ci/test_adoption.py).
@@ -108,7 +108,7 @@ def reduce_copy(source: Path, target: Path) -> None:
             script.unlink()
     shutil.rmtree(target / "tests")
     (target / "tests").mkdir()
-    shutil.copy2(source / "tests" / "test_normalize.py", target / "tests")
+    shutil.copy2(source / "tests" / "static" / "snapshots" / "test_normalize.py", target / "tests")
 
 
 def job_name(entry: dict[str, Any]) -> str:
@@ -144,7 +144,8 @@ class Run:
         return "".join(e.get("msg", "") for e in self.log if "job" in e and job_name(e) == job)
 
 
-# The lock each seeded session's venv is keyed on (noxfile.py's sessions; tests/test_workflows.py holds the jobs').
+# The lock each seeded session's venv is keyed on (noxfile.py's sessions; tests/workflows/test_workflows.py holds
+# the jobs').
 SESSION_LOCKS = {"lint": "requirements-lint.txt"}
 
 

@@ -221,7 +221,7 @@ def report(facts_by_n: Mapping[int, Mapping[str, Any]]) -> int:
 def lower_all(num_stages: Sequence[int], arch: str, tile: tuple[int, int, int]) -> dict[int, Any]:
     """N -> the harness's Lowering of the GEMM for that N."""
     from kernels.gemm_num_stages import FAMILY, variant
-    from tilelang_golden.families.cases import Case
+    from tilelang_golden.catalog.cases import Case
     from tilelang_golden.static.session import LoweringSession
 
     session = LoweringSession()
@@ -230,7 +230,7 @@ def lower_all(num_stages: Sequence[int], arch: str, tile: tuple[int, int, int]) 
 
 def dump(lowerings: Mapping[int, Any], directory: Path) -> list[Path]:
     """Each N's normalized kernel source, named with its target's suffix (`.cu`, `.hip`)."""
-    from tilelang_golden.static.produce.normalize import normalize_cuda
+    from tilelang_golden.static.snapshots.normalize import normalize_cuda
 
     directory.mkdir(parents=True, exist_ok=True)
     written = []
@@ -265,7 +265,7 @@ def bench_problem(num_stages: Sequence[int], tile: tuple[int, int, int]) -> str 
 def bench(num_stages: Sequence[int], tile: tuple[int, int, int]) -> int:
     """The seed's performance section: `nox -s gpu`'s compile, numerics and timing for these N only."""
     from kernels.gemm_num_stages import FAMILY, variant
-    from tilelang_golden.families.cases import Case
+    from tilelang_golden.catalog.cases import Case
     from tilelang_golden.gpu.check import CheckPlan, check_cases
     from tilelang_golden.gpu.report.report import render_markdown
 

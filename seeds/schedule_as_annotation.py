@@ -301,7 +301,7 @@ def seed_schedules() -> Any:
 
 def gpu_report(seeds: Sequence[int] | None) -> int:
     """Compile the four variants for this GPU and check them against torch.relu(A @ B)."""
-    from tilelang_golden.families.cases import family_cases
+    from tilelang_golden.catalog.cases import family_cases
     from tilelang_golden.gpu.measure import numerics
     from tilelang_golden.gpu.pairs import numerics_case
     from tilelang_golden.gpu.run.compile import compile_cases

@@ -16,8 +16,8 @@ import yaml  # noqa: F401
 import tilelang_golden.static
 from kernels.gemm_num_stages import FAMILY as NUM_STAGES_FAMILY
 from kernels.gemm_num_stages import variant as num_stages_variant
-from tilelang_golden.families.cases import Case
-from tilelang_golden.families.loading import load_families
+from tilelang_golden.catalog.cases import Case
+from tilelang_golden.catalog.loading import load_families
 from tilelang_golden.static.session import LoweringSession
 
 load_families()  # import the kernel modules before pytester snapshots sys.modules

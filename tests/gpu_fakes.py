@@ -7,17 +7,17 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kernels._gemm import TOLERANCE, float32_matmul, gemm_inputs, gemm_work, torch_matmul, torch_matmul_relu
+from tilelang_golden.catalog.cases import Case
 from tilelang_golden.dtypes import torch_dtype
-from tilelang_golden.families.cases import Case
 from tilelang_golden.family import RETURNED, Family, OutputKind, Params, Sweep, Variant
 from tilelang_golden.gpu.gate.numerics_gate import ErrorStats, NumericsResult, Output, OutputCheck, SeedCheck
+from tilelang_golden.gpu.kernel_session import KernelSession
 from tilelang_golden.gpu.measure.numerics import NumericsCase
 from tilelang_golden.gpu.measure.timing import PairedTiming, Timing, throughput
 from tilelang_golden.gpu.report.results import GpuRun, SnapshotCheck, VariantResult
 from tilelang_golden.gpu.run.compile import Argument, CompiledCase
 from tilelang_golden.gpu.run.device import Device
 from tilelang_golden.gpu.selection import not_runnable
-from tilelang_golden.gpu.stages import KernelSession
 
 LIMIT = 232448  # an H200's opt-in shared memory per block; the harness queries it on a real device
 SEEDS = [11, 22, 33]
@@ -413,3 +413,30 @@ class CpuWorker(KernelSession):
 
     def resolve(self, ref: tuple[str, str, str, str]) -> Case:
         return case(ISOLATED, ref[2], ref[3])
+
+
+# A facts snapshot of one kernel, formatted with the snapshot format, its dynamic and static shared memory.
+FACTS = """format: {format}
+case: {{family: gemm_relu_schedules, variant: v0_baseline, target: sm_90}}
+params: {{}}
+warnings: []
+kernels:
+- name: main_kernel
+  pipelines: []
+  warp_specialized: true
+  shared_buffers: {{}}
+  dynamic_shared_memory_bytes: {shared}
+  launch: {{grid: [1, 1, 1], threads: [1, 1, 1]}}
+  sync: {{}}
+  mma: {{}}
+  layouts: {{}}
+  instructions: {{}}
+  loops: {{}}
+  vector_stores: {{}}
+  shared_addressing: {{}}
+  shared_memory: {{bytes: {shared}, limit: 232448, fits: true}}
+  rasterization: {{}}
+  gemms: []
+  warp_shuffles: {{}}
+  conversions: {{}}
+"""

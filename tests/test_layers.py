@@ -30,9 +30,11 @@ LAYERS = (
     {"targets", "dtypes", "files", "environment", "github", "analysis", "regressions"},
     {"config"},  # the repository's settings
     {"family"},  # what a family author writes against
-    {"families"},  # from families to cases: found, the unit of work (case, selection, sharding), built
-    {"static.snapshots"},  # what a snapshot is: files, kinds of change, results, the write policy
-    {"static.produce"},  # lowering, facts, normalized source, the lowering cache
+    {"catalog"},  # from families to cases: found, the unit of work (case, selection, sharding), built
+    # what a snapshot is: its files' names, its normalized text, kinds of change, results, the write policy, the regen
+    # command; the GPU side reads the static check through this layer alone
+    {"static.snapshots"},
+    {"static.produce"},  # lowering, facts, machine facts, the lowering cache
     {"static.report"},  # the verdict and job summary, read from the results
     {"static"},  # kinds, the run's session, the engine, the pytest plugin and its items
     {"gpu.run"},  # the device, the JIT compile, the worker process
@@ -105,6 +107,22 @@ def test_every_import_runs_down_the_layers():
     assert not up + families, "\n".join(up + families)
 
 
+# The GPU side and the history read the static check's snapshots through the snapshot layer only: the names of a case's
+# files, the regen command, the snapshots' text and its normalization; never the static session, its kinds or plugin.
+STATIC_SHARED = "static.snapshots"
+
+
+def test_the_gpu_side_reads_only_the_snapshot_layer_of_the_static_check():
+    reached = [
+        f"{module} imports {name}"
+        for module in modules()
+        if module.removeprefix(PACKAGE + ".").split(".")[0] in ("gpu", "history")
+        for name in sorted(imported(module))
+        if name.startswith(f"{PACKAGE}.static") and not name.startswith(f"{PACKAGE}.{STATIC_SHARED}")
+    ]
+    assert not reached, "\n".join(reached)
+
+
 def test_no_import_cycle():
     """No module reaches itself through the modules it imports, hidden inside a function or not."""
     nodes = set(modules())
@@ -175,7 +193,7 @@ GENERIC_SCRIPTS = sorted(path for folder in ("benchmarks", "tools") for path in 
 def test_the_harness_names_no_family():
     """The harness and its generic scripts know no family: no registered family's name, and none of
     the seeds' own words."""
-    from tilelang_golden.families.loading import load_families
+    from tilelang_golden.catalog.loading import load_families
 
     words = {f.name for f in load_families().families} | {"block_M", "A_s", "matmul_relu"}
     mentions = [

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from conftest import NUM_STAGES_FAMILY, REPO, num_stages_variant
 
-import tilelang_golden.families.loading
+import tilelang_golden.catalog.loading
 import tilelang_golden.family
 from tilelang_golden.family import MACHINE, FamilyError, Measure, Reading, RegressionClass, Variant
 from tilelang_golden.regressions import FACTS, REGRESSION_CLASSES, Regression, RegressionPolicy, find_regressions
@@ -304,8 +304,8 @@ def use_variant(monkeypatch, stages: int, tile: tuple[int, int, int], target: st
     """The run's one family: the seed GEMM with one variant, `mutant`, of these stages and tile, on `target`."""
     variant = dataclasses.replace(num_stages_variant(stages, *tile), name="mutant", **declared)
     family = one_variant_family(variant, targets=[target])
-    registry = tilelang_golden.families.loading.Registry((family,), ())
-    monkeypatch.setattr(tilelang_golden.families.loading, "load_families", lambda *packages, **options: registry)
+    registry = tilelang_golden.catalog.loading.Registry((family,), ())
+    monkeypatch.setattr(tilelang_golden.catalog.loading, "load_families", lambda *packages, **options: registry)
 
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))

@@ -10,19 +10,19 @@ import gpu_fakes as fake
 import pytest
 from conftest import SMALL_CASE
 
-import tilelang_golden.families.loading
+import tilelang_golden.catalog.loading
 import tilelang_golden.family
 import tilelang_golden.static.session
-from tilelang_golden.families.build import build_kernel
-from tilelang_golden.families.cases import all_cases, check_groups, family_cases
+from tilelang_golden.catalog.build import build_kernel
+from tilelang_golden.catalog.cases import all_cases, check_groups, family_cases
 from tilelang_golden.family import Claim, Family, FamilyError
 from tilelang_golden.gpu.report.report import render_markdown, report_data
 from tilelang_golden.gpu.selection import device_cases, not_run_on
-from tilelang_golden.static.kinds import case_files
 from tilelang_golden.static.produce.lowering import LoweringError
-from tilelang_golden.static.produce.normalize import normalize_error
 from tilelang_golden.static.session import LoweringSession
+from tilelang_golden.static.snapshots.case_files import case_files
 from tilelang_golden.static.snapshots.changes import CaseOutcome
+from tilelang_golden.static.snapshots.normalize import normalize_error
 from tilelang_golden.static.snapshots.snapshot import SnapshotStore
 from tilelang_golden.static.variant_effects import no_effect, render_effects, variant_effects
 from tilelang_golden.targets import TARGETS
@@ -31,7 +31,7 @@ from tilelang_golden.upgrade.preview import classify_case
 REASON = "a reason in words"
 # What TileLang raises, as it reaches the harness: a machine path and an object address in it.
 TILELANG_ERROR = TypeError("Downcast failed at 0x7f3a2b1c for /tmp/build/lower.cc:12\nframe 2\nframe 3\nframe 4")
-SMALL = next(c for c in all_cases(tilelang_golden.families.loading.load_families()) if c.id == SMALL_CASE)
+SMALL = next(c for c in all_cases(tilelang_golden.catalog.loading.load_families()) if c.id == SMALL_CASE)
 
 
 def small_family(variants=None, **declared) -> Family:
@@ -46,9 +46,9 @@ def declared(variant=SMALL.variant, reason: str = REASON):
 
 def use(monkeypatch, family: Family) -> None:
     monkeypatch.setattr(
-        tilelang_golden.families.loading,
+        tilelang_golden.catalog.loading,
         "load_families",
-        lambda *packages, **options: tilelang_golden.families.loading.Registry((family,), ()),
+        lambda *packages, **options: tilelang_golden.catalog.loading.Registry((family,), ()),
     )
 
 
@@ -77,9 +77,9 @@ def test_a_family_narrows_its_targets():
 
 def test_all_cases_and_check_groups_respect_the_narrowing(monkeypatch):
     use(monkeypatch, small_family(checks=lambda seen: []))
-    assert [c.id for c in all_cases(tilelang_golden.families.loading.load_families())] == [SMALL_CASE]
+    assert [c.id for c in all_cases(tilelang_golden.catalog.loading.load_families())] == [SMALL_CASE]
     assert [
-        c.id for _, cases in check_groups(tilelang_golden.families.loading.load_families()).values() for c in cases
+        c.id for _, cases in check_groups(tilelang_golden.catalog.loading.load_families()).values() for c in cases
     ] == [SMALL_CASE]
 
 
@@ -101,9 +101,9 @@ def test_does_not_lower_must_name_a_target_of_the_family_and_a_reason():
 
 def test_a_declared_case_is_snapshotted_as_its_error_and_left_out_of_the_checks(monkeypatch):
     use(monkeypatch, small_family([declared()], checks=lambda seen: []))
-    (case,) = all_cases(tilelang_golden.families.loading.load_families())
+    (case,) = all_cases(tilelang_golden.catalog.loading.load_families())
     assert case.does_not_lower == REASON and case_files(case) == (f"{SMALL_CASE}.error",)
-    assert check_groups(tilelang_golden.families.loading.load_families()) == {}
+    assert check_groups(tilelang_golden.catalog.loading.load_families()) == {}
 
 
 def test_the_error_is_normalized_to_its_first_lines_without_paths_or_addresses():

@@ -87,8 +87,9 @@ def read_config(root: Path | None = None) -> Config:
         )
     projects = section.get("projects", ["."])
     if not (isinstance(projects, list) and projects and all(isinstance(folder, str) for folder in projects)):
-        raise ConfigError(f'{where}: projects must be a non-empty list of folders (projects = [".", "kernels"]), '
-                          f"got {projects!r}")  # fmt: skip
+        raise ConfigError(
+            f'{where}: projects must be a non-empty list of folders (projects = [".", "kernels"]), got {projects!r}'
+        )
     for folder in projects:
         _folder({"projects": folder}, "projects", ".", where)
     return Config(tuple(families), golden, timing, tuple(targets) if targets else None, harness, tuple(projects))

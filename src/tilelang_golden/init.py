@@ -3,10 +3,10 @@
     tilelang-golden init --families acme.ops [--golden tests/golden] [--harness REQUIREMENT]
     tilelang-golden init --print PATH      # one file as init would write it (to merge by hand)
 
-It writes the nox sessions (noxfile.py), the workflows (static, regen, comment, gpu) and the regen's patch check
-(.github/regen-patch-check), the inputs of the hashed locks (requirements*.in; `nox -s lock` makes the locks), the
-GPU runners' set-up (deploy/arc/) and .gitignore's lines,
-and adds `[tool.tilelang-golden]` to pyproject.toml where it has none. It never overwrites: a file that exists with
+It writes the nox sessions (noxfile.py), the workflows (static, regen, comment, gpu) and the scripts they run from
+the default branch (.github/regen-patch-check, dispatched-commit, gpu-report-unpack), the inputs of the hashed locks
+(requirements*.in; `nox -s lock` makes the locks), the GPU runners' set-up (deploy/arc/) and .gitignore's lines, and
+adds `[tool.tilelang-golden]` to pyproject.toml where it has none. It never overwrites: a file that exists with
 other content is left as it is and listed with what to merge, and the command then exits 1. The files are this
 repository's own (tilelang_golden/init_files/: the workflows, locks' inputs and runner set-up are links to them), so a
 repository runs what the harness's own CI runs. The harness the sessions install must be pinned by content (a git

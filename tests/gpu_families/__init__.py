@@ -2,6 +2,6 @@
 
 Each is broken on purpose: a kernel that does not finish, one that writes to an illegal address,
 inputs that raise. None is snapshotted: the static check reads only
-`kernels/` (tests/test_gpu_isolation.py holds that), and the GPU check compares none of these with
+`kernels/` (tests/gpu/test_isolation.py holds that), and the GPU check compares none of these with
 a snapshot.
 """

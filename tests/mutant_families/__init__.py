@@ -3,7 +3,7 @@
 Each module here is a family under the real family's name (so the GPU check finds the real snapshots), whose
 first variant runs the real kernel with one change in its source, made by `mutate`: the mutant can never
 drift from the kernel it mutates, and a change that no longer applies fails on import. Load them with
-`tilelang_golden.families.loading.load_families("tests.mutant_families")` from the repository root.
+`tilelang_golden.catalog.loading.load_families("tests.mutant_families")` from the repository root.
 """
 
 import dataclasses

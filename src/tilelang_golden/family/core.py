@@ -1,4 +1,4 @@
-"""What a kernel family declares: `Family`, checked when it is made (tilelang_golden.families.loading finds them).
+"""What a kernel family declares: `Family`, checked when it is made (tilelang_golden.catalog.loading finds them).
 
 A family is one module of a family package (e.g. `kernels/<name>.py`) holding `FAMILY = Family(...)`: its variants, its
 problem shape, how to make inputs, which kernel arguments are outputs, the PyTorch reference and
@@ -153,11 +153,19 @@ class Family:
     def _check_variant(self, variant: Variant, where: str) -> None:
         """One variant's declared failures, dimensions, parameters, acknowledged warnings and comparison."""
         targets = f"which are not targets of this family ({list(self.target_names)})"
-        _explained(variant.does_not_lower, self.target_names, f"{where}: variant {variant.name!r} declares it does "
-                   "not lower on", targets)  # fmt: skip
+        _explained(
+            variant.does_not_lower,
+            self.target_names,
+            f"{where}: variant {variant.name!r} declares it does not lower on",
+            targets,
+        )
         classes = class_names(self.regression_classes)
-        _explained(variant.acknowledged_regressions, classes, f"{where}: variant {variant.name!r} acknowledges "
-                   "regression classes", f"which do not exist; the classes are {classes}")  # fmt: skip
+        _explained(
+            variant.acknowledged_regressions,
+            classes,
+            f"{where}: variant {variant.name!r} acknowledges regression classes",
+            f"which do not exist; the classes are {classes}",
+        )
         unknown = sorted(set(variant.shape) - set(self.shape))
         if unknown:
             raise FamilyError(

@@ -74,7 +74,7 @@ class Chain:
 class Variant:
     """One kernel of a family: a name unique in it, how to build it, and its parameters.
 
-    `kernel` is one of the kinds `tilelang_golden.families.build` lists (an eager or lazy `@tilelang.jit` function,
+    `kernel` is one of the kinds `tilelang_golden.catalog.build` lists (an eager or lazy `@tilelang.jit` function,
     an `@tilelang.autotune` one, a PrimFunc factory, a ready `@T.prim_func`); it is called with the
     problem dimensions and `params` as keywords, and every one of them must be a name it uses.
     """
@@ -110,8 +110,7 @@ class PrecisionBudget:
     """How far one output's error may exceed its precision twin's beyond the harness's bounds, and why.
 
     Each factor given replaces that bound's own (`tilelang_golden.gpu.gate.numerics_gate.Thresholds`); one left None
-    keeps
-    it.
+    keeps it.
     For a kernel that rounds differently from the twin on purpose (fp16 products before an fp32 sum, where the
     twin sums in fp32), so the family keeps the twin's gate on every other statistic and output.
     """
@@ -245,7 +244,7 @@ class Sweep:
 @dataclass(frozen=True)
 class TimingTwin:
     """A variant again, one dimension changed so that it does more work in whole tiles (18.75 % in the committed
-    families): what the timing benchmark (scripts/bench_timing.py baseline) must measure beyond the baseline
+    families): what the timing benchmark (`python -m benchmarks.timing baseline`) must measure beyond the baseline
     gate's fail level, against a baseline recorded on another machine start."""
 
     variant: str

@@ -9,23 +9,21 @@ exit status.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
-import re
-import shutil
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tilelang_golden.families.cases import Case
+from tilelang_golden.catalog.cases import Case
+from tilelang_golden.gpu.baseline_use import BaselineUse
 from tilelang_golden.gpu.gate.ab_gate import AbComparison, compare_ab
-from tilelang_golden.gpu.gate.baseline import (
+from tilelang_golden.gpu.gate.baseline_file import (
     BaselineRefused,
 )
 from tilelang_golden.gpu.gate.numerics_gate import NumericsResult, validate_seeds
+from tilelang_golden.gpu.kernel_session import CompiledWithSource, Kernels, KernelSession, TimingRequest, raised
 from tilelang_golden.gpu.measure.numerics import fresh_seeds
 from tilelang_golden.gpu.measure.timing import (
     DEFAULT_ROUNDS,
@@ -39,27 +37,22 @@ from tilelang_golden.gpu.measure.timing import (
     throughput,
 )
 from tilelang_golden.gpu.report.results import GpuRun, SnapshotCheck, VariantFailure, VariantResult, build_sweeps
-from tilelang_golden.gpu.run.against import Plan
-from tilelang_golden.gpu.run.compile import DRIVER_ATTRIBUTES, CompiledCase
+from tilelang_golden.gpu.run.against import AbPairs
+from tilelang_golden.gpu.run.compile import CompiledCase
 from tilelang_golden.gpu.run.device import Device, NoCudaDevice, UnknownTarget, require_cuda
 from tilelang_golden.gpu.run.gpu_state import summarize
 from tilelang_golden.gpu.run.worker import RAISED, TimeLimits
 from tilelang_golden.gpu.selection import Log, NothingToRun, not_runnable, selection_stage
-from tilelang_golden.gpu.stages import Compiled, Kernels, KernelSession, TimingRequest, raised
-from tilelang_golden.gpu.timing_baseline import BaselineUse
-from tilelang_golden.static.kinds import facts_file, machine_file, source_file
-from tilelang_golden.static.snapshots.results import regen_command
+from tilelang_golden.gpu.snapshot_agreement import agree_with_snapshots
+from tilelang_golden.static.snapshots.case_files import facts_file
 from tilelang_golden.static.snapshots.snapshot import (
-    CorruptSnapshot,
     SnapshotStore,
-    parse_facts,
-    parse_machine_facts,
-    strip_cuda_header,
 )
 
 T = TypeVar("T")
-# against(device, cases) -> what the A/B timing compares (tilelang_golden.gpu.run.against.plan on the device's target)
-Against = Callable[[Device, Sequence[Case]], Plan]
+# against(device, cases) -> what the A/B timing compares (tilelang_golden.gpu.run.against.pair_with_base on the
+# device's target)
+Against = Callable[[Device, Sequence[Case]], AbPairs]
 
 
 @dataclass(frozen=True)
@@ -88,15 +81,15 @@ def check_cases(
     """Compile, check and time what `plan` selects on the current GPU; raises NoCudaDevice without one,
     UnknownTarget when the project snapshots no target for it, NothingToRun when the selection is empty on it.
 
-    The stages run in `kernels`: a worker process (tilelang_golden.gpu.stages.Kernels.in_worker, each request within its
-    limits) or, by default, this process with `bench`. A stage's failure ends that variant's check; the
-    others go on."""
+    The stages run in `kernels`: a worker process (tilelang_golden.gpu.kernel_session.Kernels.in_worker, each
+    request within its limits) or, by default, this process with `bench`. A stage's failure ends that variant's
+    check; the others go on."""
     device = require_cuda()
     seeds = validate_seeds(fresh_seeds() if plan.seeds is None else plan.seeds)
     cases, left_out = selection_stage(device, plan.select, plan.not_run, log)
     kernels = kernels or Kernels.in_process(KernelSession(bench=bench))
-    ab_plan = None if plan.against is None else plan.against(device, cases)
-    base_cases = [] if ab_plan is None else list(ab_plan.pairs.values())
+    ab_pairs = None if plan.against is None else plan.against(device, cases)
+    base_cases = [] if ab_pairs is None else list(ab_pairs.pairs.values())
     # Each stage answers for each variant it is given, with what it found or the variant's failure; a failure
     # ends that variant's check, and the next stage is given the others.
     failures: dict[str, VariantFailure] = {}
@@ -110,16 +103,21 @@ def check_cases(
     compiled = [compiled_case(case, built) for case in cases]
     base_compiled = [compiled_case(case, built) for case in base_cases]
     compile_seconds = time.perf_counter() - started
-    log(f"compiled {sum(not c.error and c.case.key in built for c in compiled)}/{len(compiled)} kernels in "
-        f"{compile_seconds:.1f} s")  # fmt: skip
+    log(
+        f"compiled {sum(not c.error and c.case.key in built for c in compiled)}/{len(compiled)} kernels in "
+        f"{compile_seconds:.1f} s"
+    )
     store = SnapshotStore(plan.golden)
     snapshots = {c.case.key: SnapshotCheck(f"{store.root.as_posix()}/{facts_file(c.case)}") for c in compiled}
-    snapshots |= kept(snapshot_stage([c for c in compiled if c.case.key in built], built, store, plan.snapshotted))
+    snapshots |= kept(
+        agree_with_snapshots([c for c in compiled if c.case.key in built], built, store, plan.snapshotted)
+    )
     runnable = {
-        c.case.key: c for c in compiled
+        c.case.key: c
+        for c in compiled
         if c.case.key not in failures
         and not_runnable(c, snapshots[c.case.key], device.shared_memory_per_block_bytes) is None
-    }  # fmt: skip
+    }
 
     launch_s = kept(work_stage(runnable, device))
     launch_s |= kept(reference_stage(kernels, {k: c for k, c in runnable.items() if k in launch_s}, launch_s, seeds[0]))
@@ -133,14 +131,20 @@ def check_cases(
     measured = kept(time_stage(kernels, passing, request, pair_limits))
     ab = (
         None
-        if ab_plan is None
-        else ab_stage(kernels, ab_plan, base_compiled, passing, request, pair_limits, failures, log)
+        if ab_pairs is None
+        else ab_stage(kernels, ab_pairs, base_compiled, passing, request, pair_limits, failures, log)
     )
     results = [
-        VariantResult(c, device, snapshots[c.case.key], failure=failures.get(c.case.key),
-                      numerics=numerics.get(c.case.key), paired=measured.get(c.case.key))
+        VariantResult(
+            c,
+            device,
+            snapshots[c.case.key],
+            failure=failures.get(c.case.key),
+            numerics=numerics.get(c.case.key),
+            paired=measured.get(c.case.key),
+        )
         for c in compiled
-    ]  # fmt: skip
+    ]
     timed = [r for r in results if r.paired is not None]
     reference_timings, reference_throughput = reference_figures(timed, device)
 
@@ -190,8 +194,9 @@ def remeasurer(
 
     def remeasure(keys: Sequence[str]) -> dict[str, float]:
         log(f"re-measuring {list(keys)} to confirm a suspected regression")
-        again = time_stage(kernels, {k: passing[k] for k in keys}, dataclasses.replace(request, seed=request.seed + 1),
-                           limits)  # fmt: skip
+        again = time_stage(
+            kernels, {k: passing[k] for k in keys}, dataclasses.replace(request, seed=request.seed + 1), limits
+        )
         return {k: t.ratio for k, t in again.items() if not isinstance(t, VariantFailure)}
 
     return remeasure
@@ -241,10 +246,11 @@ def reference_figures(timed: Sequence[VariantResult], device: Device) -> tuple[d
         rounds.setdefault(result.reference, []).extend(result.paired.reference.rounds_ms)
     timings = {name: Timing(tuple(values)) for name, values in rounds.items()}
     throughputs = {
-        r.reference: throughput(r.compiled.case.family.work(r.compiled.case.params), timings[r.reference].median_ms,
-                                device.peak)
+        r.reference: throughput(
+            r.compiled.case.family.work(r.compiled.case.params), timings[r.reference].median_ms, device.peak
+        )
         for r in timed
-    }  # fmt: skip
+    }
     return timings, throughputs
 
 
@@ -267,8 +273,10 @@ def timing_plan(
     # estimate and its least pairs) at the kernel's allowance.
     nominal_s = 2 * (request.warmup_ms + request.repeat_ms) / 1e3
     pair_limits = {key: kernels.limits.limit(16, launch_s[key], nominal_s) for key in passing}
-    log(f"timing: {len(passing)} kernels next to their references, {request.rounds} rounds in random order "
-        f"(seed {request.seed})")  # fmt: skip
+    log(
+        f"timing: {len(passing)} kernels next to their references, {request.rounds} rounds in random order "
+        f"(seed {request.seed})"
+    )
     return passing, pair_limits, note, others
 
 
@@ -285,7 +293,9 @@ def timer_record(request: TimingRequest) -> dict[str, Any]:
     }
 
 
-def compile_stage(kernels: Kernels, cases: Sequence[Case], limits: TimeLimits) -> dict[str, Compiled | VariantFailure]:
+def compile_stage(
+    kernels: Kernels, cases: Sequence[Case], limits: TimeLimits
+) -> dict[str, CompiledWithSource | VariantFailure]:
     """Every case compiled (with its kernel's source), or the failure of its compilation."""
     found = kernels.compile(cases, limits.compile_limit(len(cases)))
     missing = "the compiler gave no result for it"
@@ -296,7 +306,7 @@ def compile_stage(kernels: Kernels, cases: Sequence[Case], limits: TimeLimits) -
     }
 
 
-def compiled_case(case: Case, built: Mapping[str, Compiled]) -> CompiledCase:
+def compiled_case(case: Case, built: Mapping[str, CompiledWithSource]) -> CompiledCase:
     """The case as compiled (its case object, not the worker's copy), or as not compiled."""
     return dataclasses.replace(built[case.key].compiled, case=case) if case.key in built else CompiledCase(case, None)
 
@@ -327,7 +337,7 @@ def time_stage(
 
 def ab_stage(
     kernels: Kernels,
-    plan: Plan,
+    ab: AbPairs,
     base_compiled: Sequence[CompiledCase],
     passing: Mapping[str, Case],
     request: TimingRequest,
@@ -337,10 +347,10 @@ def ab_stage(
 ) -> AbComparison:
     """Each changed variant whose own checks passed, timed next to the base's kernel of it, in alternation; the
     suspects timed so again, independently (a fresh random order). What is not compared says why."""
-    not_compared = dict(plan.not_compared)
+    not_compared = dict(ab.not_compared)
     built = {c.case.key for c in base_compiled if not c.error and c.case.key not in failures}
     pairs: dict[str, Case] = {}
-    for key, base_case in plan.pairs.items():
+    for key, base_case in ab.pairs.items():
         if base_case.key not in built:
             why = failures.get(base_case.key)
             error = why.message if why else next(c.error for c in base_compiled if c.case.key == base_case.key)
@@ -349,101 +359,26 @@ def ab_stage(
             not_compared[key] = "its own checks did not pass"
         else:
             pairs[key] = base_case
-    label = f"{plan.base.ref} ({plan.base.short})"
+    label = f"{ab.base.ref} ({ab.base.short})"
     log(f"timing against {label}: {len(pairs)} changed variants, each next to the base's kernel")
 
     def rounds(keys: Sequence[str], seed: int) -> dict[str, tuple[float, ...]]:
-        timed = time_stage(kernels, {k: passing[k] for k in keys}, dataclasses.replace(request, seed=seed), limits,
-                           against=pairs)  # fmt: skip
+        timed = time_stage(
+            kernels, {k: passing[k] for k in keys}, dataclasses.replace(request, seed=seed), limits, against=pairs
+        )
         lost = {k: t for k, t in timed.items() if isinstance(t, VariantFailure)}
         not_compared.update({k: f"timing against the base failed: {f.message}" for k, f in lost.items()})
         return {k: t.time_ratios for k, t in timed.items() if k not in lost}
 
     first = rounds(list(pairs), request.seed)
-    return compare_ab(label, first, lambda keys: rounds(keys, request.seed + 1), not_compared=not_compared,
-                      unchanged=plan.unchanged, gone=plan.gone)  # fmt: skip
-
-
-def snapshot_stage(
-    compiled: Sequence[CompiledCase],
-    built: Mapping[str, Compiled],
-    store: SnapshotStore,
-    snapshotted: Callable[[Case], bool],
-) -> dict[str, SnapshotCheck | VariantFailure]:
-    """Each compiled kernel against its static snapshot; a test-only family's has none to agree with."""
-    answers: dict[str, SnapshotCheck | VariantFailure] = {}
-    for c in compiled:
-        key = c.case.key
-        if not snapshotted(c.case):
-            answers[key] = SnapshotCheck("none: a test-only family, never snapshotted")
-            continue
-        try:
-            answers[key] = check_snapshot(c, built[key].source, store)
-        except Exception as error:
-            answers[key] = raised("snapshot", c.case, error)
-    return answers
-
-
-def check_snapshot(compiled: CompiledCase, source: str | None, store: SnapshotStore) -> SnapshotCheck:
-    """The compiled kernel (its CUDA `source`) against its static snapshot for its target (nothing to compare when
-    it did not compile)."""
-    case = compiled.case
-    facts_path = facts_file(case)
-    shown = (store.root / facts_path).as_posix()
-    if compiled.error:
-        return SnapshotCheck(shown)
-    regen = regen_command(case.id)
-    text = store.read(facts_path)
-    if text is None:
-        missing = f"{shown}: no static snapshot for this variant and target; run `{regen}` and commit it"
-        return SnapshotCheck(shown, failures=(missing,))
-    try:
-        kernels = parse_facts(text, shown)["kernels"]
-    except CorruptSnapshot as error:
-        return SnapshotCheck(shown, failures=(str(error),))
-    snapshot = {kernel["name"]: kernel["dynamic_shared_memory_bytes"] for kernel in kernels}
-    failures = ()
-    if compiled.launches != snapshot:
-        failures = (
-            f"{shown}: the snapshot's kernels launch with dynamic shared memory {snapshot} (bytes), but those "
-            f"compiled here launch with {compiled.launches}; run `nox -s static` to see what changed, then `{regen}`",
-        )
-    cuda = store.read(source_file(case))
-    matches = None if cuda is None or source is None else source == strip_cuda_header(cuda)
-    machine = compare_machine(compiled, store)
-    return SnapshotCheck(shown, max(snapshot.values()), matches, failures, *machine)
-
-
-def compare_machine(compiled: CompiledCase, store: SnapshotStore) -> tuple[bool | None, tuple[str, ...], str]:
-    """(whether the driver's registers, local and static shared memory of each kernel equal the machine facts', each
-    difference as `snapshot -> here`, both compilers in words); (None, (), "") where there is nothing to compare."""
-    path = machine_file(compiled.case)
-    text = None if path is None or not compiled.kernel_resources else store.read(path)
-    if text is None:
-        return None, (), ""
-    snapshot = parse_machine_facts(text, (store.root / path).as_posix())
-    toolchain = snapshot["toolchain"]
-    compilers = f"the snapshot's {toolchain['arch']} by NVRTC + ptxas {toolchain['cuda']}, here {runner_compiler()}"
-    differences = tuple(
-        f"{compiled.case.id} {kernel['name']}: {field} {kernel[field]} -> {found[field]}"
-        for kernel in snapshot["kernels"]
-        for found in [compiled.kernel_resources.get(kernel["name"], {})]
-        for field in DRIVER_ATTRIBUTES
-        if field in found and found[field] != kernel[field]
+    return compare_ab(
+        label,
+        first,
+        lambda keys: rounds(keys, request.seed + 1),
+        not_compared=not_compared,
+        unchanged=ab.unchanged,
+        gone=ab.gone,
     )
-    return not differences, differences, compilers
-
-
-@functools.cache
-def runner_compiler() -> str:
-    """The compiler TileLang's JIT used here, as `nvcc --version` names it: `nvcc 13.0.88`."""
-    nvcc = shutil.which("nvcc") or str(Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc")
-    try:
-        version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "TileLang's JIT, nvcc of unknown version"
-    found = re.search(r"release [\d.]+, V([\d.]+)", version)
-    return f"TileLang's JIT, nvcc {found[1] if found else 'of unknown version'}"
 
 
 def run_gpu_check(
@@ -460,7 +395,7 @@ def run_gpu_check(
     are written under `output`. `history`: a checkout of main's performance history, whose recent runs the A/B
     verdicts are shown beside.
 
-    The kernels run in a worker process (tilelang_golden.gpu.stages.Kernels.in_worker) unless `kernels` says
+    The kernels run in a worker process (tilelang_golden.gpu.kernel_session.Kernels.in_worker) unless `kernels` says
     where."""
     from tilelang_golden.gpu.report.report import write_reports
 
@@ -474,8 +409,12 @@ def run_gpu_check(
             log(f"gpu check stopped, nothing was checked: {error}")
             return 2
         comparison = baseline.judge(run, environ, log)
-        run = dataclasses.replace(run, comparison=comparison, wall_seconds=time.perf_counter() - started,
-                                  history=main_history(run, history, log))  # fmt: skip
+        run = dataclasses.replace(
+            run,
+            comparison=comparison,
+            wall_seconds=time.perf_counter() - started,
+            history=main_history(run, history, log),
+        )
         for path in write_reports(run, output, environ, log):
             log(f"wrote {path}")
     finally:

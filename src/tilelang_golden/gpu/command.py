@@ -12,11 +12,20 @@ import fnmatch
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tilelang_golden.config import ConfigError, read_config
 from tilelang_golden.gpu.gate.numerics_gate import MIN_SEEDS
 from tilelang_golden.gpu.measure.timing import DEFAULT_ROUNDS, REPEAT_MS, TIMERS, WARMUP_MS
 from tilelang_golden.gpu.run.device import Device, gpu_unavailable
+
+if TYPE_CHECKING:
+    from tilelang_golden.family import Family
+    from tilelang_golden.gpu.check import CheckPlan
+
+
+class NothingSelected(Exception):
+    """`--select` matches no variant of the families found."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,52 +130,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return options
 
 
-def main(argv: list[str] | None = None) -> int:
-    options = parse_args(argv)
-    problem = gpu_unavailable()  # before TileLang's slow import and before compiling anything
-    if problem:
-        print(f"gpu check stopped, nothing was checked: {problem}", file=sys.stderr)
-        return 2
-
-    from tilelang_golden.families.cases import Case, family_cases
-    from tilelang_golden.families.loading import load_families, on_targets
-    from tilelang_golden.gpu.check import CheckPlan, run_gpu_check
+def check_plan(options: argparse.Namespace, families: Sequence[Family]) -> CheckPlan:
+    """What the check runs, from the options: the variants `--select` chooses on the device's target, and with
+    `--against` the A/B pairs against the base (BaseUnavailable where the base cannot be read)."""
+    from tilelang_golden.catalog.cases import Case, family_cases
+    from tilelang_golden.gpu.check import CheckPlan
     from tilelang_golden.gpu.selection import device_cases, not_run_on
-    from tilelang_golden.gpu.timing_baseline import BaselineUse
-    from tilelang_golden.static.snapshots.snapshot import SnapshotStore
-
-    snapshot_folder = SnapshotStore(options.golden_dir).prefix
-    loaded = [
-        on_targets(load_families(package, snapshot_folder=snapshot_folder), options.targets)
-        for package in options.families
-    ]
-    families = [family for each in loaded for family in each.families]
-    broken = [b for each in loaded for b in each.broken]
-    for each in broken:
-        print(f"gpu check: family not checked: {each.error}", file=sys.stderr)
 
     def chosen(key: str) -> bool:  # a variant's `family/variant`
         return not options.select or any(fnmatch.fnmatchcase(key, pattern) for pattern in options.select)
 
     if options.select and not any(chosen(c.key) for family in families for c in family_cases(family)):
-        print(f"gpu check stopped: no variant matches --select {options.select}", file=sys.stderr)
-        return 2
+        raise NothingSelected(f"no variant matches --select {options.select}")
     against = None
     if options.against:
-        from tilelang_golden.gpu.run.against import BaseUnavailable, Plan, plan, resolve
+        from tilelang_golden.gpu.run.against import AbPairs, pair_with_base, resolve
 
-        try:
-            base = resolve(options.against, options.families)
-        except BaseUnavailable as error:
-            print(f"gpu check stopped, nothing was checked: {error}", file=sys.stderr)
-            return 2
+        base = resolve(options.against, options.families)
         known = [f"{family.name}/{variant.name}" for family in families for variant in family.variants]
 
-        def against(device: Device, cases: Sequence[Case]) -> Plan:
-            return plan(base, cases, device.target, options.golden_dir, known, every=options.against_all)
+        def against(device: Device, cases: Sequence[Case]) -> AbPairs:
+            return pair_with_base(base, cases, device.target, options.golden_dir, known, every=options.against_all)
 
-    # Not `plan`: the A/B closure above calls against.plan by that name when the check runs.
-    check_plan = CheckPlan(
+    return CheckPlan(
         lambda device: [c for c in device_cases(families, device.target) if chosen(c.key)],
         not_run=lambda device: {key: why for key, why in not_run_on(families, device.target).items() if chosen(key)},
         seeds=options.seeds,
@@ -179,8 +165,40 @@ def main(argv: list[str] | None = None) -> int:
         timing_seed=options.timing_seed,
         against=against,
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    problem = gpu_unavailable()  # before TileLang's slow import and before compiling anything
+    if problem:
+        print(f"gpu check stopped, nothing was checked: {problem}", file=sys.stderr)
+        return 2
+
+    from tilelang_golden.catalog.loading import load_families, on_targets
+    from tilelang_golden.gpu.baseline_use import BaselineUse
+    from tilelang_golden.gpu.check import run_gpu_check
+    from tilelang_golden.gpu.run.against import BaseUnavailable
+    from tilelang_golden.static.snapshots.snapshot import SnapshotStore
+
+    snapshot_folder = SnapshotStore(options.golden_dir).prefix
+    loaded = [
+        on_targets(load_families(package, snapshot_folder=snapshot_folder), options.targets)
+        for package in options.families
+    ]
+    families = [family for each in loaded for family in each.families]
+    broken = [b for each in loaded for b in each.broken]
+    for each in broken:
+        print(f"gpu check: family not checked: {each.error}", file=sys.stderr)
+    try:
+        plan = check_plan(options, families)
+    except NothingSelected as error:
+        print(f"gpu check stopped: {error}", file=sys.stderr)
+        return 2
+    except BaseUnavailable as error:
+        print(f"gpu check stopped, nothing was checked: {error}", file=sys.stderr)
+        return 2
     status = run_gpu_check(
-        check_plan,
+        plan,
         output=options.output,
         baseline=BaselineUse(
             options.timing_dir,

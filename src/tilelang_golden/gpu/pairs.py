@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilelang_golden.families.declaration import FamilyCallError
+from tilelang_golden.catalog.declaration import FamilyCallError
 from tilelang_golden.gpu.measure.numerics import NumericsCase, prepare
 from tilelang_golden.gpu.measure.timing import Pair
 from tilelang_golden.gpu.report.results import reference_name

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from tilelang_golden.families.cases import Case
+from tilelang_golden.catalog.cases import Case
 from tilelang_golden.family import Family
 from tilelang_golden.gpu.report.results import SnapshotCheck, fits_in
 from tilelang_golden.gpu.run.compile import CompiledCase
@@ -41,8 +41,8 @@ def device_selection(families: Sequence[Family], target: str) -> tuple[list[Case
 def not_runnable(compiled: CompiledCase, snapshot: SnapshotCheck, limit_bytes: int) -> str | None:
     """Why a selected variant, once compiled, is not run on a device allowing `limit_bytes` of shared memory per
     block; None when it is run. Not run: it did not compile, it has no static snapshot for the device's target or
-    disagrees with it (`check_snapshot`), or it needs more shared memory than the device allows. With
-    device_selection, the one rule of what a GPU run runs."""
+    disagrees with it (tilelang_golden.gpu.snapshot_agreement), or it needs more shared memory than the device
+    allows. With device_selection, the one rule of what a GPU run runs."""
     if compiled.error:
         return f"did not compile: {compiled.error}"
     if snapshot.failures:

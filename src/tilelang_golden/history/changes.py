@@ -16,7 +16,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tilelang_golden.history.records import History, Record, Timed
+from tilelang_golden.history.records import History, Record, VariantFigures
 
 # Squared-error gain a change must bring, in units of noise^2 * ln(runs): chosen on the synthetic histories of the
 # H200's noise (benchmarks/history.py, docs/measurements.md).
@@ -36,7 +36,7 @@ class Run:
     """One variant in one run: the record and the variant's figures in it."""
 
     record: Record
-    timed: Timed
+    timed: VariantFigures
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,11 @@ class Change:
     def versions_moved(self) -> list[str]:
         """`torch 2.11.0 -> 2.13.0`: what else changed between the two runs."""
         old, new = self.before.versions, self.after.versions
-        return [f"{name} {old.get(name, '?')} -> {new.get(name, '?')}" for name in sorted(set(old) | set(new))
-                if old.get(name) != new.get(name)]  # fmt: skip
+        return [
+            f"{name} {old.get(name, '?')} -> {new.get(name, '?')}"
+            for name in sorted(set(old) | set(new))
+            if old.get(name) != new.get(name)
+        ]
 
 
 @dataclass

@@ -49,9 +49,15 @@ class Site:
 
     def markdown(self, link: str) -> str:
         """The job summary: the headline, the newest changes and where the whole site is."""
-        lines = ["### Performance history", "", f"**{self.headline()}**", "",
-                 f"{self.runs} runs of main, {self.series} variant histories, {len(self.changes)} changes of level; "
-                 f"the site (plots per family): {link}", ""]  # fmt: skip
+        lines = [
+            "### Performance history",
+            "",
+            f"**{self.headline()}**",
+            "",
+            f"{self.runs} runs of main, {self.series} variant histories, {len(self.changes)} changes of level; "
+            f"the site (plots per family): {link}",
+            "",
+        ]
         if self.changes:
             lines += ["| variant | GPU | commits | change |", "|---|---|---|---|"]
             lines += [
@@ -120,8 +126,9 @@ def _index_page(site: Site, families: Sequence[str], url: str) -> str:
     more = len(site.changes) - len(shown)
     table = (
         "<table><tr><th>date</th><th>variant</th><th>GPU</th><th>commits</th><th>change</th><th>else moved</th></tr>"
-        + "".join(rows) + "</table>"
-    )  # fmt: skip
+        + "".join(rows)
+        + "</table>"
+    )
     parts = [
         f"<h1>Performance history</h1><p><b>{html.escape(site.headline())}</b></p>",
         f"<p>{site.runs} runs of main, {site.series} variant histories, {len(site.changes)} changes of level "
@@ -134,8 +141,11 @@ def _index_page(site: Site, families: Sequence[str], url: str) -> str:
         + "</ul>",
     ]
     if site.skipped:
-        parts.append(f"<h2>{len(site.skipped)} records skipped</h2><ul>"
-                     + "".join(f"<li><code>{html.escape(s)}</code></li>" for s in site.skipped) + "</ul>")  # fmt: skip
+        parts.append(
+            f"<h2>{len(site.skipped)} records skipped</h2><ul>"
+            + "".join(f"<li><code>{html.escape(s)}</code></li>" for s in site.skipped)
+            + "</ul>"
+        )
     return _document("Performance history", parts)
 
 
@@ -193,8 +203,15 @@ def plot(series: Series, path: Path) -> None:
         colour = "#bb0000" if change.size < 0 else "#007700"
         axes.axvline(change.at - 0.5, color=colour, linestyle="--", linewidth=1)
         label = f"{change.size:+.1%} {change.after.commit[:7]}"
-        axes.annotate(label, (change.at - 0.5, 1), xycoords=("data", "axes fraction"), fontsize=7, color=colour,
-                      va="top", ha="left")  # fmt: skip
+        axes.annotate(
+            label,
+            (change.at - 0.5, 1),
+            xycoords=("data", "axes fraction"),
+            fontsize=7,
+            color=colour,
+            va="top",
+            ha="left",
+        )
     step = max(1, len(ratios) // 8)
     ticks = list(range(0, len(ratios), step))
     axes.set_xticks(ticks, [series.runs[i].record.commit[:7] for i in ticks], fontsize=7)

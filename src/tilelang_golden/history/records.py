@@ -31,7 +31,7 @@ class BadRecord(ValueError):
 
 
 @dataclass(frozen=True)
-class Timed:
+class VariantFigures:
     """One variant's figures in one run: its median time, the ratio reference ms / variant ms (higher is faster; the
     figure that survives a machine change) and the spread of each over the run's rounds."""
 
@@ -49,7 +49,7 @@ class Record:
     run_url: str
     gpu: str  # the model, as the device reports it: one history per model
     versions: dict[str, str]
-    variants: dict[str, Timed]  # family/variant -> its figures
+    variants: dict[str, VariantFigures]  # family/variant -> its figures
 
     @property
     def order(self) -> tuple[datetime, datetime]:
@@ -158,17 +158,24 @@ def read_record(path: Path, place: str) -> Record:
             raise BadRecord(f"{place}: variant {key!r} lacks finite figures {', '.join(FIGURES)} with a positive ratio")
         variants[key] = timed
     versions = _member(document, "versions", dict, place)
-    return Record(document["commit"], document["commit_time"], document["run_time"], document["run_url"],
-                  document["gpu"], {str(k): str(v) for k, v in versions.items()}, variants)  # fmt: skip
+    return Record(
+        document["commit"],
+        document["commit_time"],
+        document["run_time"],
+        document["run_url"],
+        document["gpu"],
+        {str(k): str(v) for k, v in versions.items()},
+        variants,
+    )
 
 
-def _timed(timing: Any) -> Timed | None:
+def _timed(timing: Any) -> VariantFigures | None:
     if not isinstance(timing, dict):
         return None
     figures = {name: timing.get(name) for name in FIGURES}
     if not all(_finite(value) for value in figures.values()) or figures["ratio"] <= 0:
         return None
-    return Timed(**{name: float(value) for name, value in figures.items()})
+    return VariantFigures(**{name: float(value) for name, value in figures.items()})
 
 
 def _finite(value: Any) -> bool:

@@ -10,18 +10,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
+from tilelang_golden.catalog.build import BuildError
+from tilelang_golden.catalog.cases import Case
 from tilelang_golden.environment import running_under_ci
-from tilelang_golden.families.build import BuildError
-from tilelang_golden.families.cases import Case
 from tilelang_golden.regressions import REASON_PLACEHOLDER, RegressionPolicy
-from tilelang_golden.static.kinds import case_files, compare_case, kind_of, source_file
+from tilelang_golden.static.kinds import compare_case, kind_of
 from tilelang_golden.static.produce.lowering import LoweringError
 from tilelang_golden.static.produce.produced import NowLowers, unacknowledged_warnings
 from tilelang_golden.static.session import LoweringSession
 from tilelang_golden.static.snapshots.acknowledged import read_ledger, record_acknowledged
+from tilelang_golden.static.snapshots.case_files import case_files, source_file
 from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange
 from tilelang_golden.static.snapshots.golden import RegenRefused, regen_files
-from tilelang_golden.static.snapshots.results import CheckResult, Status, regen_command
+from tilelang_golden.static.snapshots.regen import regen_command
+from tilelang_golden.static.snapshots.results import CheckResult, Status
 from tilelang_golden.static.snapshots.snapshot import CorruptSnapshot, SnapshotStore, installed_tilelang_version
 
 # Produces a check's files: `fresh=True` lowers again, past every cache (a regen compares the two).

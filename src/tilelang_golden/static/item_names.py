@@ -8,8 +8,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from tilelang_golden.families.cases import Case
-from tilelang_golden.families.loading import BrokenFamily
+from tilelang_golden.catalog.cases import Case
+from tilelang_golden.catalog.loading import BrokenFamily
 from tilelang_golden.family import Family
 from tilelang_golden.static.snapshots.snapshot import MANIFEST
 from tilelang_golden.static.variant_effects import summary_path

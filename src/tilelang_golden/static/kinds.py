@@ -1,8 +1,9 @@
 """Snapshot kinds: what each file under golden/ is, in one class per kind.
 
-A kind names its files (a suffix), says which cases produce it, renders it from a case's lowering, reads it
-back, compares a snapshot of it with what was produced now (a Mismatch, whose `subject` is the words every
-report uses for the file), so adding a kind (PTX, SASS, a HIP assembly) is one class here and its tests.
+A kind names its files (a suffix, which the snapshot layer's naming rules give to the cases that have it), renders
+it from a case's lowering, reads it back, compares a snapshot of it with what was produced now (a Mismatch, whose
+`subject` is the words every report uses for the file), so adding a kind (PTX, SASS, a HIP assembly) is one class
+here, its line in tilelang_golden.static.snapshots.case_files, and its tests.
 `compare_case` compares a case's files, each by its kind.
 """
 
@@ -13,9 +14,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from tilelang_golden.regressions import REGRESSION_CLASSES, Regression, RegressionClass, find_regressions
-from tilelang_golden.static.produce.normalize import normalized_source
+from tilelang_golden.static.snapshots.case_files import ERROR_SUFFIX, FACTS_SUFFIX, MACHINE_SUFFIX, case_suffixes
 from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange, Mismatch, case_change
 from tilelang_golden.static.snapshots.diff import capped, changed_fields, fact_changes, text_diff
+from tilelang_golden.static.snapshots.normalize import normalized_source
 from tilelang_golden.static.snapshots.renaming import classify, comments
 from tilelang_golden.static.snapshots.snapshot import (
     MACHINE_HEADER,
@@ -28,10 +30,10 @@ from tilelang_golden.static.snapshots.snapshot import (
     render_facts,
     strip_cuda_header,
 )
-from tilelang_golden.targets import SOURCE_SUFFIXES, TARGETS
+from tilelang_golden.targets import SOURCE_SUFFIXES
 
 if TYPE_CHECKING:
-    from tilelang_golden.families.cases import Case
+    from tilelang_golden.catalog.cases import Case
     from tilelang_golden.static.produce.lowering import Lowering
 
 Lower = Callable[[], "Lowering"]  # lowers the case once (a session memoizes it); LoweringError where it does not
@@ -45,8 +47,9 @@ class SnapshotKind:
     subject: str = "text"  # what reports call the file
 
     def applies_to(self, case: Case) -> bool:
-        """Whether `case` produces a file of this kind (a kind that no case produces, a summary, says no)."""
-        return False
+        """Whether `case` produces a file of this kind: the snapshot layer's naming rules say which files a case has
+        (tilelang_golden.static.snapshots.case_files); a kind that no case produces, a summary, says no."""
+        return bool(self.suffix) and self.suffix in case_suffixes(case)
 
     def render(self, case: Case, lower: Lower) -> str:
         raise NotImplementedError(f"{type(self).__name__} is not produced by a case")
@@ -82,9 +85,6 @@ class KernelSource(SnapshotKind):
     def subject(self) -> str:  # type: ignore[override]
         return self.backend.upper()
 
-    def applies_to(self, case: Case) -> bool:
-        return case.does_not_lower is None and TARGETS[case.target].backend == self.backend
-
     def render(self, case: Case, lower: Lower) -> str:
         kernels = [(step.name, step.cuda) for step in lower().kernels]
         return cuda_header(case.id, case.target) + normalized_source(kernels)
@@ -112,11 +112,8 @@ class KernelSource(SnapshotKind):
 class Facts(SnapshotKind):
     """The facts of a case that lowers, as YAML; compared field by field."""
 
-    suffix = ".yaml"
+    suffix = FACTS_SUFFIX
     subject = "facts"
-
-    def applies_to(self, case: Case) -> bool:
-        return case.does_not_lower is None
 
     def render(self, case: Case, lower: Lower) -> str:
         from tilelang_golden.static.produce.facts import (
@@ -145,11 +142,8 @@ class MachineFacts(Facts):
     """The machine code facts of a case on a CUDA target (registers, spills, occupancy, SASS instruction classes),
     from NVIDIA's compilers; compared field by field, as the facts are."""
 
-    suffix = ".machine.yaml"
+    suffix = MACHINE_SUFFIX
     subject = "machine code"
-
-    def applies_to(self, case: Case) -> bool:
-        return case.does_not_lower is None and TARGETS[case.target].backend == "cuda"
 
     def render(self, case: Case, lower: Lower) -> str:
         from tilelang_golden.static.produce.machine_facts import machine_facts  # it compiles: CompileError
@@ -163,11 +157,8 @@ class MachineFacts(Facts):
 class DeclaredError(SnapshotKind):
     """The error TileLang raises for a case declared not to lower on its target (`Variant.does_not_lower`)."""
 
-    suffix = ".error"
+    suffix = ERROR_SUFFIX
     subject = "error"
-
-    def applies_to(self, case: Case) -> bool:
-        return case.does_not_lower is not None
 
     def render(self, case: Case, lower: Lower) -> str:
         from tilelang_golden.static.produce.produced import error_text  # NowLowers where it lowers and compiles
@@ -200,27 +191,6 @@ def kind_of(path: str) -> SnapshotKind:
 def case_kinds(case: Case) -> tuple[SnapshotKind, ...]:
     """The kinds of the files a case produces."""
     return tuple(kind for kind in KINDS if kind.applies_to(case))
-
-
-def case_files(case: Case) -> tuple[str, ...]:
-    """The snapshot files a case produces, one per kind: its error when declared not to lower, else its kernel
-    source and facts, and on a CUDA target its machine facts."""
-    return tuple(f"{case.id}{kind.suffix}" for kind in case_kinds(case))
-
-
-def source_file(case: Case) -> str:
-    """The kernel source snapshot: `<id>.cu` for a CUDA target, `<id>.hip` for a HIP one."""
-    return f"{case.id}{KernelSource(TARGETS[case.target].backend).suffix}"
-
-
-def facts_file(case: Case) -> str:
-    return f"{case.id}{Facts.suffix}"
-
-
-def machine_file(case: Case) -> str | None:
-    """The machine facts snapshot, `<id>.machine.yaml`, of a case that has one (on a CUDA target); else None."""
-    kind = MachineFacts()
-    return f"{case.id}{kind.suffix}" if kind.applies_to(case) else None
 
 
 def render_case(case: Case, lower: Lower) -> dict[str, str]:

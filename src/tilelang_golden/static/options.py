@@ -4,9 +4,11 @@ classes a regen may write, each with its reason (`--accept-regression CLASS=REAS
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from tilelang_golden.regressions import REASON_PLACEHOLDER, RegressionClass, class_names
+from tilelang_golden.static.snapshots.results import PENDING_DIR
 
 ACCEPT_REGRESSION = "--accept-regression"
 
@@ -44,8 +46,9 @@ def add_options(group: Any) -> None:
     )
     group.addoption(
         "--pending-dir",
-        default="build/golden-pending",
-        help="where every run writes what it produced, for review or upload (default: build/golden-pending)",
+        default=PENDING_DIR,
+        type=Path,
+        help=f"where every run writes what it produced, for review or upload (default: {PENDING_DIR})",
     )
 
     group.addoption(

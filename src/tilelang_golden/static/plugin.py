@@ -1,10 +1,9 @@
 """pytest plugin for the golden sessions: options, sharding, write policy, each check's result, the verdict.
 
 `nox -s static` and `nox -s regen-golden` run `pytest -p tilelang_golden.static.plugin --pyargs
-tilelang_golden.static.session_items`;
-pytest provides parametrization, `-k` and xdist, this plugin the rest: every item's result is one line of the
-pending folder's results (tilelang_golden.static.snapshots.results), written by the process that ran it, and the
-terminal's verdict and counts are read from those lines.
+tilelang_golden.static.session_items`; pytest provides parametrization, `-k` and xdist, this plugin the rest: every
+item's result is one line of the pending folder's results (tilelang_golden.static.snapshots.results), written by the
+process that ran it, and the terminal's verdict and counts are read from those lines.
 """
 
 from __future__ import annotations
@@ -22,10 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-import tilelang_golden.families.loading
-import tilelang_golden.family
+import tilelang_golden.catalog.loading
+from tilelang_golden.catalog.cases import all_cases, check_groups, parse_shard, select_shard
 from tilelang_golden.config import ConfigError, read_config
-from tilelang_golden.families.cases import all_cases, check_groups, parse_shard, select_shard
 from tilelang_golden.regressions import REGRESSION_CLASSES
 from tilelang_golden.static.item_names import (
     GROUP_SUFFIX,
@@ -35,7 +33,6 @@ from tilelang_golden.static.item_names import (
     locate,
     set_node_id,
 )
-from tilelang_golden.static.kinds import case_files
 from tilelang_golden.static.options import accepted_regressions, add_options
 from tilelang_golden.static.produce.lowering_cache import LoweringCache
 from tilelang_golden.static.report.verdict import (
@@ -46,6 +43,7 @@ from tilelang_golden.static.report.verdict import (
     footer_lines,
     terminal_lines,
 )
+from tilelang_golden.static.snapshots.case_files import case_files
 from tilelang_golden.static.snapshots.changes import lowering_line, no_machine_facts_line
 from tilelang_golden.static.snapshots.golden import RegenRefused, check_may_write
 from tilelang_golden.static.snapshots.results import (
@@ -118,7 +116,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     cache = run.cache
     if cache is None or not cache.read:
         return None
-    from tilelang_golden.families.build import BuildError
+    from tilelang_golden.catalog.build import BuildError
 
     missing_groups: set[str] = set()
     misses = 0
@@ -138,7 +136,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
 def pytest_sessionstart(session: pytest.Session) -> None:
     if hasattr(session.config, "workerinput"):
         return  # xdist worker: the controller prepares the pending folder once
-    pending = Path(session.config.getoption("--pending-dir"))
+    pending = golden_run(session.config).pending
     if pending.is_dir():
         shutil.rmtree(pending)
     pending.mkdir(parents=True)
@@ -199,7 +197,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # pytest-xdist's loadgroup keeps items whose node id ends in `@<group>` on one worker. Its
         # worker hook writes that suffix to `item._nodeid`, which pytest 9.2 no longer reads (node ids
         # live in `item._id`), so the items of one group ran on both workers, each lowering the same
-        # cases. Set the suffix where pytest reads it (tests/test_refusals.py checks the grouping); the reports
+        # cases. Set the suffix where pytest reads it (tests/static/test_refusals.py checks the grouping); the reports
         # leave it out again (pytest_runtest_makereport).
         for item in items:
             if not item.nodeid.endswith(f"@{_group(item)}"):
@@ -296,7 +294,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     if test_report.failed:
         _shorten(item, test_report)
     if test_report.when == "teardown":
-        append_result(Path(item.config.getoption("--pending-dir")), _final_result(item))
+        append_result(golden_run(item.config).pending, _final_result(item))
     return test_report
 
 
@@ -315,6 +313,7 @@ class GoldenRun:
     cache: LoweringCache | None  # the disk cache the options ask for; None: lower every case
     packages: tuple[str, ...]  # where its families come from (`--families`, else the repository's settings)
     golden: Path  # its snapshot folder (`--golden-dir`, else the repository's settings)
+    pending: Path  # where it writes what it produced and its results (`--pending-dir`)
     targets: tuple[str, ...] | None  # the repository's `targets` setting; None: every target
     worker: bool = False  # an xdist worker's run (the controller's reports what the workers ran)
     collected_by_worker: dict[str, int] = field(default_factory=dict)  # xdist worker -> items it collected
@@ -322,10 +321,10 @@ class GoldenRun:
     _lowerings: LoweringSession | None = field(default=None, repr=False)
 
     @functools.cached_property
-    def registry(self) -> tilelang_golden.families.loading.Registry:
+    def registry(self) -> tilelang_golden.catalog.loading.Registry:
         """The run's families, from its packages, loaded on first use (the items are parametrized from them)."""
-        return tilelang_golden.families.loading.on_targets(
-            tilelang_golden.families.loading.load_families(
+        return tilelang_golden.catalog.loading.on_targets(
+            tilelang_golden.catalog.loading.load_families(
                 *self.packages, snapshot_folder=SnapshotStore(self.golden).prefix
             ),
             self.targets,
@@ -369,21 +368,23 @@ class GoldenRun:
             sys.stderr.write(f"ERROR: {empty_selection(session.config)}\n")
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
-    def _results(self, config: pytest.Config) -> list[CheckResult]:
+    @functools.cached_property
+    def closing(self) -> tuple[list[CheckResult], Verdict | None]:
+        """What the session closes with, read once for both of its summaries: every process's results, and the
+        verdict where a check failed."""
         try:
-            return read_results(Path(config.getoption("--pending-dir")))
+            results = read_results(self.pending)
         except ResultsError:
-            return []  # nothing ran (a collection, an empty selection): pytest says so
-
-    def _verdict(self, config: pytest.Config, results: list[CheckResult]) -> Verdict:
-        pending = f"{config.getoption('--pending-dir')}/"
+            return [], None  # nothing ran (a collection, an empty selection): pytest says so
         failures = [r for r in results if r.failed]
-        return build_verdict(failures, unchanged_cases(results), pending, [c.id for c in all_cases(self.registry)])
+        if not failures:
+            return results, None
+        known = [c.id for c in all_cases(self.registry)]
+        return results, build_verdict(failures, unchanged_cases(results), f"{self.pending.as_posix()}/", known)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-        results = self._results(config)
-        if any(r.failed for r in results):
-            verdict = self._verdict(config, results)
+        results, verdict = self.closing
+        if verdict is not None:
             terminalreporter.write_sep("=", f"what changed: {verdict.heading}")
             for line in terminal_lines(verdict):
                 terminalreporter.write_line(line)
@@ -402,8 +403,7 @@ class GoldenRun:
         without = sorted({r.case[2] for r in results if r.case and TARGETS[r.case[2]].backend == "hip"})
         if without:
             terminalreporter.write_line(no_machine_facts_line(without))
-        pending = Path(config.getoption("--pending-dir"))
-        identity = identity_lines(SnapshotStore(pending)) if pending.is_dir() else []
+        identity = identity_lines(SnapshotStore(self.pending)) if self.pending.is_dir() else []
         if identity:
             terminalreporter.write_sep("=", "targets with byte-identical kernel source")
             for line in identity:
@@ -413,13 +413,12 @@ class GoldenRun:
     def pytest_terminal_summary_closing(self, terminalreporter: pytest.TerminalReporter, config: pytest.Config):
         """After pytest's own list of failed items: the last lines say what changed and how to accept it."""
         yield
-        results = self._results(config)
-        if any(r.failed for r in results):
-            verdict = self._verdict(config, results)
+        _, verdict = self.closing
+        if verdict is not None:
             terminalreporter.write_sep("=", f"what changed ({verdict.heading}), and how to accept it")
             for line in footer_lines(verdict):
                 terminalreporter.write_line(line)
-        terminalreporter.write_line(f"produced files are in {config.getoption('--pending-dir')}/")
+        terminalreporter.write_line(f"produced files are in {self.pending.as_posix()}/")
 
 
 GOLDEN_RUN = pytest.StashKey[GoldenRun]()
@@ -435,14 +434,15 @@ def golden_run(config: pytest.Config) -> GoldenRun:
             raise pytest.UsageError(str(error)) from None
         packages = tuple(config.getoption("--families") or settings.families)
         golden = Path(config.getoption("--golden-dir") or settings.golden)
+        pending = Path(config.getoption("--pending-dir"))
         config.stash[GOLDEN_RUN] = GoldenRun(
-            _lowering_cache(config), packages, golden, settings.targets, worker=hasattr(config, "workerinput")
+            _lowering_cache(config), packages, golden, pending, settings.targets, worker=hasattr(config, "workerinput")
         )
     return config.stash[GOLDEN_RUN]
 
 
 @pytest.fixture(scope="session")
-def families(pytestconfig: pytest.Config) -> tilelang_golden.families.loading.Registry:
+def families(pytestconfig: pytest.Config) -> tilelang_golden.catalog.loading.Registry:
     """The run's families (`--families`)."""
     return golden_run(pytestconfig).registry
 
@@ -454,7 +454,7 @@ def golden_store(pytestconfig: pytest.Config) -> SnapshotStore:
 
 @pytest.fixture(scope="session")
 def pending_store(pytestconfig: pytest.Config) -> SnapshotStore:
-    return SnapshotStore(Path(pytestconfig.getoption("--pending-dir")))
+    return SnapshotStore(golden_run(pytestconfig).pending)
 
 
 @pytest.fixture(scope="session")

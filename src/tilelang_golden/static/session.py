@@ -16,12 +16,13 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilelang_golden.families.build import BuildError, BuiltKernel, build_kernel
-from tilelang_golden.families.cases import Case
+from tilelang_golden.catalog.build import BuildError, BuiltKernel, build_kernel
+from tilelang_golden.catalog.cases import Case
 from tilelang_golden.family import CaseFacts, Family, Variant
-from tilelang_golden.static.kinds import case_files, facts_file, render_case, source_file
+from tilelang_golden.static.kinds import render_case
 from tilelang_golden.static.produce.lowering import Lowering, LoweringError, lower
 from tilelang_golden.static.produce.lowering_cache import LoweringCache, case_key, installed_code, traced_kernel
+from tilelang_golden.static.snapshots.case_files import case_files, facts_file, source_file
 from tilelang_golden.static.snapshots.snapshot import load_yaml, strip_cuda_header
 
 # A variant by the ids of its Family and Variant objects (their fields hold dicts: they do not hash); each memo

@@ -11,20 +11,21 @@ from collections.abc import Callable
 
 import pytest
 
-from tilelang_golden.families.build import BuildError
-from tilelang_golden.families.cases import Case, all_cases, check_groups, family_cases, not_lowering_cases
-from tilelang_golden.families.declaration import family_problems
-from tilelang_golden.families.loading import Registry
+from tilelang_golden.catalog.build import BuildError
+from tilelang_golden.catalog.cases import Case, all_cases, check_groups, family_cases, not_lowering_cases
+from tilelang_golden.catalog.declaration import family_problems
+from tilelang_golden.catalog.loading import Registry
 from tilelang_golden.family import Family, target_record
 from tilelang_golden.static.claims import NoClaims, judge_claims
 from tilelang_golden.static.engine import check_case, check_files, first_lines
-from tilelang_golden.static.kinds import case_files
 from tilelang_golden.static.plugin import UNSHARDED, golden_run, is_filtered, record, report
 from tilelang_golden.static.produce.lowering import LoweringError
 from tilelang_golden.static.session import LoweringSession
 from tilelang_golden.static.snapshots.acknowledged import ledger_path
+from tilelang_golden.static.snapshots.case_files import case_files
 from tilelang_golden.static.snapshots.changes import FileChange, Mismatch
-from tilelang_golden.static.snapshots.results import CheckResult, Status, regen_command
+from tilelang_golden.static.snapshots.regen import regen_command
+from tilelang_golden.static.snapshots.results import CheckResult, Status
 from tilelang_golden.static.snapshots.snapshot import (
     FORMAT_VERSION,
     MANIFEST,

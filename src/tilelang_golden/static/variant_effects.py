@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilelang_golden.analysis import dataflow, source_lines_changed
-from tilelang_golden.families.build import BuiltKernel
-from tilelang_golden.families.cases import Case
+from tilelang_golden.catalog.build import BuiltKernel
+from tilelang_golden.catalog.cases import Case
 from tilelang_golden.family import Family, Variant
 from tilelang_golden.static.snapshots.diff import changed_fields
 from tilelang_golden.targets import TARGETS

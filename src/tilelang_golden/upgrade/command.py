@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"upgrade preview: {problem}", file=sys.stderr)
         return 2
-    from tilelang_golden.families.loading import load_families, on_targets
+    from tilelang_golden.catalog.loading import load_families, on_targets
     from tilelang_golden.static.snapshots.snapshot import SnapshotStore, installed_tilelang_version
     from tilelang_golden.upgrade.preview import run_preview
 
@@ -52,9 +52,12 @@ def main(argv: list[str] | None = None) -> int:
     for broken in families.broken:
         print(f"upgrade preview: family not previewed: {broken.error}", file=sys.stderr)
     preview = run_preview(
-        families, installed_tilelang_version(), str(manifest.get("tilelang", "?")), options.golden_dir,
+        families,
+        installed_tilelang_version(),
+        str(manifest.get("tilelang", "?")),
+        options.golden_dir,
         options.output,
-    )  # fmt: skip
+    )
     print((options.output / "report.md").read_text())
     print(f"wrote {options.output}/report.md, report.json and golden/ ({len(preview.rows)} cases)")
     if options.gpu:

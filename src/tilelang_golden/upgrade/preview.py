@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilelang_golden.families.cases import Case, all_cases, check_groups
-from tilelang_golden.families.loading import Registry
+from tilelang_golden.catalog.cases import Case, all_cases, check_groups
+from tilelang_golden.catalog.loading import Registry
 from tilelang_golden.static.claims import NoClaims, judge_claims
 from tilelang_golden.static.engine import check_case
 from tilelang_golden.static.produce.lowering import LoweringError
@@ -274,10 +274,10 @@ def run_preview(
     (output / RESULTS).unlink(missing_ok=True)
     rows = []
     for case in all_cases(families):
-        result = check_case(case, lowerings, SnapshotStore(golden), pending)
-        append_result(output, result)  # the record a static run keeps, beside report.json
-        rows.append(case_row(result))
-        log(f"{rows[-1].case}: {_label(rows[-1].status, rows[-1].target)}")
+        row = classify_case(case, SnapshotStore(golden), pending, lowerings)
+        append_result(output, row.result)  # the record a static run keeps, beside report.json
+        rows.append(row)
+        log(f"{row.case}: {_label(row.status, row.target)}")
     preview = Preview(version, pinned, rows, changed_checks(lowerings, families))
     output.mkdir(parents=True, exist_ok=True)
     (output / "report.json").write_text(json.dumps(preview.as_dict(), indent=2) + "\n", encoding="utf-8")

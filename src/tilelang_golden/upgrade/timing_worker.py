@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
 
-    from tilelang_golden.families.loading import load_families, on_targets
+    from tilelang_golden.catalog.loading import load_families, on_targets
     from tilelang_golden.gpu.check import CheckPlan, check_cases
     from tilelang_golden.gpu.measure.timing import make_bench, measure_pairs
     from tilelang_golden.gpu.selection import device_cases
@@ -53,9 +53,12 @@ def main(argv: list[str] | None = None) -> int:
     families = on_targets(load_families(*settings.families), settings.targets).families
     plan = CheckPlan(
         lambda device: device_cases(families, device.target),
-        seeds=options.seeds, rounds=2, golden=options.golden_dir or settings.golden, timer=options.timer,
+        seeds=options.seeds,
+        rounds=2,
+        golden=options.golden_dir or settings.golden,
+        timer=options.timer,
         repeat_ms=options.repeat_ms,
-    )  # fmt: skip
+    )
     run = check_cases(plan, log=log)
     verdicts = {r.key: run.verdict(r) for r in run.variants}
     hello = {

@@ -1,12 +1,10 @@
 """The timing gate: a variant's ratio to its reference against the committed baseline of this GPU model.
 
-Each variant's ratio (tilelang_golden.gpu.measure.timing) against its baseline entry
-(tilelang_golden.gpu.gate.baseline reads the
-file). More
-than WARN_SLOWER more time per unit of the reference than the baseline warns; more than FAIL_SLOWER fails, but only
-if a re-measurement confirms it. No baseline for this GPU, or one recorded under another key: the timings are
-reported only. docs/gpu.md ("How sharp the gate is") says how the levels were chosen; benchmarks/timing.py
-measures them again.
+Each variant's ratio (tilelang_golden.gpu.measure.timing) against its baseline entry, which
+tilelang_golden.gpu.gate.baseline_file reads. More than WARN_SLOWER more time per unit of the reference than the
+baseline warns; more than FAIL_SLOWER fails, but only if a re-measurement confirms it. No baseline for this GPU, or
+one recorded under another key: the timings are reported only. docs/gpu.md ("How sharp the gate is") says how the
+levels were chosen; benchmarks/timing.py measures them again.
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tilelang_golden.gpu.gate.baseline import RECORD_COMMAND, Baseline, key_differences
+from tilelang_golden.gpu.gate.baseline_file import RECORD_COMMAND, Baseline, key_differences
 
 # Measured by benchmarks/timing.py on the H200 (docs/gpu.md, "How sharp the gate is").
 # Between machine starts an unchanged kernel's ratio moved by up to 6.7 % (docs/measurements.md): the baseline

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tilelang_golden.families.declaration import (
+from tilelang_golden.catalog.declaration import (
     FamilyCallError,
     check_inputs,
     expected_outputs,
@@ -40,7 +40,7 @@ from tilelang_golden.gpu.run.calls import call_arguments, every_output, inputs_u
 from tilelang_golden.gpu.run.poison import CudaCache, Memory, poison, unpoisoned
 
 if TYPE_CHECKING:
-    from tilelang_golden.families.build import Argument
+    from tilelang_golden.catalog.build import Argument
 
 # kernel(*arguments) -> its returned output, or a list of them in the signature's order.
 KernelRun = Callable[..., Any]
@@ -55,9 +55,7 @@ class NumericsCase:
     params: Mapping[str, Any]
     run: KernelRun
     arguments: Sequence[Argument]  # every kernel argument as the PrimFunc declares it
-    outputs: Mapping[
-        int, OutputKind
-    ]  # position -> how the kernel writes it, ascending (tilelang_golden.families.build)
+    outputs: Mapping[int, OutputKind]  # position -> how the kernel writes it, ascending (tilelang_golden.catalog.build)
     tolerances: Sequence[Tolerance]  # one per output
     # A chain allocates its outputs among its own intermediates: no block can be poisoned for them beforehand.
     poisoned: bool = True

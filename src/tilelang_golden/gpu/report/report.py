@@ -122,12 +122,23 @@ def _variant_data(run: GpuRun, v: VariantResult) -> dict[str, Any]:
 
 def _ab_data(ab: AbComparison) -> dict[str, Any]:
     verdicts = {
-        key: {"level": v.level, "slower_by": v.slower_by, "spread": v.spread, "rounds": list(v.rounds),
-              "again": list(v.again), "message": v.message}
+        key: {
+            "level": v.level,
+            "slower_by": v.slower_by,
+            "spread": v.spread,
+            "rounds": list(v.rounds),
+            "again": list(v.again),
+            "message": v.message,
+        }
         for key, v in ab.verdicts.items()
-    }  # fmt: skip
-    return {"base": ab.base, "verdicts": verdicts, "not_compared": ab.not_compared, "unchanged": ab.unchanged,
-            "gone": ab.gone}  # fmt: skip
+    }
+    return {
+        "base": ab.base,
+        "verdicts": verdicts,
+        "not_compared": ab.not_compared,
+        "unchanged": ab.unchanged,
+        "gone": ab.gone,
+    }
 
 
 def _counts(run: GpuRun) -> dict[str, int]:
@@ -203,8 +214,11 @@ def _ab_section(ab: AbComparison, history: Mapping[str, str]) -> list[str]:
     when the performance history has them, then what was not compared."""
     levels = [v.level for v in ab.verdicts.values()]
     counted = ", ".join(f"{levels.count(level)} {word}" for level, word in AB_WORDS.items() if level in levels)
-    lines = [f"### Against {ab.base}: {len(ab.verdicts)} changed variants timed next to the base's kernel"
-             + (f" ({counted})" if counted else ""), ""]  # fmt: skip
+    lines = [
+        f"### Against {ab.base}: {len(ab.verdicts)} changed variants timed next to the base's kernel"
+        + (f" ({counted})" if counted else ""),
+        "",
+    ]
     if ab.verdicts:
         lines += [AB_NOTE + (HISTORY_NOTE if history else ""), ""]
         lines += [

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilelang_golden.families.cases import Case
+from tilelang_golden.catalog.cases import Case
 from tilelang_golden.gpu.gate import ab_gate, gate, timing_gate
 from tilelang_golden.gpu.gate.numerics_gate import NumericsResult
 from tilelang_golden.gpu.measure.sweep import SweepCurve, SweepPoint
@@ -205,8 +205,15 @@ class GpuRun:
     def warnings(self) -> list[str]:
         slower = [] if self.comparison is None else self.comparison.of_level(timing_gate.WARN)
         ab = [] if self.ab is None else self.ab.of_level(timing_gate.WARN)
-        not_compared = [] if self.ab is None else [f"{k}: not timed against the base: {why}" for k, why in
-                                                    self.ab.not_compared.items() if why != against.NEW]  # fmt: skip
+        not_compared = (
+            []
+            if self.ab is None
+            else [
+                f"{k}: not timed against the base: {why}"
+                for k, why in self.ab.not_compared.items()
+                if why != against.NEW
+            ]
+        )
         return (
             [f"{v.variant}: {v.message}" for v in ab]
             + not_compared

@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
+from tilelang_golden.catalog.cases import Case
+from tilelang_golden.catalog.loading import Registry, load_families
 from tilelang_golden.config import DEFAULT_FAMILIES
-from tilelang_golden.families.cases import Case
-from tilelang_golden.families.loading import Registry, load_families
 from tilelang_golden.family import Family
-from tilelang_golden.static.kinds import case_files
+from tilelang_golden.static.snapshots.case_files import case_files
 
 # Where REF's packages of families are unpacked, one folder per commit, relative to the checkout (build/ is ignored).
 BASE_TREES = PurePath("build/against")
@@ -58,7 +58,7 @@ class Base:
 
 
 @dataclass(frozen=True)
-class Plan:
+class AbPairs:
     """What the A/B timing compares on one target: PR key -> the base's case, and every other variant with why."""
 
     base: Base
@@ -109,7 +109,7 @@ def resolve(ref: str, packages: Sequence[str] = DEFAULT_FAMILIES) -> Base:
 
 
 def load_package(package: str) -> Registry:
-    """A package of family files as `tilelang_golden.gpu.stages.case_ref` names it: this checkout's, by its name
+    """A package of family files as `tilelang_golden.gpu.kernel_session.case_ref` names it: this checkout's, by its name
     (`kernels`, `tests.gpu_families`), or a base tree's, `<folder>:<package>`
     (`build/against/<sha>/src/acme/ops:acme.ops`)."""
     if BASE_PACKAGE in package:
@@ -180,9 +180,9 @@ def base_snapshots(base: Base, paths: Sequence[str]) -> dict[str, bytes | None]:
     return found
 
 
-def plan(
+def pair_with_base(
     base: Base, cases: Sequence[Case], target: str, golden: PurePath, known: Sequence[str], every: bool = False
-) -> Plan:
+) -> AbPairs:
     """Which of `cases` (this checkout's, on `target`) changed since the base, each paired with the base's case;
     `known`: every variant key of this checkout, so that a variant the base has and this checkout lost is gone.
     `every`: pair the unchanged variants too (identical kernels: what a false alarm of the A/B gate looks like)."""
@@ -195,7 +195,7 @@ def plan(
         base_error = None
     except Exception as error:  # a base package did not import at all: say so per variant
         families, base_error = {}, f"the base's families did not load with this harness ({error})"
-    result = Plan(base)
+    result = AbPairs(base)
     for case in cases:
         files = [f"{golden.as_posix()}/{name}" for name in case_files(case)]
         if all(at_base[path] is None for path in files):

@@ -2,7 +2,7 @@
 and what it must leave as it was.
 
 The arguments are what the family's inputs() made, with the harness's own allocations in their places
-(`tilelang_golden.families.declaration`): one the kernel must write entirely (`Written`) filled with poison when
+(`tilelang_golden.catalog.declaration`): one the kernel must write entirely (`Written`) filled with poison when
 checking, one it accumulates into from zero (`Accumulated(initial=ZEROS)`) zeroed. It returns its returned outputs: one
 tensor, or a list when it has several, each of its signature's shape and dtype. Every argument inputs() made that is not
 an output must come back bit-identical.
@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tilelang_golden.catalog.declaration import from_inputs, passed_in
 from tilelang_golden.dtypes import torch_dtype
-from tilelang_golden.families.declaration import from_inputs, passed_in
 from tilelang_golden.family import OutputKind, Returned, Written
 from tilelang_golden.gpu.run.poison import poison_value
 
 if TYPE_CHECKING:
-    from tilelang_golden.families.build import Argument
+    from tilelang_golden.catalog.build import Argument
 
 
 def call_arguments(

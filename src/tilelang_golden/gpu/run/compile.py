@@ -1,7 +1,7 @@
 """JIT-compile cases for the GPU at hand, and read what each compiled kernel asks of the device.
 
 Compilation uses TileLang's own parallel compiler (`tilelang.par_compile`) on the same PrimFunc
-and pass configs the static snapshots lower (`tilelang_golden.families.build`), with the kernel's returned outputs as
+and pass configs the static snapshots lower (`tilelang_golden.catalog.build`), with the kernel's returned outputs as
 `out_idx`, so every kernel is called as its users call it: `kernel(*arguments)` returns those, and an
 argument it writes in place (`Written`, `Accumulated`) is one of the arguments passed in.
 Each case is compiled for its own target, the device's (`Target.compile_description`: the `a` added from
@@ -19,10 +19,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilelang_golden.families.build import Argument, BuildError, BuiltKernel, build_kernel, signature
-from tilelang_golden.families.cases import Case
+from tilelang_golden.catalog.build import Argument, BuildError, BuiltKernel, build_kernel, signature
+from tilelang_golden.catalog.cases import Case
 from tilelang_golden.family import OutputKind, Returned, Tolerance
-from tilelang_golden.static.produce.normalize import normalize_cuda, normalized_source
+from tilelang_golden.static.snapshots.normalize import normalize_cuda, normalized_source
 from tilelang_golden.targets import TARGETS
 
 DYNAMIC_SHARED_LAUNCH_PARAM = "tirx.use_dyn_shared_memory"
@@ -233,7 +233,7 @@ def launch_dynamic_shared_memory(kernel: Any) -> dict[str, int]:
     """Bytes of dynamic shared memory each device kernel of the compiled module is launched with, by name.
 
     TileLang records the merged size on each device kernel (`dyn_shared_memory_buf`) and the host
-    code passes that number as the launch's last parameter (tests/test_gpu_jit.py checks this
+    code passes that number as the launch's last parameter (tests/gpu/run/test_jit.py checks this
     on the lowered host IR, which the compiled kernel no longer carries).
     """
     artifact = kernel.artifact

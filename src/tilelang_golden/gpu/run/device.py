@@ -18,7 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from tilelang_golden.static.snapshots.results import regen_command
+from tilelang_golden.static.snapshots.regen import regen_command
 from tilelang_golden.targets import SAME_SOURCE_AS, TARGETS
 
 

@@ -24,8 +24,13 @@ REASONS = {
     0x80: "hardware power brake",
     0x100: "display clock setting",
 }
-CAPS = ("software power cap", "hardware slowdown", "software thermal slowdown", "hardware thermal slowdown",
-        "hardware power brake")  # fmt: skip
+CAPS = (
+    "software power cap",
+    "hardware slowdown",
+    "software thermal slowdown",
+    "hardware thermal slowdown",
+    "hardware power brake",
+)
 
 
 class GpuState:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tilelang_golden.dtypes import torch_dtype
 
 if TYPE_CHECKING:
-    from tilelang_golden.families.build import Argument
+    from tilelang_golden.catalog.build import Argument
 
 
 class Memory(Protocol):

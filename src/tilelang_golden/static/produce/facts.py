@@ -32,7 +32,7 @@ from tilelang_golden.static.produce import ir
 from tilelang_golden.static.produce.instructions import conversions, instruction, instructions, mma, warp_shuffles
 from tilelang_golden.static.produce.layouts import buffer_layouts, canonical_form, fingerprint
 from tilelang_golden.static.produce.lowering import Lowering
-from tilelang_golden.static.produce.normalize import normalize_warnings
+from tilelang_golden.static.snapshots.normalize import normalize_warnings
 from tilelang_golden.static.snapshots.snapshot import FORMAT_VERSION
 from tilelang_golden.targets import TARGETS, Features, Target
 

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilelang_golden.families.build import BuiltKernel
-from tilelang_golden.families.cases import Case
-from tilelang_golden.families.chain import Launch
-from tilelang_golden.static.snapshots.results import regen_command
+from tilelang_golden.catalog.build import BuiltKernel
+from tilelang_golden.catalog.cases import Case
+from tilelang_golden.catalog.chain import Launch
+from tilelang_golden.static.snapshots.regen import regen_command
 from tilelang_golden.targets import TARGETS
 
 # Passes whose output IR the fact extraction reads (captured through a pass instrument).
@@ -83,7 +83,7 @@ def tilelang_unavailable() -> str | None:
 
 
 def lower(case: Case, built: BuiltKernel) -> Lowering:
-    """Lower the case's built kernel (`tilelang_golden.families.build.build_kernel`) for its target, afresh, each kernel
+    """Lower the case's built kernel (`tilelang_golden.catalog.build.build_kernel`) for its target, afresh, each kernel
     of a chain on its own; LoweringError when TileLang cannot. A run lowers each case once through its session
     (`tilelang_golden.static.session`)."""
     steps = tuple(_lower_launch(case, launch) for launch in built.launches)

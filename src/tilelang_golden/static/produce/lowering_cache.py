@@ -27,8 +27,8 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from tilelang_golden.families.build import BuiltKernel
-from tilelang_golden.families.cases import Case
+from tilelang_golden.catalog.build import BuiltKernel
+from tilelang_golden.catalog.cases import Case
 from tilelang_golden.family import snapshot_params
 from tilelang_golden.files import atomic_write
 from tilelang_golden.static.produce.toolchain import toolchain_build

@@ -26,10 +26,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from tilelang_golden.families.cases import Case
+from tilelang_golden.catalog.cases import Case
 from tilelang_golden.static.produce.lowering import Lowering, LoweringError, does_not_lower_line
 from tilelang_golden.static.produce.toolchain import Toolchain, find_toolchain
-from tilelang_golden.static.snapshots.results import regen_command
+from tilelang_golden.static.snapshots.regen import regen_command
 from tilelang_golden.targets import TARGETS
 
 # TileLang's pass configs that change the compile (PassConfigKey values), as its nvcc path reads them.
@@ -59,7 +59,7 @@ class CompileError(LoweringError):
 
 
 @dataclass(frozen=True)
-class Compiled:
+class MachineCode:
     """What the compilers say of one CUDA module: ptxas's resource report and the machine code as text."""
 
     arch: str  # what it was compiled for: `sm_90a`
@@ -68,12 +68,12 @@ class Compiled:
     sass: str  # `nvdisasm -c`'s listing
 
 
-def compile_lowering(lowering: Lowering) -> list[Compiled]:
+def compile_lowering(lowering: Lowering) -> list[MachineCode]:
     """Each CUDA module of a lowered case (one per kernel of a chain), compiled for its target."""
     return [compile_module(lowering.case, step.cuda, step.pass_configs) for step in lowering.kernels]
 
 
-def compile_module(case: Case, cuda: str, pass_configs: Mapping[str, Any]) -> Compiled:
+def compile_module(case: Case, cuda: str, pass_configs: Mapping[str, Any]) -> MachineCode:
     """A CUDA module TileLang emitted for the case's target, compiled as TileLang's JIT would; CompileError naming
     the case with the compiler's message where it does not compile."""
     toolchain = find_toolchain()
@@ -87,7 +87,7 @@ def compile_module(case: Case, cuda: str, pass_configs: Mapping[str, Any]) -> Co
         resources = _run(case, ptxas, "ptxas")
         sass = _run(case, [str(toolchain.nvdisasm), "-c", str(cubin_path)], "nvdisasm", stdout=True)
     options = (*nvrtc_options, *(f"--ptxas-options={option}" for option in ptxas_options))
-    return Compiled(arch, options, resources, sass)
+    return MachineCode(arch, options, resources, sass)
 
 
 def code_options(pass_configs: Mapping[str, Any]) -> tuple[list[str], list[str]]:

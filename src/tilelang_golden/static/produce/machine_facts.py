@@ -14,7 +14,7 @@ from typing import Any
 
 from tilelang_golden.static.produce.facts import kernel_launches
 from tilelang_golden.static.produce.lowering import Lowering
-from tilelang_golden.static.produce.machine_code import Compiled, compile_lowering
+from tilelang_golden.static.produce.machine_code import MachineCode, compile_lowering
 from tilelang_golden.static.produce.toolchain import find_toolchain
 from tilelang_golden.static.snapshots.snapshot import MACHINE_FORMAT_VERSION
 from tilelang_golden.targets import TARGETS, Multiprocessor
@@ -70,7 +70,7 @@ def machine_facts(lowering: Lowering) -> dict[str, Any]:
     }
 
 
-def toolchain_facts(compiled: Compiled) -> dict[str, Any]:
+def toolchain_facts(compiled: MachineCode) -> dict[str, Any]:
     """What compiled it: the CUDA release of ptxas, the arch and the options that change the code."""
     return {"cuda": find_toolchain().release, "arch": compiled.arch, "options": list(compiled.options)}
 

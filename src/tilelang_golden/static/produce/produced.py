@@ -1,8 +1,7 @@
 """What the harness makes of a case besides its files: the warnings that fail it, the `.error` of a case declared
 not to lower.
 
-The files themselves are rendered by their kinds (`tilelang_golden.static.kinds`); what a run lowers and
-keeps is its
+The files themselves are rendered by their kinds (`tilelang_golden.static.kinds`); what a run lowers and keeps is its
 session's (`tilelang_golden.static.session`)."""
 
 from __future__ import annotations
@@ -10,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from tilelang_golden.families.cases import Case
+from tilelang_golden.catalog.cases import Case
 from tilelang_golden.static.produce.lowering import Lowering, LoweringError
 from tilelang_golden.static.produce.machine_code import CompileError, compile_lowering
-from tilelang_golden.static.produce.normalize import normalize_error
-from tilelang_golden.static.snapshots.results import regen_command
+from tilelang_golden.static.snapshots.normalize import normalize_error
+from tilelang_golden.static.snapshots.regen import regen_command
 from tilelang_golden.static.snapshots.snapshot import render_error
 from tilelang_golden.targets import TARGETS
 

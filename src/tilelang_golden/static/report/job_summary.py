@@ -23,6 +23,7 @@ from tilelang_golden.static.report.markdown import entries_markdown, folded, ove
 from tilelang_golden.static.report.verdict import Verdict, build_verdict
 from tilelang_golden.static.snapshots.changes import lowering_line
 from tilelang_golden.static.snapshots.results import (
+    PENDING_DIR,
     CaseKey,
     CheckResult,
     ResultsError,
@@ -182,11 +183,11 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.envi
         "pending",
         type=Path,
         nargs="?",
-        default=Path("build/golden-pending"),
-        help="the session's pending folder (--pending-dir), which holds its results (default: build/golden-pending)",
+        default=PENDING_DIR,
+        help=f"the session's pending folder (--pending-dir), which holds its results (default: {PENDING_DIR})",
     )
     parser.add_argument("--title", default="Golden snapshots", help="heading of the summary")
-    parser.add_argument("--artifact", default=None, help="name of the artifact that holds build/golden-pending/")
+    parser.add_argument("--artifact", default=None, help="name of the artifact that holds the pending folder")
     parser.add_argument(
         "--no-produced-files", action="store_true", help="the checks produce no snapshot (the orphan check)"
     )

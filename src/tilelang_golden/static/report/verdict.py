@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from tilelang_golden.regressions import Regression
 from tilelang_golden.static.report.topics import facts_headline, leading_topic
 from tilelang_golden.static.snapshots.changes import FactChange, FileChange, Mismatch
-from tilelang_golden.static.snapshots.results import CaseKey, CheckResult, regen_command
+from tilelang_golden.static.snapshots.regen import regen_command
+from tilelang_golden.static.snapshots.results import PENDING_DIR, CaseKey, CheckResult
 from tilelang_golden.targets import TARGETS
 
 # The terminal shows at most this many lines of one facts diff and of one source diff.
@@ -63,10 +64,6 @@ class Entry:
     selector: str = ""  # the -k expression of `accept`, where it has one
     error: bool = False  # a failure without records: its text is the one pytest printed
     regressions: tuple[Regression, ...] = ()  # its changes that make the kernel worse: the entry is a regression
-
-    @property
-    def summary_line(self) -> str:
-        return f"{self.title}: {self.headline}"
 
     @property
     def terminal_headline(self) -> str:
@@ -306,7 +303,7 @@ def error_key(failure: CheckResult) -> tuple[str, str]:
 def build_verdict(
     failures: Sequence[CheckResult],
     unchanged: Iterable[CaseKey] = (),
-    pending: str = "build/golden-pending",
+    pending: str = f"{PENDING_DIR.as_posix()}/",
     known: Iterable[str] = (),
 ) -> Verdict:
     """The entries of a run's failures. `unchanged`: the cases that passed (an entry names its family's);

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tilelang_golden.environment import running_under_ci
 from tilelang_golden.static.snapshots.diff import text_diff
-from tilelang_golden.static.snapshots.results import regen_command
+from tilelang_golden.static.snapshots.regen import regen_command
 from tilelang_golden.static.snapshots.snapshot import SnapshotStore
 
 

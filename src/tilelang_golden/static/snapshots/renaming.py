@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 # Comments, strings, identifiers, numbers, operators, then any other single character: every
-# character of the text lands in exactly one token (tests/test_renaming.py checks the round trip).
+# character of the text lands in exactly one token (tests/static/snapshots/test_renaming.py checks the round trip).
 _TOKEN = re.compile(
     r"""(?P<comment>//[^\n]*|/\*.*?\*/)
       | (?P<string>"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*')

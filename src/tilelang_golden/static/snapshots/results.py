@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilelang_golden.regressions import Regression, accept_options
+from tilelang_golden.regressions import Regression
 from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange, Mismatch
 
 CaseKey = tuple[str, str, str]  # family, variant, target
 # The file in the pending folder, beside the snapshots (SnapshotStore.files leaves it out).
 RESULTS = "RESULTS.jsonl"
+# Where a static run writes what it produced and its results, unless `--pending-dir` says otherwise.
+PENDING_DIR = Path("build/golden-pending")
 
 
 class Status(enum.Enum):
@@ -103,16 +105,6 @@ class CheckResult:
     def unacknowledged(self) -> tuple[Regression, ...]:
         """The regressions no declaration or regen option acknowledged: a regen will not write them."""
         return tuple(r for r in self.regressions if not r.acknowledged)
-
-
-def regen_command(accept: str = "", regressions: Iterable[str] = ()) -> str:
-    """The command that writes snapshots: a regen of the `-k` expression `accept` (a case's id, a result's
-    selector), or an unfiltered one, acknowledging the regression classes named in `regressions` (each with a reason
-    to fill in); every message that names it builds it here."""
-    options = accept_options(regressions)
-    if accept:
-        return f'nox -s regen-golden -- -k "{accept}"{options}'
-    return f"nox -s regen-golden --{options}" if options else "nox -s regen-golden"
 
 
 class ResultsError(ValueError):

@@ -14,7 +14,8 @@ from typing import Any
 import yaml
 
 from tilelang_golden.files import atomic_write
-from tilelang_golden.static.snapshots.results import RESULTS, regen_command
+from tilelang_golden.static.snapshots.regen import regen_command
+from tilelang_golden.static.snapshots.results import RESULTS
 
 # The snapshot format: what a `.cu` and a `.yaml` under golden/ hold. A change that makes old
 # snapshots unreadable or different bumps it and adds a line here.

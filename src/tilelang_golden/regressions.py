@@ -20,6 +20,8 @@ MACHINE = "machine code"
 WORSE = ("lower", "higher")
 # What a regen's accept command holds where the person running it must say why the regression is right.
 REASON_PLACEHOLDER = "<why it is right>"
+# A reason that is still a placeholder: empty, an `<...>` to fill in, or a note to come back to it.
+UNWRITTEN_REASON = re.compile(r"^\s*$|<[^<>]*>|^\s*(?:todo|fixme|tbd|xxx)\b", re.IGNORECASE)
 CLASS_NAME = re.compile(r"[a-z][a-z0-9-]*")
 
 Document = Mapping[str, Any]  # a parsed facts file
@@ -43,7 +45,11 @@ class Measure:
     worse: str  # "lower" or "higher": which way of the key is a regression
     read: Callable[[Document, Kernel], Reading | None]  # None where it does not apply to the kernel
 
+    compare: Callable[[Any, Any], bool] | None = None  # (before, after) -> worse, where the keys are no numbers
+
     def worsened(self, before: Reading, after: Reading) -> bool:
+        if self.compare is not None:
+            return self.compare(before.key, after.key)
         return after.key < before.key if self.worse == "lower" else after.key > before.key
 
 
@@ -166,27 +172,38 @@ def _spills(document: Document, kernel: Kernel) -> Reading:
 
 
 def _occupancy(document: Document, kernel: Kernel) -> Reading | None:
-    blocks = kernel.get("occupancy", {}).get("blocks_per_sm")
-    return None if blocks is None else Reading(blocks, f"{blocks} blocks/SM")
+    """Resident warps per SM, not blocks: a block of twice the threads halves the blocks and keeps the warps."""
+    occupancy = kernel.get("occupancy", {})
+    warps = occupancy.get("warps_per_sm")
+    if warps is None:
+        return None
+    return Reading(warps, f"{warps} warps/SM ({occupancy.get('blocks_per_sm')} blocks of {occupancy.get('threads')})")
+
+
+def buffer_stages(kernel: Kernel) -> dict[str, int]:
+    """Each shared buffer's copies: the leading dimension TileLang adds to a buffer it multi-buffers (`[3, 128, 32]`
+    for 3 stages), 1 for a buffer without one."""
+    return {
+        name: buffer["shape"][0] if len(buffer.get("shape", ())) >= 3 else 1
+        for name, buffer in kernel.get("shared_buffers", {}).items()
+        if str(buffer.get("scope", "")).startswith("shared")
+    }
 
 
 def effective_stages(kernel: Kernel) -> int:
-    """The copies a pipeline keeps of its shared buffers: the leading dimension TileLang adds to a buffer it
-    multi-buffers (`[3, 128, 32]` for 3 stages), 1 where no buffer has one."""
-    versions = [
-        buffer["shape"][0]
-        for buffer in kernel.get("shared_buffers", {}).values()
-        if str(buffer.get("scope", "")).startswith("shared") and len(buffer.get("shape", ())) >= 3
-    ]
-    return max(versions, default=1)
+    """The most copies any shared buffer keeps (1 where none is multi-buffered)."""
+    return max(buffer_stages(kernel).values(), default=1)
 
 
 def _stages(document: Document, kernel: Kernel) -> Reading | None:
-    asked = document.get("params", {}).get("num_stages")
-    if not isinstance(asked, int) or isinstance(asked, bool) or asked < 2:
-        return None  # no pipeline asked for: nothing to fall short of
-    effective = min(effective_stages(kernel), asked)
-    return Reading(asked - effective, f"{effective} of the {asked} stages num_stages asks")
+    stages = buffer_stages(kernel)
+    return Reading(stages, ", ".join(f"{name} {count}" for name, count in sorted(stages.items())) or "none")
+
+
+def _fewer_stages(before: Any, after: Any) -> bool:
+    """A buffer of both sides that keeps fewer copies now: what a lost stage is, whatever `num_stages` says, and
+    whichever other buffer keeps its own."""
+    return any(after[name] < count for name, count in before.items() if name in after)
 
 
 def _fits(document: Document, kernel: Kernel) -> Reading | None:
@@ -227,13 +244,13 @@ REGRESSION_CLASSES: tuple[RegressionClass, ...] = (
     ),
     RegressionClass(
         "occupancy",
-        "occupancy falling (blocks per SM)",
-        (Measure(MACHINE, "occupancy.blocks_per_sm", "lower", _occupancy),),
+        "occupancy falling (resident warps per SM)",
+        (Measure(MACHINE, "occupancy.warps_per_sm", "lower", _occupancy),),
     ),
     RegressionClass(
         "pipeline-stages",
-        "fewer effective pipeline stages than num_stages asks",
-        (Measure(FACTS, "params.num_stages against shared_buffers' leading dimension", "higher", _stages),),
+        "pipeline stages lost (a shared buffer keeps fewer copies)",
+        (Measure(FACTS, "shared_buffers: each buffer's leading dimension", "lower", _stages, _fewer_stages),),
     ),
     RegressionClass(
         "shared-memory-limit",
@@ -274,6 +291,11 @@ def find_regressions(
                     )
                     break
     return found
+
+
+def unwritten(reason: str) -> bool:
+    """Whether a reason is a placeholder still (`<why it is right>`, `TODO: ...`) rather than words."""
+    return bool(UNWRITTEN_REASON.search(reason))
 
 
 def class_names(classes: Iterable[RegressionClass]) -> list[str]:

@@ -280,11 +280,14 @@ def test_a_preview_writes_its_reports_and_the_static_runs_results_and_groups_cha
 
 
 def test_a_preview_lists_the_regressions_first_by_class_and_target(golden, tmp_path):
-    """The snapshot claims more blocks per SM than this TileLang's kernel reaches: the preview's report opens with
-    that regression, counted on its target and listed with its case, and report.json holds it."""
+    """The snapshot claims more resident warps per SM than this TileLang's kernel reaches: the preview's report opens
+    with that regression, counted on its target and listed with its case, and report.json holds it."""
     machine = golden / f"{SMALL_CASE}.machine.yaml"
-    blocks = re.search(r"blocks_per_sm: (\d+)", machine.read_text())
-    machine.write_text(machine.read_text().replace(blocks[0], f"blocks_per_sm: {int(blocks[1]) + 1}", 1))
+    text = machine.read_text()
+    warps, blocks, threads = (
+        int(re.search(rf"{field}: (\d+)", text)[1]) for field in ("warps_per_sm", "blocks_per_sm", "threads")
+    )
+    machine.write_text(text.replace(f"warps_per_sm: {warps}", f"warps_per_sm: {warps + 4}", 1))
     family = dataclasses.replace(CASE.family, variants=[CASE.variant], targets=[CASE.target])
     output = tmp_path / "preview"
     run_preview(Registry((family,), ()), "9.9.9", "0.1.15", golden, output, log=lambda line: None)
@@ -292,11 +295,11 @@ def test_a_preview_lists_the_regressions_first_by_class_and_target(golden, tmp_p
     assert report.index("## Regressions: 1 case(s)") < report.index("| family / target |")
     row = next(line for line in report.splitlines() if line.startswith("| occupancy: "))
     assert row.strip("| ").split(" | ")[1:] == ["1" if target == CASE.target else "0" for target in TARGETS]
-    assert f"  - {SMALL_CASE}: gemm_kernel: {int(blocks[1]) + 1} blocks/SM -> {blocks[1]} blocks/SM" in report
+    occupancy = f"({blocks} blocks of {threads})"
+    change = f"gemm_kernel: {warps + 4} warps/SM {occupancy} -> {warps} warps/SM {occupancy}"
+    assert f"  - {SMALL_CASE}: {change}" in report
     listed = json.loads((output / "report.json").read_text())["regressions"]
-    assert list(listed) == ["occupancy"] and listed["occupancy"]["targets"] == {
-        CASE.target: {SMALL_CASE: [f"gemm_kernel: {int(blocks[1]) + 1} blocks/SM -> {blocks[1]} blocks/SM"]}
-    }
+    assert list(listed) == ["occupancy"] and listed["occupancy"]["targets"] == {CASE.target: {SMALL_CASE: [change]}}
 
 
 def test_a_preview_without_regressions_says_so(golden, tmp_path):

@@ -32,7 +32,7 @@ from tilelang_golden.family.parts import (
     Work,
     snapshot_value,
 )
-from tilelang_golden.regressions import REGRESSION_CLASSES, RegressionClass, class_names
+from tilelang_golden.regressions import REGRESSION_CLASSES, RegressionClass, class_names, unwritten
 from tilelang_golden.targets import TARGETS
 
 # The fields the harness calls, with what each is called with and returns; the optional ones may be None.
@@ -55,9 +55,12 @@ def _explained(declared: Mapping[str, Any], known: Sequence[str], declares: str,
     unknown = sorted(set(declared) - set(known))
     if unknown:
         raise FamilyError(f"{declares} {unknown}, {unknown_words}")
-    unexplained = sorted(name for name, why in declared.items() if not str(why).strip())
+    unexplained = sorted(name for name, why in declared.items() if unwritten(str(why)))
     if unexplained:
-        raise FamilyError(f"{declares} {unexplained} without saying why; give the reason in words")
+        raise FamilyError(
+            f"{declares} {unexplained} without saying why (an empty reason, an `<...>` to fill in or a TODO); give "
+            "the reason in words"
+        )
 
 
 @dataclass(frozen=True)

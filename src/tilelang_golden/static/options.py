@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tilelang_golden.regressions import REASON_PLACEHOLDER, RegressionClass, class_names
+from tilelang_golden.regressions import REASON_PLACEHOLDER, RegressionClass, class_names, unwritten
 from tilelang_golden.static.snapshots.results import PENDING_DIR
 
 ACCEPT_REGRESSION = "--accept-regression"
@@ -75,10 +75,11 @@ def accepted_regressions(values: Sequence[str], regen: bool, classes: Iterable[R
                 raise ValueError(
                     f"{ACCEPT_REGRESSION} {value!r}: no regression class {name!r}; the classes are {known}"
                 )
-            if not reason or reason == REASON_PLACEHOLDER:
+            if unwritten(reason):
                 raise ValueError(
-                    f"{ACCEPT_REGRESSION} {value!r}: say why the slower kernel is right after `=`; the reason is "
-                    "kept in the family's REGRESSIONS.yaml, where review reads it"
+                    f"{ACCEPT_REGRESSION} {value!r}: say why the slower kernel is right after `=`, in place of "
+                    f"{REASON_PLACEHOLDER!r} or a TODO; the reason is kept in the family's REGRESSIONS.yaml, where "
+                    "review reads it"
                 )
             if name in accepted:
                 raise ValueError(f"{ACCEPT_REGRESSION} names {name!r} twice; give one reason per class")

@@ -246,3 +246,23 @@ def test_a_tile_too_small_for_wgmma_falls_back_to_mma_sync_on_sm_90(lowerings, t
     headline = headline_between(lowerings, wgmma, mma_sync, tmp_path)
     mma = re.search(r"tensor-core MMA \(SASS\) \((.*?)\)(, |$)", headline)
     assert mma and "HGMMA" in mma[1] and "HMMA" in mma[1], headline
+
+
+def test_a_kernel_with_a_stack_keeps_its_static_shared_memory():
+    """ptxas names a kernel's cumulative stack size between its barriers and its shared memory: the 1024 bytes of
+    `gemm_num_stages/ns1_128x256x64` on sm_90 (its mbarriers, padded to the dynamic buffer's alignment) were read as
+    none, where the H200's driver reports them."""
+    report = (
+        "ptxas info    : Compiling entry function 'gemm_kernel' for 'sm_90a'\n"
+        "ptxas info    : Function properties for gemm_kernel\n"
+        "    1024 bytes stack frame, 3600 bytes spill stores, 3192 bytes spill loads\n"
+        "ptxas info    : Used 240 registers, used 1 barriers, 1024 bytes cumulative stack size, 1024 bytes smem\n"
+    )
+    assert parse_resources(report)["gemm_kernel"] == {
+        "registers": 240,
+        "spill_store_bytes": 3600,
+        "spill_load_bytes": 3192,
+        "stack_frame_bytes": 1024,
+        "static_shared_memory_bytes": 1024,
+        "barriers": 1,
+    }

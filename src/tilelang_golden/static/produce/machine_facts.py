@@ -32,7 +32,11 @@ SASS_CLASSES: dict[str, Any] = {
 }
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?(?:, (\d+) bytes smem)?")
+# `Used 240 registers, used 1 barriers, 1024 bytes cumulative stack size, 1024 bytes smem`: each clause after the
+# registers only where it applies (a kernel with a stack names its cumulative size before its shared memory).
+_USED = re.compile(
+    r"Used (\d+) registers(?:, used (\d+) barriers)?(?:, \d+ bytes cumulative stack size)?(?:, (\d+) bytes smem)?"
+)
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)", re.M)
 _INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)", re.M)
 

@@ -117,7 +117,7 @@ def test_a_regression_is_red_and_leads_the_summary_and_the_comment(main_pushed):
     (posted,) = comments(world, 10)
     parts = [part for part in posted["body"].split("## Golden snapshots, shard")[1:] if "REGRESSION" in part]
     assert parts and all(part.index("REGRESSION (occupancy falling") < part.index("### 1.") for part in parts)
-    assert "7 blocks/SM -> 3 blocks/SM" in posted["body"]
+    assert "28 warps/SM (7 blocks of 128) -> 12 warps/SM (3 blocks of 128)" in posted["body"]
 
 
 def test_the_comment_is_quoted_and_mentions_nobody(main_pushed):

@@ -229,7 +229,7 @@ def test_the_regen_option_names_a_class_and_a_reason(values, regen, problem):
 
 def test_the_variant_acknowledges_and_the_regen_option_wins():
     spills = Regression("spills", "register spills appearing or growing", "k", "0 B -> 96 B")
-    occupancy = Regression("occupancy", "occupancy falling (blocks per SM)", "k", "2 -> 1")
+    occupancy = Regression("occupancy", "occupancy falling (resident warps per SM)", "k", "2 -> 1")
     policy = RegressionPolicy(declared={"spills": "declared", "occupancy": "declared"}, given={"occupancy": "given"})
     judged = policy.acknowledged([spills, occupancy])
     assert [(r.reason, r.by) for r in judged] == [("declared", "variant declaration"), ("given", "regen option")]

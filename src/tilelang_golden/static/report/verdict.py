@@ -46,8 +46,8 @@ class Section:
 
 
 def regression_label(regressions: Sequence[Regression]) -> str:
-    """`REGRESSION (register spills appearing or growing; occupancy falling (blocks per SM))`, with `, acknowledged`
-    where every one is: what leads a regression's headline."""
+    """`REGRESSION (register spills appearing or growing; occupancy falling (resident warps per SM))`, with
+    `, acknowledged` where every one is: what leads a regression's headline."""
     words = "; ".join(dict.fromkeys(r.words for r in regressions))
     acknowledged = ", acknowledged" if all(r.acknowledged for r in regressions) else ""
     return f"REGRESSION ({words}{acknowledged})"

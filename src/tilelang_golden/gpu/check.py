@@ -129,22 +129,8 @@ def check_cases(
     request = TimingRequest(plan.rounds, timing_seed, seeds[0], plan.timer, plan.warmup_ms, plan.repeat_ms)
     passing, pair_limits, note, others = timing_plan(kernels, runnable, numerics, launch_s, request, log)
     measured = kept(time_stage(kernels, passing, request, pair_limits))
-    ab = (
-        None
-        if ab_pairs is None
-        else ab_stage(kernels, ab_pairs, base_compiled, passing, request, pair_limits, failures, log)
-    )
-    results = [
-        VariantResult(
-            c,
-            device,
-            snapshots[c.case.key],
-            failure=failures.get(c.case.key),
-            numerics=numerics.get(c.case.key),
-            paired=measured.get(c.case.key),
-        )
-        for c in compiled
-    ]
+    ab = ab_pairs and ab_stage(kernels, ab_pairs, base_compiled, passing, request, pair_limits, failures, log)
+    results = variant_results(compiled, device, snapshots, failures, numerics, measured)
     timed = [r for r in results if r.paired is not None]
     reference_timings, reference_throughput = reference_figures(timed, device)
 
@@ -166,6 +152,28 @@ def check_cases(
         not_run=left_out,
         ab=ab,
     )
+
+
+def variant_results(
+    compiled: Sequence[CompiledCase],
+    device: Device,
+    snapshots: Mapping[str, SnapshotCheck],
+    failures: Mapping[str, VariantFailure],
+    numerics: Mapping[str, NumericsResult],
+    measured: Mapping[str, PairedTiming],
+) -> list[VariantResult]:
+    """Each variant's result, built once from what every stage found for it (or the failure that ended its check)."""
+    return [
+        VariantResult(
+            c,
+            device,
+            snapshots[c.case.key],
+            failure=failures.get(c.case.key),
+            numerics=numerics.get(c.case.key),
+            paired=measured.get(c.case.key),
+        )
+        for c in compiled
+    ]
 
 
 def main_history(run: GpuRun, folder: Path | None, log: Log) -> dict[str, str]:

@@ -11,6 +11,7 @@ import pytest
 from tilelang_golden.catalog.cases import Case
 from tilelang_golden.catalog.loading import BrokenFamily
 from tilelang_golden.family import Family
+from tilelang_golden.static.snapshots.acknowledged import ledger_path
 from tilelang_golden.static.snapshots.snapshot import MANIFEST
 from tilelang_golden.static.variant_effects import summary_path
 
@@ -37,9 +38,9 @@ def set_node_id(item: pytest.Item, nodeid: str) -> None:
 
 def item_name(item: pytest.Item, golden: str, groups: Mapping[str, tuple[Family, list[Case]]]) -> str:
     """What an item checks, as pytest names it in its summary: a case by its snapshots' path without suffix
-    (`golden/gemm/v0/sm_90`), a summary or the manifest by its file, a family's load, declaration or checks by its
-    file (`kernels/gemm.py::declaration`), the orphan check and an item of no family (pytest's empty parameter set)
-    by the folder (`golden/::orphans`)."""
+    (`golden/gemm/v0/sm_90`), a summary, a family's ledger or the manifest by its file, a family's load, declaration
+    or checks by its file (`kernels/gemm.py::declaration`), the orphan check and an item of no family (pytest's empty
+    parameter set) by the folder (`golden/::orphans`)."""
     params = item.callspec.params if hasattr(item, "callspec") else {}
     value = next(iter(params.values()), None)
     test = getattr(item, "originalname", item.name)
@@ -47,6 +48,8 @@ def item_name(item: pytest.Item, golden: str, groups: Mapping[str, tuple[Family,
         return f"{golden}{value.id}"
     if isinstance(value, BrokenFamily):
         return f"{value.file}::loads"
+    if isinstance(value, Family) and test == "test_regressions_ledger":
+        return f"{golden}{ledger_path(value.name)}"
     if isinstance(value, Family):
         return f"{golden}{summary_path(value)}" if test == "test_variant_effects" else f"{value.file}::declaration"
     if isinstance(value, str) and value in groups:

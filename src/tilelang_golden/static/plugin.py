@@ -62,6 +62,8 @@ if TYPE_CHECKING:
     from tilelang_golden.static.session import LoweringSession
 
 OUTCOMES = ("created", "updated", "deleted", "unchanged")
+# The regen's last step, once every case is written: the ledgers of acknowledged regressions pruned.
+pytest_plugins = ["tilelang_golden.static.ledger_pruning"]
 # The marker of a check that needs every case (the orphan check): sharded runs leave it out.
 UNSHARDED = "unsharded"
 # Cases missing the lowering cache that one process lowers faster than workers would start (`-n auto`).

@@ -1,4 +1,4 @@
-"""The golden check as pytest items: one per case, plus family checks, summaries, manifest, orphans.
+"""The golden check as pytest items: one per case, plus family checks, summaries, ledgers, manifest, orphans.
 
 Run through nox: `nox -s static` compares, `nox -s regen-golden` writes. Each item lowers its
 case(s) in this process; items of one group share lowerings and stay on one xdist worker.
@@ -21,7 +21,7 @@ from tilelang_golden.static.engine import check_case, check_files, first_lines
 from tilelang_golden.static.plugin import UNSHARDED, golden_run, is_filtered, record, report
 from tilelang_golden.static.produce.lowering import LoweringError
 from tilelang_golden.static.session import LoweringSession
-from tilelang_golden.static.snapshots.acknowledged import ledger_path
+from tilelang_golden.static.snapshots.acknowledged import ledger_path, stale_records, stale_text
 from tilelang_golden.static.snapshots.case_files import case_files
 from tilelang_golden.static.snapshots.changes import FileChange, Mismatch
 from tilelang_golden.static.snapshots.regen import regen_command
@@ -80,10 +80,22 @@ PARAMETERS: dict[str, Callable[[Registry], tuple[str, list]]] = {
 }
 
 
+def _ledgers(config: pytest.Config) -> list:
+    """The families that have a REGRESSIONS.yaml, one check each; none in a regen, which prunes them once every case
+    is written (tilelang_golden.static.ledger_pruning)."""
+    if config.getoption("--regen"):
+        return []
+    run = golden_run(config)
+    held = [f for f in run.registry.families if (run.golden / ledger_path(f.name)).is_file()]
+    return [pytest.param(family, id=ledger_path(family.name)) for family in held]
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     parameters = PARAMETERS.get(metafunc.function.__name__)
     if parameters is not None:
         metafunc.parametrize(*parameters(golden_run(metafunc.config).registry))
+    if metafunc.function.__name__ == "test_regressions_ledger":
+        metafunc.parametrize("family", _ledgers(metafunc.config))
 
 
 def test_case(
@@ -186,6 +198,19 @@ def test_manifest(request, golden_store, regen) -> None:
 def expected_files(families: Registry) -> set[str]:
     produced = {path for case in all_cases(families) for path in case_files(case)}
     return produced | {summary_path(f) for f in families.families if has_pairs(f)}
+
+
+def test_regressions_ledger(family: Family, golden_store) -> None:
+    """Every record of the family's REGRESSIONS.yaml still explains its committed snapshots (acknowledged.stale): one
+    whose regression was undone, or that names a case, class or kernel that does not exist, fails here with the regen
+    that drops it. It reads committed files alone, so every run that selects it runs it, filtered or sharded."""
+    try:
+        found, corrupt = stale_records(family, golden_store), ""
+    except CorruptSnapshot as error:
+        found, corrupt = [], str(error)
+    text = stale_text(family, golden_store, found) if found else corrupt
+    if text:  # outside the handler: one message, no chained error
+        pytest.fail(text, pytrace=False)
 
 
 @getattr(pytest.mark, UNSHARDED)  # registered by the plugin, which leaves it out of sharded runs

@@ -27,7 +27,7 @@ READS_IR = {
 # modules at its top one layer above its subfolders.
 LAYERS = (
     # the ground both halves stand on: targets, element types, files, the environment, GitHub's commands
-    {"targets", "dtypes", "files", "environment", "github", "analysis", "regressions"},
+    {"targets", "dtypes", "files", "environment", "github", "analysis", "regressions", "contradictions"},
     {"config"},  # the repository's settings
     {"family"},  # what a family author writes against
     {"catalog"},  # from families to cases: found, the unit of work (case, selection, sharding), built

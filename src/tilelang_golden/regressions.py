@@ -153,7 +153,8 @@ def _source_mma(document: Document, kernel: Kernel) -> Reading:
     return _mma_reading(MMA_FAMILIES.get(family, "mma.sync") for family in kernel.get("mma", {}).get("families", []))
 
 
-def _sass_generation(opcode: str) -> str:
+def sass_mma_generation(opcode: str) -> str:
+    """The kind of tensor-core MMA a SASS opcode is: `tcgen05` (UTC*MMA), `wgmma` (*GMMA) or `mma.sync`."""
     if opcode.startswith("UTC"):
         return "tcgen05"
     return "wgmma" if opcode.endswith("GMMA") else "mma.sync"
@@ -161,7 +162,7 @@ def _sass_generation(opcode: str) -> str:
 
 def _sass_mma(document: Document, kernel: Kernel) -> Reading:
     opcodes = kernel.get("sass", {}).get("mma", {})
-    reading = _mma_reading(_sass_generation(opcode) for opcode in opcodes)
+    reading = _mma_reading(sass_mma_generation(opcode) for opcode in opcodes)
     shown = "/".join(sorted(opcodes))
     return Reading(reading.key, f"{reading.text} ({shown})" if shown else reading.text)
 

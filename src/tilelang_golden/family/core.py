@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tilelang_golden.contradictions import NAMES as CONTRADICTIONS
 from tilelang_golden.family.parts import (
     FROM_INPUTS,
     RETURNED,
@@ -154,7 +155,7 @@ class Family:
             )
 
     def _check_variant(self, variant: Variant, where: str) -> None:
-        """One variant's declared failures, dimensions, parameters, acknowledged warnings and comparison."""
+        """One variant's declared failures, acknowledgements, dimensions, parameters and comparison."""
         targets = f"which are not targets of this family ({list(self.target_names)})"
         _explained(
             variant.does_not_lower,
@@ -168,6 +169,12 @@ class Family:
             classes,
             f"{where}: variant {variant.name!r} acknowledges regression classes",
             f"which do not exist; the classes are {classes}",
+        )
+        _explained(
+            variant.acknowledged_contradictions,
+            CONTRADICTIONS,
+            f"{where}: variant {variant.name!r} acknowledges contradictions",
+            f"which do not exist; the contradictions are {list(CONTRADICTIONS)}",
         )
         unknown = sorted(set(variant.shape) - set(self.shape))
         if unknown:

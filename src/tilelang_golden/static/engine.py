@@ -3,12 +3,12 @@
 `check_case` is what the static session's item for a case runs and what the upgrade preview runs for every case;
 `check_files` serves any producer of snapshot files (a family's summary). Both return a CheckResult
 (tilelang_golden.static.snapshots.results) and raise nothing a case causes: a lowering error, a regen refused, a
-declaration out of date are results, in the run's own words."""
+declaration out of date, facts that contradict the machine code are results, in the run's own words."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from tilelang_golden.catalog.build import BuildError
 from tilelang_golden.catalog.cases import Case
@@ -16,10 +16,15 @@ from tilelang_golden.environment import running_under_ci
 from tilelang_golden.regressions import REASON_PLACEHOLDER, RegressionPolicy
 from tilelang_golden.static.kinds import compare_case, kind_of
 from tilelang_golden.static.produce.lowering import LoweringError
-from tilelang_golden.static.produce.produced import NowLowers, unacknowledged_warnings
+from tilelang_golden.static.produce.produced import (
+    NowLowers,
+    first_snapshot_spills,
+    unacknowledged_contradictions,
+    unacknowledged_warnings,
+)
 from tilelang_golden.static.session import LoweringSession
 from tilelang_golden.static.snapshots.acknowledged import read_ledger, record_acknowledged
-from tilelang_golden.static.snapshots.case_files import case_files, source_file
+from tilelang_golden.static.snapshots.case_files import case_files, machine_file, source_file
 from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange
 from tilelang_golden.static.snapshots.golden import RegenRefused, regen_files
 from tilelang_golden.static.snapshots.regen import regen_command
@@ -28,6 +33,19 @@ from tilelang_golden.static.snapshots.snapshot import CorruptSnapshot, SnapshotS
 
 # Produces a check's files: `fresh=True` lowers again, past every cache (a regen compares the two).
 Producer = Callable[[bool], dict[str, str]]
+# Reads a check's produced files and says why they may be neither written nor passed (None: they may).
+Vet = Callable[[Mapping[str, str]], str | None]
+
+
+@dataclass(frozen=True)
+class Declarations:
+    """What the declarations behind a check's files hold it to besides its regression classes: the file that declares
+    them (`file`, which a refusal names) and the vetting of what it produced (`vet`: a case's contradictions)."""
+
+    file: str = ""
+    vet: Vet | None = None
+
+
 # Summaries and other files are judged by the built-in regression classes alone (they have none to find).
 BUILT_IN = RegressionPolicy()
 # A skip's reason shows its cause's first lines: enough to act on whatever `-k` selected, the rest in the check
@@ -87,21 +105,25 @@ def check_files(
     regen: bool,
     declared_failure: bool = False,
     policy: RegressionPolicy = BUILT_IN,
-    declared_in: str = "",
+    declarations: Declarations = Declarations(),
 ) -> CheckResult:
     """The produced files written to `pending`, then written to `golden` (regen: when a second, fresh production
-    agrees and no regression of `policy`'s classes is unacknowledged) or compared with it; `result` names the check
-    (its `accept`: the -k that selects it). `declared_failure`: the one file is the `.error` of a case declared not
-    to lower; `declared_in`: the file whose declaration acknowledges a regression."""
+    agrees, `declarations.vet` finds nothing and no regression of `policy`'s classes is unacknowledged) or compared
+    with it, failing where `declarations.vet` finds something; `result` names the check (its `accept`: the -k that
+    selects it). `declared_failure`: the one file is the `.error` of a case declared not to lower;
+    `declarations.file`: the file whose declaration acknowledges a regression."""
     try:
         produced = produce(False)
         for path, text in produced.items():
             pending.write(path, text)
         comparison = compare_case(produced, golden, policy.classes)
         result = replace(result, regressions=policy.acknowledged(comparison.regressions))
+        vetted = declarations.vet(produced) if declarations.vet else None
         if regen:
+            if vetted:  # what is wrong with the files themselves comes before what changed
+                return _failed(result, vetted, outcome=comparison.outcome(declared_failure), accept=None)
             if result.unacknowledged:
-                refusal = regression_refusal(result, golden, declared_in)
+                refusal = regression_refusal(result, golden, declarations.file)
                 return _failed(result, refusal, outcome=CaseOutcome.CHANGED, mismatches=comparison.mismatches)
             acknowledged = [r for r in result.regressions if r.acknowledged]
             if acknowledged:
@@ -128,12 +150,13 @@ def check_files(
         return _failed(result, *lines, error.remedy, outcome=CaseOutcome.NOW_LOWERS, mismatches=found)
     result = replace(result, outcome=comparison.outcome(declared_failure), fields=comparison.fields)
     if not comparison.mismatches:
-        return result
+        return _failed(result, vetted, accept=None) if vetted else result
     regressions = [f"regression: {r.line()}" for r in result.regressions]
     lines = [f"{m.path}: {m.headline}" for m in comparison.mismatches]
     command = regen_command(result.accept, [r.name for r in result.unacknowledged])
-    accept = f"to accept these changes: {command}"
-    return _failed(result, *regressions, *lines, _version_note(golden), accept, mismatches=comparison.mismatches)
+    accept = None if vetted else f"to accept these changes: {command}"  # a regen would refuse them as they are
+    found = (vetted, *regressions, *lines, _version_note(golden), accept)
+    return _failed(result, *found, mismatches=comparison.mismatches, accept=None if vetted else result.accept)
 
 
 def check_case(
@@ -145,8 +168,9 @@ def check_case(
     accepted: Mapping[str, str] = {},
 ) -> CheckResult:
     """One case: skipped when its variant does not build (test_family_declaration says why, once per family),
-    else its files compared with (or written to) `golden`, and a compiler warning that means a wrong result
-    failing it after that, in a regen too, until the kernel is fixed or the variant says why it is right.
+    else its files compared with (or written to) `golden`, failing (and not written) where its facts contradict its
+    machine facts, and a compiler warning that means a wrong result failing it after that, in a regen too, until the
+    kernel is fixed or the variant says why it is right. A first snapshot's spills are the result's findings.
     `accepted`: regression class -> reason, from the regen's `--accept-regression` options."""
     result = CheckResult(case.id, case=(case.family.name, case.variant.name, case.target), accept=case.id)
     try:
@@ -156,14 +180,24 @@ def check_case(
         return replace(result, status=Status.SKIPPED, accept=None, text=reason)
     declared = case.does_not_lower is not None
     policy = RegressionPolicy(case.family.regression_classes, case.variant.acknowledged_regressions, accepted)
+    made: dict[str, str] = {}  # what this run produced, for what is said of it beside the check
+    machine = machine_file(case)
+    first = machine is not None and golden.read(machine) is None  # no machine facts snapshot yet: read before writing
 
     def produce(fresh: bool) -> dict[str, str]:
-        return lowerings.files(case, fresh=fresh)
+        files = lowerings.files(case, fresh=fresh)
+        if not fresh:
+            made.update(files)
+        return files
 
-    result = check_files(
-        result, produce, golden, pending, regen, declared, policy, case.family.file or case.family.name
-    )
-    result = replace(result, lowering=lowerings.sources.get(case.id, ""))
+    def vet(files: Mapping[str, str]) -> str | None:
+        consequence = f", so nothing under {golden.prefix} was written for it" if regen else ""
+        return unacknowledged_contradictions(case, files, pending.prefix, consequence)
+
+    declarations = Declarations(case.family.file or case.family.name, vet)
+    result = check_files(result, produce, golden, pending, regen, declared, policy, declarations)
+    spilled = first_snapshot_spills(case, made, (golden if result.written else pending).prefix) if first else ()
+    result = replace(result, lowering=lowerings.sources.get(case.id, ""), findings=(*result.findings, *spilled))
     if result.outcome in (CaseOutcome.PASSED, CaseOutcome.CHANGED, CaseOutcome.CORRUPT) and not declared:
         result = replace(result, source_change=_source_change(result, golden.prefix + source_file(case)))
     if result.failed or declared:

@@ -1,20 +1,22 @@
-"""What the harness makes of a case besides its files: the warnings that fail it, the `.error` of a case declared
-not to lower.
+"""What the harness makes of a case besides its files: the warnings and the contradictions that fail it, the spills a
+first snapshot is written with, the `.error` of a case declared not to lower.
 
 The files themselves are rendered by their kinds (`tilelang_golden.static.kinds`); what a run lowers and keeps is its
 session's (`tilelang_golden.static.session`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tilelang_golden.catalog.cases import Case
+from tilelang_golden.contradictions import find_contradictions, refusal, spills, unacknowledged
 from tilelang_golden.static.produce.lowering import Lowering, LoweringError
 from tilelang_golden.static.produce.machine_code import CompileError, compile_lowering
+from tilelang_golden.static.snapshots.case_files import facts_file, machine_file
 from tilelang_golden.static.snapshots.normalize import normalize_error
 from tilelang_golden.static.snapshots.regen import regen_command
-from tilelang_golden.static.snapshots.snapshot import render_error
+from tilelang_golden.static.snapshots.snapshot import load_yaml, render_error
 from tilelang_golden.targets import TARGETS
 
 
@@ -51,6 +53,38 @@ def unacknowledged_warnings(case: Case, facts: dict[str, Any]) -> str | None:
         + "\n".join(warning for _, warning in failing)
         + f"\nFix the kernel in {case.family.file}; if it is right as written, say why on variant "
         f'{case.variant.name!r}: Variant(acknowledged_warnings={{{failing[0][0]!r}: "<why>"}})'
+    )
+
+
+def unacknowledged_contradictions(
+    case: Case, files: Mapping[str, str], where: str, consequence: str = ""
+) -> str | None:
+    """Why a case's produced `files` fail: its facts ask for what its machine code does not hold
+    (tilelang_golden.contradictions) and its variant does not say why that is intended; None where they agree or the
+    case has no machine facts. `where`: the folder that holds the produced files (the message names them there);
+    `consequence`: what the run did about it (`, so nothing under golden/ was written for it`)."""
+    machine = machine_file(case)
+    if machine not in files or facts_file(case) not in files:
+        return None
+    found = find_contradictions(load_yaml(files[facts_file(case)]), load_yaml(files[machine]))
+    left = unacknowledged(found, case.variant.acknowledged_contradictions)
+    if not left:
+        return None
+    files_named = f"{where}{case.id}.yaml, .machine.yaml"
+    what = f"{case.id}: its facts and its machine facts contradict each other{consequence} ({files_named})"
+    return refusal(what, left, case.family.file or f"kernels/{case.family.name}.py", case.variant.name)
+
+
+def first_snapshot_spills(case: Case, files: Mapping[str, str], where: str) -> tuple[str, ...]:
+    """One line per kernel that spills registers in a case's produced `files`, for a case that has no machine facts
+    snapshot yet: no regression class compares a first snapshot with anything, so its spills are said, not written
+    silently. `where`: the folder that holds the file."""
+    machine = machine_file(case)
+    if machine not in files:
+        return ()
+    return tuple(
+        f"{where}{machine}: first snapshot of a kernel that spills, {kernel} (the spills class guards it from now on)"
+        for kernel in spills(load_yaml(files[machine]))
     )
 
 

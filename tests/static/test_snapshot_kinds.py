@@ -43,9 +43,9 @@ class PtxStandIn(SnapshotKind):
     suffix = ".ptx"
     subject = "PTX"
 
-    def render(self, case: Case, lower) -> str:
+    def render(self, case: Case, inputs) -> str:
         return "".join(
-            f"{line.strip()}\n" for step in lower().kernels for line in step.cuda.splitlines() if "mma" in line
+            f"{line.strip()}\n" for step in inputs.lower().kernels for line in step.cuda.splitlines() if "mma" in line
         )
 
     def compare(self, path: str, golden: str, produced: str, prefix: str):

@@ -87,7 +87,7 @@ def compare_machine_facts(compiled: CompiledCase, store: SnapshotStore) -> tuple
         return None, (), ""
     snapshot = parse_machine_facts(text, (store.root / path).as_posix())
     toolchain = snapshot["toolchain"]
-    compilers = f"the snapshot's {toolchain['arch']} by NVRTC + ptxas {toolchain['cuda']}, here {runner_compiler()}"
+    compilers = f"the snapshot's {toolchain['arch']} by nvcc {toolchain['cuda']}, here {runner_compiler()}"
     differences = tuple(
         f"{compiled.case.id} {kernel['name']}: {field} {kernel[field]} -> {found[field]}"
         for kernel in snapshot["kernels"]

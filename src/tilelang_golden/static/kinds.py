@@ -35,8 +35,25 @@ from tilelang_golden.targets import SOURCE_SUFFIXES
 if TYPE_CHECKING:
     from tilelang_golden.catalog.cases import Case
     from tilelang_golden.static.produce.lowering import Lowering
+    from tilelang_golden.static.produce.machine_code import MachineCode
 
 Lower = Callable[[], "Lowering"]  # lowers the case once (a session memoizes it); LoweringError where it does not
+
+
+@dataclass(frozen=True)
+class CaseInputs:
+    """What the kinds render a case's files from: its lowering, and the machine code of its CUDA modules, which a
+    session may have compiled with other cases' (`machine_code.compile_together`); compiled alone otherwise."""
+
+    lower: Lower
+    compiled: Callable[[], list[MachineCode]] | None = None
+
+    def machine_code(self) -> list[MachineCode]:
+        if self.compiled is not None:
+            return self.compiled()
+        from tilelang_golden.static.produce.machine_code import compile_lowering  # it compiles: CompileError
+
+        return compile_lowering(self.lower())
 
 
 class SnapshotKind:
@@ -51,7 +68,7 @@ class SnapshotKind:
         (tilelang_golden.static.snapshots.case_files); a kind that no case produces, a summary, says no."""
         return bool(self.suffix) and self.suffix in case_suffixes(case)
 
-    def render(self, case: Case, lower: Lower) -> str:
+    def render(self, case: Case, inputs: CaseInputs) -> str:
         raise NotImplementedError(f"{type(self).__name__} is not produced by a case")
 
     def read(self, text: str, path: str) -> Any:
@@ -85,8 +102,8 @@ class KernelSource(SnapshotKind):
     def subject(self) -> str:  # type: ignore[override]
         return self.backend.upper()
 
-    def render(self, case: Case, lower: Lower) -> str:
-        kernels = [(step.name, step.cuda) for step in lower().kernels]
+    def render(self, case: Case, inputs: CaseInputs) -> str:
+        kernels = [(step.name, step.cuda) for step in inputs.lower().kernels]
         return cuda_header(case.id, case.target) + normalized_source(kernels)
 
     def read(self, text: str, path: str) -> str:
@@ -115,12 +132,12 @@ class Facts(SnapshotKind):
     suffix = FACTS_SUFFIX
     subject = "facts"
 
-    def render(self, case: Case, lower: Lower) -> str:
+    def render(self, case: Case, inputs: CaseInputs) -> str:
         from tilelang_golden.static.produce.facts import (
             extract_facts,  # it imports TileLang: lowering is what it is for
         )
 
-        return render_facts(extract_facts(lower()))
+        return render_facts(extract_facts(inputs.lower()))
 
     def read(self, text: str, path: str) -> dict[str, Any]:
         return parse_facts(text, path)
@@ -145,10 +162,10 @@ class MachineFacts(Facts):
     suffix = MACHINE_SUFFIX
     subject = "machine code"
 
-    def render(self, case: Case, lower: Lower) -> str:
-        from tilelang_golden.static.produce.machine_facts import machine_facts  # it compiles: CompileError
+    def render(self, case: Case, inputs: CaseInputs) -> str:
+        from tilelang_golden.static.produce.machine_facts import machine_facts
 
-        return render_facts(machine_facts(lower()), MACHINE_HEADER)
+        return render_facts(machine_facts(inputs.lower(), inputs.machine_code()), MACHINE_HEADER)
 
     def read(self, text: str, path: str) -> dict[str, Any]:
         return parse_machine_facts(text, path)
@@ -160,10 +177,10 @@ class DeclaredError(SnapshotKind):
     suffix = ERROR_SUFFIX
     subject = "error"
 
-    def render(self, case: Case, lower: Lower) -> str:
+    def render(self, case: Case, inputs: CaseInputs) -> str:
         from tilelang_golden.static.produce.produced import error_text  # NowLowers where it lowers and compiles
 
-        return error_text(case, lower)
+        return error_text(case, inputs.lower)
 
 
 class Summary(SnapshotKind):
@@ -193,9 +210,9 @@ def case_kinds(case: Case) -> tuple[SnapshotKind, ...]:
     return tuple(kind for kind in KINDS if kind.applies_to(case))
 
 
-def render_case(case: Case, lower: Lower) -> dict[str, str]:
+def render_case(case: Case, inputs: CaseInputs) -> dict[str, str]:
     """`{"<id>.cu": ..., "<id>.yaml": ...}`: every file of a case, by its kinds, from its lowering."""
-    return {f"{case.id}{kind.suffix}": kind.render(case, lower) for kind in case_kinds(case)}
+    return {f"{case.id}{kind.suffix}": kind.render(case, inputs) for kind in case_kinds(case)}
 
 
 def describe_mismatch(path: str, golden: str | None, produced: str, prefix: str) -> Mismatch | None:

@@ -204,6 +204,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if not item.nodeid.endswith(f"@{_group(item)}"):
                 set_node_id(item, f"{item.nodeid}@{_group(item)}")
+    golden_run(config).planned.update(
+        item.callspec.params["case"].id for item in items if getattr(item, "originalname", None) == "test_case"
+    )
     if not items and not hasattr(config, "workerinput"):
         raise pytest.UsageError(empty_selection(config))
     # An xdist worker must not raise here: the controller would only say "no tests ran". It
@@ -320,6 +323,7 @@ class GoldenRun:
     worker: bool = False  # an xdist worker's run (the controller's reports what the workers ran)
     collected_by_worker: dict[str, int] = field(default_factory=dict)  # xdist worker -> items it collected
     shown_errors: dict[tuple[str, str], str] = field(default_factory=dict)  # an error's key -> the check shown with it
+    planned: set[str] = field(default_factory=set)  # the ids of the cases its items produce (LoweringSession.planned)
     _lowerings: LoweringSession | None = field(default=None, repr=False)
 
     @functools.cached_property
@@ -341,7 +345,7 @@ class GoldenRun:
                 LoweringSession,
             )  # it imports TileLang: lowering is what it is for
 
-            self._lowerings = LoweringSession(self.cache)
+            self._lowerings = LoweringSession(self.cache, self.planned)
         return self._lowerings
 
     @pytest.hookimpl(tryfirst=True)

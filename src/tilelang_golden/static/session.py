@@ -8,6 +8,12 @@ in-process) share nothing, and a run sees only the disk cache it was given.
 The path of one case: `files` -> its key (`lowering_cache.case_key`, over the kernel as `build` traced it, read
 once per variant) -> the disk cache's entry under that key, or `lower` (`static.produce.lowering`) rendered by
 `kinds.render_case`; `produce` and `facts` read those files back, so a cached case reads as a lowered one.
+
+nvcc spends most of a compile on the headers, so the first case of a group (which one xdist worker runs) that needs
+its machine code compiles it with the other cases of its group and target that the run will produce (`planned`)
+and the cache does not hold: one nvcc per header set (`machine_code.compile_together`). A fresh lowering (the
+regen's second) is compiled alone, as TileLang's JIT compiles it, so a regen refuses a case whose two compiles
+differ.
 """
 
 from __future__ import annotations
@@ -17,11 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilelang_golden.catalog.build import BuildError, BuiltKernel, build_kernel
-from tilelang_golden.catalog.cases import Case
+from tilelang_golden.catalog.cases import Case, family_cases
 from tilelang_golden.family import CaseFacts, Family, Variant
-from tilelang_golden.static.kinds import render_case
+from tilelang_golden.static.kinds import CaseInputs, render_case
 from tilelang_golden.static.produce.lowering import Lowering, LoweringError, lower
 from tilelang_golden.static.produce.lowering_cache import LoweringCache, case_key, installed_code, traced_kernel
+from tilelang_golden.static.produce.machine_code import MachineCode, compile_lowering, compile_together
 from tilelang_golden.static.snapshots.case_files import case_files, facts_file, source_file
 from tilelang_golden.static.snapshots.snapshot import load_yaml, strip_cuda_header
 
@@ -57,12 +64,16 @@ class LoweringSession:
     """What one run built, traced and lowered, each once, and the disk cache it uses (None: lower every case)."""
 
     cache: LoweringCache | None = None
+    # The ids of the cases this run will produce (the static session's selected items): their machine code may be
+    # compiled together. Empty: each case is compiled alone.
+    planned: set[str] = field(default_factory=set)
     # case id -> `cache` or `lowered`: where this run took each case's snapshot files from.
     sources: dict[str, str] = field(default_factory=dict)
     _built: dict[VariantSlot, tuple[Family, Variant, BuiltKernel]] = field(default_factory=dict, repr=False)
     _traced: dict[VariantSlot, tuple[Variant, dict[str, Any]]] = field(default_factory=dict, repr=False)
     _lowered: dict[CaseSlot, tuple[Case, Lowering]] = field(default_factory=dict, repr=False)
     _files: dict[CaseSlot, tuple[Case, dict[str, str]]] = field(default_factory=dict, repr=False)
+    _compiled: dict[CaseSlot, tuple[Case, list[MachineCode]]] = field(default_factory=dict, repr=False)
     _code: dict[str, str] | None = field(default=None, repr=False)
 
     def build(self, family: Family, variant: Variant) -> BuiltKernel:
@@ -100,13 +111,13 @@ class LoweringSession:
     def files(self, case: Case, *, fresh: bool = False) -> dict[str, str]:
         """The case's snapshot files (`kinds.render_case`), once per run: from the disk cache when it holds
         them, else lowered (and stored there); `fresh` lowers again, past the cache and every memo."""
-        if fresh:  # lowered afresh once, for every kind of file (each asks for the lowering)
-            return render_case(case, functools.cache(lambda: self.lower(case, fresh=True)))
+        if fresh:  # lowered afresh once, for every kind of file (each asks for the lowering), and compiled alone
+            return render_case(case, CaseInputs(functools.cache(lambda: self.lower(case, fresh=True))))
         slot = _case_slot(case)
         if slot not in self._files:
 
             def produce() -> dict[str, str]:
-                return render_case(case, lambda: self.lower(case))
+                return render_case(case, CaseInputs(lambda: self.lower(case), lambda: self.machine_code(case)))
 
             if self.cache is None:
                 files, source = produce(), "lowered"
@@ -115,6 +126,49 @@ class LoweringSession:
             self._files[slot] = (case, files)
             self.sources[case.id] = source
         return self._files[slot][1]
+
+    def machine_code(self, case: Case) -> list[MachineCode]:
+        """The machine code of the case's CUDA modules, compiled once per run, together with its compile mates';
+        LoweringError where it does not lower, CompileError (from its own compile) where it does not compile."""
+        slot = _case_slot(case)
+        if slot not in self._compiled:
+            cases, lowerings = [case], [self.lower(case)]
+            for mate in self._compile_mates(case):
+                try:
+                    lowerings.append(self.lower(mate))
+                except LoweringError:
+                    continue  # its own item says why
+                cases.append(mate)
+            for each, code in zip(cases, compile_together(lowerings), strict=True):
+                if code is not None:
+                    self._compiled[_case_slot(each)] = (each, code)
+            if slot not in self._compiled:
+                self._compiled[slot] = (case, compile_lowering(self.lower(case)))
+        return self._compiled[slot][1]
+
+    def _compile_mates(self, case: Case) -> list[Case]:
+        """The cases compiled with `case`: of its group and target, planned by this run, not yet produced or
+        compiled, not held by the lowering cache, and not declared to fail."""
+        mates = []
+        for other in family_cases(case.family, [case.target]):
+            slot = _case_slot(other)
+            if (
+                other.id == case.id
+                or other.id not in self.planned
+                or other.group != case.group
+                or other.does_not_lower is not None
+                or slot in self._compiled
+                or slot in self._files
+            ):
+                continue
+            if self.cache is not None and self.cache.read:
+                try:
+                    if self.cache.holds(other, self.key(other), case_files(other)):
+                        continue
+                except BuildError:
+                    continue  # its own item says why
+            mates.append(other)
+        return mates
 
     def produce(self, case: Case, *, fresh: bool = False) -> Produced:
         """The normalized source and facts of a case that lowers, read back from its files."""

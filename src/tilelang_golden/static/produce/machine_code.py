@@ -1,28 +1,28 @@
-"""Compile a lowered kernel to the machine code its GPU runs, on a machine without a GPU: NVRTC (CUDA C++ to PTX,
-in-process), ptxas (PTX to a cubin, printing each kernel's resources), nvdisasm (the cubin as SASS text).
+"""Compile a lowered kernel to the machine code its GPU runs, on a machine without a GPU, as TileLang's JIT does on
+the GPU runner: nvcc (with the host's C++ compiler for its preprocessing) from CUDA C++ to a cubin, `ptxas -v`'s
+report of each kernel's resources, and nvdisasm (the cubin as SASS text).
 
-The options are those of TileLang's own NVRTC path (`tilelang/jit/adapter/nvrtc/libgen.py`, `contrib/nvrtc.py`):
-its include folders and prelude, `-default-device`, the arch-specific `a` target from compute capability 9.0 on,
-plus what its default nvcc path adds (`jit/adapter/libgen.py`): C++20, which TileLang's templates and emitted code
-need (C++17 rejects `float2(a, b)`), and what the kernel's pass configs ask for (fast math, ptxas's register usage
-level). NVRTC, not nvcc: nvcc has no precompiled headers and takes about 4 s a kernel here; the two front ends
-differ on some kernels by a few registers (docs/machine-facts.md). NVRTC's precompiled headers make a compile after
-the first of a header set and arch about five times faster, but its default PCH heap (256 MiB) is too small for
-CUTLASS's GEMM headers, so it is raised once per process.
+The options are those of TileLang's default JIT (`tilelang/cuda/backend.py`, `tilelang_callback_cuda_compile`, and
+`contrib/nvcc.py`): C++20, its template and CUTLASS include folders, `-O3 -lineinfo`, `-gencode` for the target's
+arch (the arch-specific `a` target from compute capability 9.0 on), and what the kernel's pass configs ask for (fast
+math, ptxas's register usage level, extra device flags). NVRTC, which has precompiled headers, is not used: its
+front end computes shared-memory addresses in 64 bits where nvcc's uses 32, and ptxas then allocates other register
+counts than the GPU's own compile (docs/machine-facts.md).
+
+nvcc spends most of a kernel's compile on the headers (about 2 s of a GEMM's 3), so a session compiles the modules of
+one target that share their headers and options together (`compile_together`): one translation unit holds them
+all, each kernel renamed for the compile and named back in the results. Where such a unit does not compile, each
+module is compiled alone, as TileLang compiles it, so a failure is its own case's.
 """
 
 from __future__ import annotations
 
-import atexit
-import ctypes
-import hashlib
-import os
-import shutil
+import re
+import shlex
 import subprocess
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -32,17 +32,19 @@ from tilelang_golden.static.produce.toolchain import Toolchain, find_toolchain
 from tilelang_golden.static.snapshots.regen import regen_command
 from tilelang_golden.targets import TARGETS
 
-# TileLang's pass configs that change the compile (PassConfigKey values), as its nvcc path reads them.
+# TileLang's pass configs that change the compile (PassConfigKey values), as its JIT reads them.
 FAST_MATH = "tl.enable_fast_math"
 REGISTER_USAGE_LEVEL = "tl.ptxas_register_usage_level"
-# NVRTC's precompiled-header heap: the default 256 MiB is too small for some of CUTLASS's GEMM header sets (one needs
-# 272.8 MB), whose header is then never made.
-PCH_HEAP_BYTES = 1 << 29
-# Precompiled headers kept per process (one per arch and header set, about 250 MB each), the least recently used
-# deleted first: cases are checked grouped by target, so the ones in use are the newest.
-PCH_KEPT = 6
+DEVICE_COMPILE_FLAGS = "tl.device_compile_flags"
 # A compiler's output past this many lines is cut in an error message.
 LOG_LINES = 30
+# How a kernel is renamed inside a unit of several modules: the module's index, then its own name.
+_RENAMED = re.compile(r"tlg(\d+)_(.+)")
+# A kernel's definition in TileLang's CUDA: `extern "C" __global__ void __launch_bounds__(128, 1) name(`, with any
+# attributes (`__launch_bounds__`, `__cluster_dims__`) between `void` and the name.
+_KERNEL = re.compile(r'^extern "C" __global__ void (?:__\w+__\([^)]*\)\s*)*(\w+)\s*\(', re.M)
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)", re.M)
 
 
 class CompileError(LoweringError):
@@ -60,47 +62,159 @@ class CompileError(LoweringError):
 
 @dataclass(frozen=True)
 class MachineCode:
-    """What the compilers say of one CUDA module: ptxas's resource report and the machine code as text."""
+    """What the compilers say of one CUDA module, per kernel: ptxas's resource report and the machine code as
+    text."""
 
     arch: str  # what it was compiled for: `sm_90a`
     options: tuple[str, ...]  # the options that change the code (fast math, register usage level), as nvcc spells them
-    resources: str  # `ptxas -v`'s report
-    sass: str  # `nvdisasm -c`'s listing
+    reports: Mapping[str, str]  # kernel -> `ptxas -v`'s lines on it
+    listings: Mapping[str, str]  # kernel -> `nvdisasm -c`'s listing of it
+
+
+@dataclass(frozen=True)
+class Module:
+    """One CUDA module TileLang emitted for a case (a chain has one per kernel) and the pass configs it was jitted
+    with."""
+
+    case: Case
+    cuda: str
+    pass_configs: Mapping[str, Any]
+
+    @property
+    def arch(self) -> str:
+        return TARGETS[self.case.target].compile_arch
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        return code_options(self.pass_configs)
+
+    @property
+    def headers(self) -> str:
+        """What comes before its first kernel: its includes and macros, which modules compiled together share."""
+        found = _KERNEL.search(self.cuda)
+        return self.cuda[: found.start()] if found else self.cuda
+
+
+def modules(lowering: Lowering) -> list[Module]:
+    """Each CUDA module of a lowered case, in launch order."""
+    return [Module(lowering.case, step.cuda, step.pass_configs) for step in lowering.kernels]
 
 
 def compile_lowering(lowering: Lowering) -> list[MachineCode]:
-    """Each CUDA module of a lowered case (one per kernel of a chain), compiled for its target."""
-    return [compile_module(lowering.case, step.cuda, step.pass_configs) for step in lowering.kernels]
+    """Each CUDA module of a lowered case, compiled alone for its target, as TileLang's JIT compiles it; CompileError
+    naming the case with the compiler's message where one does not compile."""
+    return [_compile_unit([module])[0] for module in modules(lowering)]
 
 
-def compile_module(case: Case, cuda: str, pass_configs: Mapping[str, Any]) -> MachineCode:
-    """A CUDA module TileLang emitted for the case's target, compiled as TileLang's JIT would; CompileError naming
-    the case with the compiler's message where it does not compile."""
-    toolchain = find_toolchain()
-    nvrtc_options, ptxas_options = code_options(pass_configs)
-    arch = TARGETS[case.target].compile_arch
-    ptx = _nvrtc(toolchain).ptx(case, cuda, arch.replace("sm_", "compute_"), nvrtc_options)
-    with tempfile.TemporaryDirectory(prefix="tilelang-golden-") as folder:
-        ptx_path, cubin_path = Path(folder) / "kernel.ptx", Path(folder) / "kernel.cubin"
-        ptx_path.write_bytes(ptx)
-        ptxas = [str(toolchain.ptxas), f"-arch={arch}", "-v", *ptxas_options, "-o", str(cubin_path), str(ptx_path)]
-        resources = _run(case, ptxas, "ptxas")
-        sass = _run(case, [str(toolchain.nvdisasm), "-c", str(cubin_path)], "nvdisasm", stdout=True)
-    options = (*nvrtc_options, *(f"--ptxas-options={option}" for option in ptxas_options))
-    return MachineCode(arch, options, resources, sass)
+def compile_together(lowerings: Sequence[Lowering]) -> list[list[MachineCode] | None]:
+    """The machine code of several lowered cases, per case as compile_lowering gives it, their modules of one arch,
+    options and headers compiled in one translation unit; None for a case whose modules do not compile (its own
+    compile_lowering says why)."""
+    units: dict[tuple[str, tuple[str, ...], str], list[tuple[int, int, Module]]] = {}
+    for index, lowering in enumerate(lowerings):
+        for position, module in enumerate(modules(lowering)):
+            units.setdefault((module.arch, module.options, module.headers), []).append((index, position, module))
+    compiled: dict[tuple[int, int], MachineCode] = {}
+    for members in units.values():
+        try:
+            codes = _compile_unit([module for _, _, module in members])
+        except CompileError:
+            codes = []
+            for _, _, module in members:
+                try:
+                    codes.append(_compile_unit([module])[0])
+                except CompileError:
+                    codes.append(None)
+        compiled |= {(index, position): code for (index, position, _), code in zip(members, codes, strict=True)}
+    found: list[list[MachineCode] | None] = []
+    for index, lowering in enumerate(lowerings):
+        codes = [compiled[(index, position)] for position in range(len(lowering.kernels))]
+        found.append(None if None in codes else codes)
+    return found
 
 
-def code_options(pass_configs: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """(NVRTC's options, ptxas's options) that the kernel's pass configs ask for, as TileLang's nvcc path adds them."""
+def code_options(pass_configs: Mapping[str, Any]) -> tuple[str, ...]:
+    """nvcc's options that the kernel's pass configs ask for, as TileLang's JIT adds them."""
+    options = ["--use_fast_math"] if pass_configs.get(FAST_MATH) else []
     level = pass_configs.get(REGISTER_USAGE_LEVEL)
-    return (
-        ["--use_fast_math"] if pass_configs.get(FAST_MATH) else [],
-        [f"--register-usage-level={int(level)}"] if level is not None else [],
-    )
+    if level is not None:
+        options.append(f"--ptxas-options=--register-usage-level={int(level)}")
+    flags = pass_configs.get(DEVICE_COMPILE_FLAGS) or []
+    for flag in [flags] if isinstance(flags, str) else flags:
+        options += shlex.split(flag) if isinstance(flag, str) else [str(flag)]
+    return tuple(options)
 
 
-def _run(case: Case, command: list[str], tool: str, stdout: bool = False) -> str:
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+def _compile_unit(members: Sequence[Module]) -> list[MachineCode]:
+    """Modules of one arch, options and headers compiled by one nvcc: a single module as TileLang's JIT writes it,
+    several with their kernels renamed apart (`tlg<index>_<name>`), since two modules may name a kernel alike."""
+    first = members[0]
+    if len(members) == 1:
+        source = first.cuda
+    else:
+        bodies = []
+        for index, module in enumerate(members):
+            names = _KERNEL.findall(module.cuda)
+            bodies += [f"#define {name} tlg{index}_{name}" for name in names]
+            bodies += [module.cuda[len(module.headers) :], *(f"#undef {name}" for name in names)]
+        source = first.headers + "\n".join(bodies) + "\n"
+    toolchain = find_toolchain()
+    with tempfile.TemporaryDirectory(prefix="tilelang-golden-") as folder:  # its files named relative to it
+        (Path(folder) / "kernel.cu").write_text(source)
+        command = [*nvcc_command(toolchain, first.arch, first.options), "-o", "kernel.cubin", "kernel.cu"]
+        compiled = _run(first.case, command, "nvcc", folder)
+        sass = _run(first.case, [str(toolchain.nvdisasm), "-c", "kernel.cubin"], "nvdisasm", folder, stdout=True)
+    reports, listings = entry_reports(compiled), split_listing(sass)
+    if len(members) == 1:
+        return [MachineCode(first.arch, first.options, reports, listings)]
+    parts: list[tuple[dict[str, str], dict[str, str]]] = [({}, {}) for _ in members]
+    for found, slot in ((reports, 0), (listings, 1)):
+        for name, text in found.items():
+            renamed = _RENAMED.fullmatch(name)
+            if renamed is None or int(renamed[1]) >= len(members):  # not a kernel this unit renamed
+                raise CompileError(first.case, f"nvcc compiled a kernel {name!r} that no module of the unit names")
+            parts[int(renamed[1])][slot][renamed[2]] = text
+    return [MachineCode(m.arch, m.options, *part) for m, part in zip(members, parts, strict=True)]
+
+
+def nvcc_command(toolchain: Toolchain, arch: str, options: Sequence[str]) -> list[str]:
+    """nvcc as TileLang's JIT runs it for a cubin (`tilelang_callback_cuda_compile`), with ptxas's report."""
+    import tilelang
+    from tilelang.env import CUTLASS_INCLUDE_DIR, TILELANG_TEMPLATE_PATH
+
+    root = Path(tilelang.__file__).parent
+    compute = arch.replace("sm_", "compute_")
+    return [
+        str(toolchain.nvcc),
+        f"-ccbin={toolchain.host_compiler}",
+        "--cubin",
+        "-O3",
+        "-lineinfo",
+        "-gencode",
+        f"arch={compute},code={arch}",
+        "-std=c++20",
+        f"-I{TILELANG_TEMPLATE_PATH or root / 'src'}",
+        f"-I{CUTLASS_INCLUDE_DIR or root / '3rdparty' / 'cutlass' / 'include'}",
+        *options,
+        "--ptxas-options=--verbose",  # and -w, as TileLang's JIT asks for ptxas's report
+        "-w",
+    ]
+
+
+def entry_reports(report: str) -> dict[str, str]:
+    """`ptxas -v`'s report, per entry function: the lines on it."""
+    parts = _ENTRY.split(report)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def split_listing(sass: str) -> dict[str, str]:
+    """nvdisasm's listing of a cubin, per kernel (its `.text.<name>` section)."""
+    parts = _SECTION.split(sass)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def _run(case: Case, command: list[str], tool: str, folder: str, stdout: bool = False) -> str:
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=folder)
     if done.returncode != 0:
         raise CompileError(case, f"{tool} failed (exit {done.returncode}):\n{_cut(done.stderr or done.stdout)}")
     return done.stdout if stdout else done.stderr + done.stdout
@@ -110,98 +224,3 @@ def _cut(log: str) -> str:
     lines = log.strip().splitlines()
     more = [f"... {len(lines) - LOG_LINES} more lines"] if len(lines) > LOG_LINES else []
     return "\n".join(lines[:LOG_LINES] + more)
-
-
-class _Nvrtc:
-    """libnvrtc from the wheel, through ctypes: its builtins library loaded first (it is found by name only), the
-    PCH heap raised, and one folder of precompiled headers for this process."""
-
-    def __init__(self, toolchain: Toolchain) -> None:
-        ctypes.CDLL(str(toolchain.library("libnvrtc-builtins.so.*")), mode=ctypes.RTLD_GLOBAL)
-        self.lib = ctypes.CDLL(str(toolchain.library("libnvrtc.so.*")))
-        self.lib.nvrtcGetErrorString.restype = ctypes.c_char_p
-        self._check(self.lib.nvrtcSetPCHHeapSize(ctypes.c_size_t(PCH_HEAP_BYTES)), "nvrtcSetPCHHeapSize")
-        major, minor = ctypes.c_int(), ctypes.c_int()
-        self._check(self.lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
-        self.pch = tempfile.mkdtemp(prefix="tilelang-golden-pch-")
-        atexit.register(shutil.rmtree, self.pch, True)
-        self.options = [
-            "-std=c++20",  # as TileLang's nvcc path compiles (its templates and emitted code use C++20)
-            "-default-device",
-            "-w",
-            "-pch",
-            f"-pch-dir={self.pch}",
-            *_tilelang_includes(toolchain),
-            f"-D__CUDACC_VER_MAJOR__={major.value}",
-        ]
-
-    def _check(self, result: int, call: str) -> None:
-        if result != 0:
-            raise RuntimeError(f"{call}: {self.lib.nvrtcGetErrorString(result).decode()}")
-
-    def ptx(self, case: Case, cuda: str, arch: str, extra: list[str]) -> bytes:
-        source = "#include <tl_templates/cuda/nvrtc_std.h>\n" + cuda
-        if "cudaGridDependencySynchronize" in cuda or "cudaTriggerProgrammaticLaunchCompletion" in cuda:
-            source = '#include "cuda_device_runtime_api.h"\n' + source
-        program, name = ctypes.c_void_p(), _pch_name(source, arch)
-        self._check(
-            self.lib.nvrtcCreateProgram(ctypes.byref(program), source.encode(), name, 0, None, None),
-            "nvrtcCreateProgram",
-        )
-        try:
-            options = [o.encode() for o in (*self.options, f"--gpu-architecture={arch}", *extra)]
-            result = self.lib.nvrtcCompileProgram(program, len(options), (ctypes.c_char_p * len(options))(*options))
-            if result != 0:
-                log = _cut(self._log(program))
-                raise CompileError(case, f"NVRTC could not compile TileLang's CUDA for {arch}:\n{log}")
-            size = ctypes.c_size_t()
-            self._check(self.lib.nvrtcGetPTXSize(program, ctypes.byref(size)), "nvrtcGetPTXSize")
-            ptx = ctypes.create_string_buffer(size.value)
-            self._check(self.lib.nvrtcGetPTX(program, ptx), "nvrtcGetPTX")
-            return ptx.value
-        finally:
-            self.lib.nvrtcDestroyProgram(ctypes.byref(program))
-            self._prune(name)
-
-    def _prune(self, used: bytes) -> None:
-        """Keep the PCH_KEPT headers used last: the one this program used (named after it) is marked now."""
-        for path in Path(self.pch).glob(f"{Path(used.decode()).stem}*"):
-            os.utime(path)
-        headers = sorted(Path(self.pch).iterdir(), key=lambda path: path.stat().st_mtime)
-        for path in headers[:-PCH_KEPT]:
-            path.unlink(missing_ok=True)
-
-    def _log(self, program: ctypes.c_void_p) -> str:
-        size = ctypes.c_size_t()
-        self._check(self.lib.nvrtcGetProgramLogSize(program, ctypes.byref(size)), "nvrtcGetProgramLogSize")
-        log = ctypes.create_string_buffer(size.value)
-        self._check(self.lib.nvrtcGetProgramLog(program, log), "nvrtcGetProgramLog")
-        return log.value.decode(errors="replace")
-
-
-def _pch_name(source: str, arch: str) -> bytes:
-    """The program's name, which names its precompiled header: one per arch and set of leading includes, so that a
-    kernel with other headers or for another arch does not replace the one the next kernel would reuse."""
-    includes = "".join(line for line in source.splitlines(keepends=True)[:40] if line.startswith("#include"))
-    return f"{arch}-{hashlib.sha256(includes.encode()).hexdigest()[:12]}.cu".encode()
-
-
-@cache
-def _nvrtc(toolchain: Toolchain) -> _Nvrtc:
-    return _Nvrtc(toolchain)
-
-
-def _tilelang_includes(toolchain: Toolchain) -> list[str]:
-    """TileLang's NVRTC include folders: its templates and CUTLASS (where every TileLang since 0.1.12 names them),
-    then the CUDA headers of the locked wheels, which keep CCCL in a folder of their own."""
-    import tilelang
-    from tilelang.env import CUTLASS_INCLUDE_DIR, TILELANG_TEMPLATE_PATH
-
-    root = Path(tilelang.__file__).parent
-    cuda = toolchain.root / "include"
-    folders = [
-        TILELANG_TEMPLATE_PATH or str(root / "src"),
-        CUTLASS_INCLUDE_DIR or str(root / "3rdparty" / "cutlass" / "include"),
-        *(str(folder) for folder in (cuda, cuda / "cccl") if folder.is_dir()),
-    ]
-    return [f"-I{folder}" for folder in folders]

@@ -14,7 +14,7 @@ from typing import Any
 
 from tilelang_golden.static.produce.facts import kernel_launches
 from tilelang_golden.static.produce.lowering import Lowering
-from tilelang_golden.static.produce.machine_code import MachineCode, compile_lowering
+from tilelang_golden.static.produce.machine_code import MachineCode, entry_reports
 from tilelang_golden.static.produce.toolchain import find_toolchain
 from tilelang_golden.static.snapshots.snapshot import MACHINE_FORMAT_VERSION
 from tilelang_golden.targets import TARGETS, Multiprocessor
@@ -30,27 +30,25 @@ SASS_CLASSES: dict[str, Any] = {
     "local_memory": lambda op: op in ("LDL", "STL"),
     "barriers": lambda op: op in ("BAR", "SYNCS", "MEMBAR"),  # bar.sync, mbarrier operations, fences
 }
-_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 _FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 # `Used 240 registers, used 1 barriers, 1024 bytes cumulative stack size, 1024 bytes smem`: each clause after the
 # registers only where it applies (a kernel with a stack names its cumulative size before its shared memory).
 _USED = re.compile(
     r"Used (\d+) registers(?:, used (\d+) barriers)?(?:, \d+ bytes cumulative stack size)?(?:, (\d+) bytes smem)?"
 )
-_SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)", re.M)
 _INSTRUCTION = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_]*)", re.M)
 
 
-def machine_facts(lowering: Lowering) -> dict[str, Any]:
-    """The machine facts of a lowered case: each device kernel in launch order, as the facts list them."""
+def machine_facts(lowering: Lowering, compiled: list[MachineCode]) -> dict[str, Any]:
+    """The machine facts of a lowered case from its compiled modules: each device kernel in launch order, as the
+    facts list them."""
     case = lowering.case
     target = TARGETS[case.target]
-    compiled = compile_lowering(lowering)
     resources: dict[str, dict[str, int]] = {}
     listings: dict[str, str] = {}
     for module in compiled:
-        resources |= parse_resources(module.resources)
-        listings |= split_listing(module.sass)
+        resources |= {name: kernel_resources(name, report) for name, report in module.reports.items()}
+        listings |= module.listings
     kernels = []
     for launch in kernel_launches(lowering):
         name = launch["name"]
@@ -80,29 +78,24 @@ def toolchain_facts(compiled: MachineCode) -> dict[str, Any]:
 
 
 def parse_resources(report: str) -> dict[str, dict[str, int]]:
-    """`ptxas -v`'s report, per entry function: registers, spill stores and loads, stack frame, static shared memory
-    (bytes) and named barriers."""
-    found = {}
-    parts = _ENTRY.split(report)
-    for name, block in zip(parts[1::2], parts[2::2], strict=True):
-        frame, used = _FRAME.search(block), _USED.search(block)
-        if frame is None or used is None:
-            raise ValueError(f"ptxas's report on {name} has no resource lines:\n{block.strip()}")
-        found[name] = {
-            "registers": int(used[1]),
-            "spill_store_bytes": int(frame[2]),
-            "spill_load_bytes": int(frame[3]),
-            "stack_frame_bytes": int(frame[1]),
-            "static_shared_memory_bytes": int(used[3] or 0),
-            "barriers": int(used[2] or 0),
-        }
-    return found
+    """`ptxas -v`'s report, per entry function: what kernel_resources reads of it."""
+    return {name: kernel_resources(name, block) for name, block in entry_reports(report).items()}
 
 
-def split_listing(sass: str) -> dict[str, str]:
-    """nvdisasm's listing of a cubin, per kernel (its `.text.<name>` section)."""
-    parts = _SECTION.split(sass)
-    return dict(zip(parts[1::2], parts[2::2], strict=True))
+def kernel_resources(name: str, report: str) -> dict[str, int]:
+    """`ptxas -v`'s lines on one kernel: registers, spill stores and loads, stack frame, static shared memory (bytes)
+    and named barriers."""
+    frame, used = _FRAME.search(report), _USED.search(report)
+    if frame is None or used is None:
+        raise ValueError(f"ptxas's report on {name} has no resource lines:\n{report.strip()}")
+    return {
+        "registers": int(used[1]),
+        "spill_store_bytes": int(frame[2]),
+        "spill_load_bytes": int(frame[3]),
+        "stack_frame_bytes": int(frame[1]),
+        "static_shared_memory_bytes": int(used[3] or 0),
+        "barriers": int(used[2] or 0),
+    }
 
 
 def instruction_classes(listing: str) -> dict[str, dict[str, int]]:

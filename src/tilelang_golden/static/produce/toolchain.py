@@ -1,15 +1,17 @@
 """NVIDIA's CUDA compilers as PyPI ships them: where they are installed, which build they are, and what to do when
 they are missing.
 
-The locks pin them (requirements-common.in): NVRTC (CUDA C++ to PTX, a library), ptxas (PTX to machine code; the
-nvcc wheel ships it without the nvcc driver), the runtime and CCCL headers NVRTC compiles against, and nvdisasm (the
-machine code as text). Their CUDA release is the GPU runner image's (deploy/arc/image/Dockerfile), so what the static
-check reads is what the GPU runner's own compile would make.
+The locks pin them (requirements-common.in): nvcc with its front end (cicc) and ptxas (PTX to machine code), the
+runtime and CCCL headers it compiles against, and nvdisasm (the machine code as text). Their CUDA release is the GPU
+runner image's (deploy/arc/image/Dockerfile), so what the static check reads is what the GPU runner's own compile
+makes. nvcc preprocesses with the host's C++ compiler, found as TileLang's JIT finds it (`$CXX`, else g++ or clang++
+on the PATH).
 """
 
 from __future__ import annotations
 
 import hashlib
+import subprocess
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import PackageNotFoundError, distribution
@@ -18,8 +20,8 @@ from pathlib import Path
 
 # The wheels the machine facts need, each with a file of it that must be installed.
 PACKAGES = {
-    "nvidia-cuda-nvrtc": "lib/libnvrtc.so.*",
-    "nvidia-cuda-nvcc": "bin/ptxas",
+    "nvidia-cuda-nvcc": "bin/nvcc",
+    "nvidia-nvvm": "nvvm/bin/cicc",
     "nvidia-cuda-runtime": "include/cuda_runtime.h",
     "nvidia-cuda-cccl": "include/cccl/cuda/std/type_traits",
     "nvidia-cuda-nvdisasm": "bin/nvdisasm",
@@ -35,22 +37,16 @@ class Toolchain:
     """The installed compilers: `root` is the wheels' shared CUDA folder (`site-packages/nvidia/cu13`)."""
 
     root: Path
-    release: str  # ptxas's version (`13.0.88`): the compiler that decides the machine code
+    release: str  # nvcc's version (`13.0.88`): the compiler that decides the machine code
+    host_compiler: str  # the C++ compiler nvcc preprocesses with
 
     @property
-    def ptxas(self) -> Path:
-        return self.root / "bin" / "ptxas"
+    def nvcc(self) -> Path:
+        return self.root / "bin" / "nvcc"
 
     @property
     def nvdisasm(self) -> Path:
         return self.root / "bin" / "nvdisasm"
-
-    def library(self, pattern: str) -> Path:
-        """The newest file of `lib/` matching `pattern` (`libnvrtc.so.*`)."""
-        found = sorted((self.root / "lib").glob(pattern))
-        if not found:
-            raise ToolchainMissing(f"{self.root / 'lib'} holds no {pattern}; {INSTALL_ADVICE}")
-        return found[-1]
 
 
 INSTALL_ADVICE = (
@@ -80,13 +76,25 @@ def find_toolchain() -> Toolchain:
             f"{', '.join(PACKAGES)} are installed, but no nvidia/cu*/ folder holds all of "
             f"{', '.join(PACKAGES.values())}; " + INSTALL_ADVICE
         )
-    return Toolchain(roots[-1], _version("nvidia-cuda-nvcc") or "")
+    return Toolchain(roots[-1], _version("nvidia-cuda-nvcc") or "", _host_compiler())
+
+
+def _host_compiler() -> str:
+    from tilelang.contrib.cc import get_cplus_compiler
+
+    found = get_cplus_compiler()
+    if not found:
+        raise ToolchainMissing(
+            "nvcc preprocesses with the host's C++ compiler, and none is on the PATH: install g++ "
+            "(`apt-get install g++`) or name one in $CXX"
+        )
+    return found
 
 
 def toolchain_build() -> str:
-    """Each wheel's version and the hash of its RECORD (every installed file with its own hash): the lowering
-    cache's key holds it, so another build of any of them is another key."""
-    parts = []
+    """Each wheel's version and the hash of its RECORD (every installed file with its own hash), and the host
+    compiler's version: the lowering cache's key holds it, so another build of any of them is another key."""
+    parts = [_host_compiler_version()]
     for name in PACKAGES:
         try:
             installed = distribution(name)
@@ -103,3 +111,14 @@ def _version(name: str) -> str | None:
         return distribution(name).version
     except PackageNotFoundError:
         return None
+
+
+def _host_compiler_version() -> str:
+    """The host compiler and the first line of its `--version`: its preprocessor's macros reach the CUDA headers."""
+    try:
+        host = _host_compiler()
+    except ToolchainMissing as missing:
+        return str(missing)
+    done = subprocess.run([host, "--version"], capture_output=True, text=True, check=False)
+    lines = (done.stdout or done.stderr).splitlines()
+    return f"{host} {lines[0] if lines else f'exit {done.returncode}'}"

@@ -156,7 +156,7 @@ class KernelSession:
                 continue
             if compiled.kernel is not None and not compiled.error:
                 self.compiled[key] = compiled
-            found[key] = CompiledWithSource(dataclasses.replace(compiled, case=None, kernel=None, binary=None), source)
+            found[key] = CompiledWithSource(dataclasses.replace(compiled, case=None, kernel=None, binaries=[]), source)
         return found
 
     def reference(self, key: str, seed: int) -> float | VariantFailure:

@@ -194,12 +194,28 @@ def test_a_hip_kernel_is_checked_against_its_hip_snapshot_and_its_registers_are_
     store = SnapshotStore(tmp_path)
     store.write(f"{case.id}.yaml", FACTS.format(format=FORMAT_VERSION, shared=0))
     store.write(f"{case.id}.hip", cuda_header(case.id, "gfx942") + "__global__ void k() {}\n")
-    compiled = CompiledCase(case, SimpleNamespace(kernel_source="__global__ void k() {}\n"), binary=b"hsaco")
+    compiled = CompiledCase(case, SimpleNamespace(kernel_source="__global__ void k() {}\n"), binaries=[b"hsaco"])
     compiled.launches = {"main_kernel": 0}
     result = snapshot_agreement(compiled, compiled.kernel.kernel_source, store)
     assert source_file(case).endswith("/gfx942.hip") and result.failures == () and result.cuda_matches is True
     read_driver_resources(compiled)
     assert compiled.registers_per_thread is None and "not yet ROCm's" in compiled.resources_note
+
+
+def test_every_kernel_of_a_chain_is_read_from_the_driver_and_a_missing_binary_is_said(monkeypatch):
+    case = fake.case(fake.GEMM_RELU, "v0_baseline", "sm_90")
+    first, second = SimpleNamespace(name="dq"), SimpleNamespace(name="dkv")
+    chain = compile.ChainKernel(lambda: None, {}, kernels=[first, second])
+    read = {b"dq-cubin": {"dq": {"registers": 96, "static_shared_memory_bytes": 0}}}
+    read[b"dkv-cubin"] = {"dkv": {"registers": 168, "static_shared_memory_bytes": 1024}}
+    monkeypatch.setattr(compile, "_driver_attributes", lambda binary, kernel: read[binary])
+    compiled = CompiledCase(case, chain, binaries=[b"dq-cubin", b"dkv-cubin"])
+    read_driver_resources(compiled)
+    assert compiled.kernel_resources == read[b"dq-cubin"] | read[b"dkv-cubin"]
+    assert (compiled.registers_per_thread, compiled.static_shared_memory_bytes) == (168, 1024)
+    unseen = CompiledCase(case, chain, binaries=[b"dq-cubin"])
+    read_driver_resources(unseen)
+    assert unseen.kernel_resources == {} and "binary was not seen" in unseen.resources_note
 
 
 # -- families that do not declare the device's target ---------------------------------------------

@@ -70,12 +70,21 @@ class CompiledCase:
     kernel_resources: dict[str, dict[str, int]] = field(default_factory=dict)
     resources_note: str | None = None  # why registers are missing, when they are
     compile_target: str | None = None
-    binary: bytes | None = None  # the cubin nvcc produced, as TileLang's compile hook returned it
+    # The cubin nvcc produced for each kernel it jitted, as TileLang's compile hook returned it, in launch order
+    # (one for a kernel, one per kernel of a chain).
+    binaries: list[bytes] = field(default_factory=list)
     source: str | None = None  # the kernel source as the static snapshot holds it (normalized; a chain's, joined)
 
     @property
     def chain(self) -> bool:
         return isinstance(self.kernel, ChainKernel)
+
+    @property
+    def jitted(self) -> list[Any]:
+        """The kernels TileLang jitted for it, in launch order: a chain's each, else the one."""
+        if self.kernel is None:
+            return []
+        return list(self.kernel.kernels) if self.chain else [self.kernel]
 
     @property
     def dynamic_shared_memory_bytes(self) -> int | None:
@@ -89,8 +98,30 @@ def compile_cases(cases: Sequence[Case]) -> list[CompiledCase]:
 
     # A check compiles what the installed TileLang emits now, never a kernel cached on disk.
     tilelang.disable_cache()
+    # Every binary compiled in this call, by its source, for the driver to read: a chain may call a kernel that
+    # another chain's first call compiled (TileLang keeps it in memory).
+    with capturing_binaries() as binaries:
+        results = _compile(cases, binaries)
+    for result in results:
+        kernel = result.kernel
+        if kernel is None or result.chain:
+            continue
+        result.source = normalize_cuda(kernel.kernel_source)
+        result.binaries = [binaries[kernel.kernel_source]] if kernel.kernel_source in binaries else []
+        result.compile_target = compile_target(kernel)
+        try:
+            result.launches = launch_dynamic_shared_memory(kernel)
+        except LookupError as error:
+            result.error = str(error)
+    return results
+
+
+def _compile(cases: Sequence[Case], binaries: Mapping[str, bytes]) -> list[CompiledCase]:
+    """Each case built and compiled (a chain by its first call, the others in parallel, those that share their
+    pass configs together, since par_compile takes one set); a case that fails carries its error."""
+    import tilelang
+
     results: list[CompiledCase] = []
-    # par_compile takes one set of pass configs: compile the cases that share theirs together.
     batches: dict[str, list[tuple[CompiledCase, Any]]] = {}
     for case in cases:
         result = CompiledCase(case, None)
@@ -107,45 +138,30 @@ def compile_cases(cases: Sequence[Case]) -> list[CompiledCase]:
             continue
         result.outputs, result.tolerances = built.outputs, built.tolerances
         if built.chain is not None:
-            compile_chain(result, built)
+            compile_chain(result, built, binaries)
             continue
         key = json.dumps([built.pass_configs, out_idx(built), case.target], sort_keys=True, default=str)
         batches.setdefault(key, []).append((result, built.prim_func))
-    with capturing_binaries() as binaries:
-        for key, batch in batches.items():
-            configs, outputs, target = json.loads(key)
-            options = {
-                "target": TARGETS[target].compile_description,
-                "pass_configs": configs or None,
-                "out_idx": outputs,
-            }
-            kernels = tilelang.par_compile([func for _, func in batch], ignore_error=True, **options)
-            for (result, func), kernel in zip(batch, kernels, strict=True):
-                if kernel is None:  # par_compile only logs the error: compile this one alone to keep it
-                    try:
-                        kernel = tilelang.compile(func, **options)
-                    except Exception as error:
-                        result.error = f"TileLang could not compile it: {type(error).__name__}: {error}"
-                        continue
-                result.kernel = kernel
-    for result in results:
-        kernel = result.kernel
-        if kernel is None or result.chain:
-            continue
-        result.source = normalize_cuda(kernel.kernel_source)
-        result.binary = binaries.get(kernel.kernel_source)
-        result.compile_target = compile_target(kernel)
-        try:
-            result.launches = launch_dynamic_shared_memory(kernel)
-        except LookupError as error:
-            result.error = str(error)
+    for key, batch in batches.items():
+        configs, outputs, target = json.loads(key)
+        options = {"target": TARGETS[target].compile_description, "pass_configs": configs or None, "out_idx": outputs}
+        kernels = tilelang.par_compile([func for _, func in batch], ignore_error=True, **options)
+        for (result, func), kernel in zip(batch, kernels, strict=True):
+            if kernel is None:  # par_compile only logs the error: compile this one alone to keep it
+                try:
+                    kernel = tilelang.compile(func, **options)
+                except Exception as error:
+                    result.error = f"TileLang could not compile it: {type(error).__name__}: {error}"
+                    continue
+            result.kernel = kernel
     return results
 
 
-def compile_chain(result: CompiledCase, built: BuiltKernel) -> None:
+def compile_chain(result: CompiledCase, built: BuiltKernel, binaries: Mapping[str, bytes]) -> None:
     """Call the chain once, on its family's inputs for seed 0, as its users do: TileLang compiles each kernel on its
     first call (and keeps it for the next). The kernels it called are recorded, in launch order, for their launch
-    sizes and source; a chain that launches other kernels than its trace did fails here."""
+    sizes and source, with their binaries (from `binaries`, which capturing_binaries fills); a chain that launches
+    other kernels than its trace did fails here."""
     import torch
     from tilelang.jit.kernel import JITKernel
 
@@ -178,6 +194,7 @@ def compile_chain(result: CompiledCase, built: BuiltKernel) -> None:
         )
         return
     result.kernel = chain
+    result.binaries = [binaries[k.kernel_source] for k in chain.kernels if k.kernel_source in binaries]
     result.compile_target = compile_target(chain.kernels[0])
     result.source = normalized_source(list(zip(names, (k.kernel_source for k in chain.kernels), strict=True)))
     try:
@@ -262,16 +279,19 @@ def device_kernels(device_mod: Any) -> dict[str, Any]:
 
 
 def read_driver_resources(compiled: CompiledCase) -> None:
-    """Fill registers per thread and static shared memory from the CUDA driver (needs a CUDA context): the most
-    any device kernel of the module uses."""
+    """Fill each device kernel's resources from the CUDA driver (needs a CUDA context), every kernel of a chain
+    among them, and registers per thread and static shared memory: the most any of them uses."""
     if TARGETS[compiled.case.target].backend != "cuda":
         compiled.resources_note = "registers not read: the session asks the CUDA driver for them, not yet ROCm's"
         return
-    if compiled.binary is None:
-        compiled.resources_note = "registers not available: the kernel's binary was not seen at compilation"
+    jitted = compiled.jitted
+    if not jitted or len(compiled.binaries) != len(jitted):
+        compiled.resources_note = "registers not available: a kernel's binary was not seen at compilation"
         return
+    resources: dict[str, dict[str, int]] = {}
     try:
-        resources = _driver_attributes(compiled.binary, compiled.kernel)
+        for binary, kernel in zip(compiled.binaries, jitted, strict=True):
+            resources |= _driver_attributes(binary, kernel)
     except (OSError, LookupError, RuntimeError) as error:
         compiled.resources_note = f"registers not available: {error}"
         return

@@ -85,6 +85,11 @@ def lock_entries(text: str) -> dict[str, str]:
     return entries
 
 
+# NVIDIA's compilers the machine facts are made with, one CUDA release (requirements-common.in): what a CUDA preview
+# replaces.
+CUDA_COMPILERS = ("nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt", "nvidia-cuda-runtime", "nvidia-cuda-nvdisasm")
+
+
 def install(session: nox.Session, *, without: tuple[str, ...] = ()) -> None:
     """The CPU lock, every file by its hash: torch from PyTorch's CPU index, then the rest from PyPI.
 
@@ -202,16 +207,31 @@ def history(session: nox.Session) -> None:
 
 @nox.session(name="upgrade-preview")
 def upgrade_preview(session: nox.Session) -> None:
-    """What TileLang VERSION would change: `nox -s upgrade-preview -- VERSION [OPTIONS]` (a report).
+    """What TileLang VERSION would change: `nox -s upgrade-preview -- VERSION [OPTIONS]`; what NVIDIA's compilers of
+    CUDA release VERSION would change in the machine facts: `-- --cuda VERSION` (a report either way).
 
-    It never writes the snapshots. OPTIONS go to `tilelang-golden upgrade-preview`, e.g. `-- 0.1.13 --gpu`.
+    It never writes the snapshots or the locks. OPTIONS go to `tilelang-golden upgrade-preview`, e.g. `-- 0.1.13
+    --gpu`.
     """
-    if not session.posargs or session.posargs[0].startswith("-"):
+    cuda = session.posargs[:1] == ["--cuda"]
+    arguments = session.posargs[1:] if cuda else session.posargs
+    if not arguments or arguments[0].startswith("-"):
         session.error(
             "name the TileLang version to preview first, then any options of `tilelang-golden upgrade-preview`: "
-            "nox -s upgrade-preview -- 0.1.14 [--gpu]"
+            "nox -s upgrade-preview -- 0.1.14 [--gpu]; or a CUDA release: nox -s upgrade-preview -- --cuda 13.5.37"
         )
-    version, *options = session.posargs
+    version, *options = arguments
+    if cuda:
+        # The lock without the compilers, then those of the release from PyPI (no hash in the lock for them); CCCL's
+        # headers stay the lock's, since its wheels are versioned apart from the compilers'.
+        install(session, without=CUDA_COMPILERS)
+        try:
+            session.install(*(f"{name}=={version}" for name in CUDA_COMPILERS))
+        except nox.command.CommandFailed:
+            session.error(f"CUDA {version}'s compilers could not be installed here ({', '.join(CUDA_COMPILERS)})")
+        output = f"build/upgrade-preview/cuda-{version}"
+        session.run("python", "-m", "tilelang_golden", "upgrade-preview", "--cuda", "--output", output, *options)
+        return
     # The lock without TileLang (by hash), then only TileLang (and what it strictly requires) from PyPI:
     # the requested version has no hash in the lock, so it is installed outside hash-checking mode.
     install(session, without=("tilelang",))

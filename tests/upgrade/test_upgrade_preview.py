@@ -306,3 +306,26 @@ def test_a_preview_without_regressions_says_so(golden, tmp_path):
     family = dataclasses.replace(CASE.family, variants=[CASE.variant], targets=[CASE.target])
     run_preview(Registry((family,), ()), "9.9.9", "0.1.15", golden, tmp_path, log=lambda line: None)
     assert "No regression: no change makes a kernel worse" in (tmp_path / "report.md").read_text()
+
+
+def test_a_cuda_preview_names_the_two_releases_and_reports_the_machine_facts_the_compiler_changes(golden, tmp_path):
+    """`--cuda`: the snapshots' release is read from their machine facts; a snapshot whose registers another
+    compiler made shows as a machine-facts change of the case, and the report says how to make it again."""
+    machine = golden / f"{SMALL_CASE}.machine.yaml"
+    old = machine.read_text()
+    registers = re.search(r"registers: (\d+)", old)
+    assert registers and "cuda: 13.0.88" in old
+    machine.write_text(old.replace("cuda: 13.0.88", "cuda: 12.9.41").replace(registers[0], "registers: 1", 1))
+    release = preview_module.snapshot_cuda_release(SnapshotStore(golden))
+    assert release == "12.9.41"
+    family = dataclasses.replace(CASE.family, variants=[CASE.variant], targets=[CASE.target])
+    object.__setattr__(family, "file", CASE.family.file)
+    output = tmp_path / "preview"
+    preview = run_preview(
+        Registry((family,), ()), "13.0.88", release, golden, output, log=lambda line: None, previewed="CUDA"
+    )
+    (row,) = preview.rows
+    assert row.status == FileChange.FACTS and "registers" in row.fields and "toolchain.cuda" in row.fields
+    text = (output / "report.md").read_text()
+    assert "`nox -s upgrade-preview -- --cuda 13.0.88`" in text.splitlines()[0]
+    assert text.splitlines()[1] == "# CUDA 13.0.88 against the snapshots of 12.9.41"

@@ -1,9 +1,11 @@
 """What a TileLang upgrade would change, case by case, before the pin moves (`nox -s upgrade-preview`).
 
     tilelang-golden upgrade-preview --output build/upgrade-preview/0.1.14 [--gpu [--against PYTHON]]
+    tilelang-golden upgrade-preview --output build/upgrade-preview/cuda-13.5.37 --cuda
 
-Run in an environment where only TileLang differs from the pins; writes report.md, report.json
-and the produced snapshots under --output, never in the snapshot folder. With --gpu, on a GPU machine, it
+Run in an environment where only TileLang differs from the pins, or with --cuda only NVIDIA's compilers (the
+machine facts' nvcc, ptxas and nvdisasm); writes report.md, report.json and the produced snapshots under --output,
+never in the snapshot folder. With --gpu, on a GPU machine, it
 also times every variant under both TileLangs, this Python's and the pinned one of `--against`
 (a Python command of an environment with the pins, default `python3`), alternating the two, and
 writes gpu.md and gpu.json (docs/gpu.md). Exit 0 when the preview ran (it is a report), 2 when it
@@ -23,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path, required=True, help="folder for the report and the produced files")
     parser.add_argument("--golden-dir", type=Path, help="default: the repository's settings ([tool.tilelang-golden])")
+    parser.add_argument(
+        "--cuda", action="store_true", help="preview the installed CUDA compilers against the snapshots' release"
+    )
     parser.add_argument("--gpu", action="store_true", help="also compare speed and numerics on the GPU at hand")
     parser.add_argument("--against", default="python3", help="Python command of the pinned environment (--gpu)")
     parser.add_argument("--blocks", type=int, default=4, help="timing blocks per environment, alternating (--gpu)")
@@ -33,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:
         parser.error(str(error))
     options.golden_dir = options.golden_dir or settings.golden
+    if options.gpu and options.cuda:
+        parser.error("--gpu times another TileLang; a CUDA preview compares the machine facts only")
     if options.gpu and (options.blocks < 2 or options.rounds < 2):
         parser.error("--blocks and --rounds must be at least 2: their spread is the measured noise")
 
@@ -44,20 +51,21 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from tilelang_golden.catalog.loading import load_families, on_targets
     from tilelang_golden.static.snapshots.snapshot import SnapshotStore, installed_tilelang_version
-    from tilelang_golden.upgrade.preview import run_preview
+    from tilelang_golden.upgrade.preview import TILELANG, run_preview
 
     manifest = SnapshotStore(options.golden_dir).read_manifest() or {}
     snapshot_folder = SnapshotStore(options.golden_dir).prefix
     families = on_targets(load_families(*settings.families, snapshot_folder=snapshot_folder), settings.targets)
     for broken in families.broken:
         print(f"upgrade preview: family not previewed: {broken.error}", file=sys.stderr)
-    preview = run_preview(
-        families,
-        installed_tilelang_version(),
-        str(manifest.get("tilelang", "?")),
-        options.golden_dir,
-        options.output,
-    )
+    if options.cuda:
+        from tilelang_golden.static.produce.toolchain import find_toolchain
+        from tilelang_golden.upgrade.preview import CUDA, snapshot_cuda_release
+
+        versions = (find_toolchain().release, snapshot_cuda_release(SnapshotStore(options.golden_dir)), CUDA)
+    else:
+        versions = (installed_tilelang_version(), str(manifest.get("tilelang", "?")), TILELANG)
+    preview = run_preview(families, *versions[:2], options.golden_dir, options.output, previewed=versions[2])
     print((options.output / "report.md").read_text())
     print(f"wrote {options.output}/report.md, report.json and golden/ ({len(preview.rows)} cases)")
     if options.gpu:

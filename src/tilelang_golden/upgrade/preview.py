@@ -29,9 +29,10 @@ from tilelang_golden.static.produce.lowering import LoweringError
 from tilelang_golden.static.report.markdown import entries_markdown
 from tilelang_golden.static.report.verdict import build_verdict
 from tilelang_golden.static.session import LoweringSession
+from tilelang_golden.static.snapshots.case_files import MACHINE_SUFFIX
 from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange, case_change
 from tilelang_golden.static.snapshots.results import RESULTS, CheckResult, append_result, unchanged_cases
-from tilelang_golden.static.snapshots.snapshot import SnapshotStore
+from tilelang_golden.static.snapshots.snapshot import SnapshotStore, parse_machine_facts
 from tilelang_golden.targets import SOURCE_SUFFIXES, TARGETS
 
 SOURCES = tuple(SOURCE_SUFFIXES.values())  # a kernel source snapshot's suffixes
@@ -52,7 +53,9 @@ STATUSES: tuple[CaseOutcome | FileChange, ...] = (
     CaseOutcome.STILL_FAILS,
     CaseOutcome.NOW_LOWERS,
 )
-HEADER = "<!-- Written by `nox -s upgrade-preview -- {version}` from the pinned snapshots; never edit by hand. -->"
+HEADER = "<!-- Written by `nox -s upgrade-preview -- {arguments}` from the pinned snapshots; never edit by hand. -->"
+# What a preview is of: another TileLang, or another release of NVIDIA's compilers (`--cuda`), with the same TileLang.
+TILELANG, CUDA = "TileLang", "CUDA"
 
 
 @dataclass
@@ -97,6 +100,12 @@ class Preview:
     pinned: str
     rows: list[CaseRow]
     checks: list[str]  # family checks whose outcome differs from what the family records
+    previewed: str = TILELANG  # TILELANG or CUDA
+
+    @property
+    def arguments(self) -> str:
+        """The upgrade-preview session's arguments that make this preview."""
+        return f"--cuda {self.version}" if self.previewed == CUDA else self.version
 
     def counts(self) -> dict[str, dict[CaseOutcome | FileChange, int]]:
         """family/target -> status -> cases."""
@@ -266,11 +275,28 @@ def changed_checks(lowerings: LoweringSession, families: Registry) -> list[str]:
     return changed
 
 
+def snapshot_cuda_release(golden: SnapshotStore) -> str:
+    """The CUDA release the snapshots' machine facts were compiled with (`toolchain.cuda`; a regen writes them all
+    with one), `?` where none has machine facts."""
+    for path in sorted(golden.files()):
+        if path.endswith(MACHINE_SUFFIX):
+            return str(parse_machine_facts(golden.read(path) or "", f"{golden.prefix}{path}")["toolchain"]["cuda"])
+    return "?"
+
+
 def run_preview(
-    families: Registry, version: str, pinned: str, golden: Path, output: Path, log: Callable[[str], None] = print
+    families: Registry,
+    version: str,
+    pinned: str,
+    golden: Path,
+    output: Path,
+    log: Callable[[str], None] = print,
+    previewed: str = TILELANG,
 ) -> Preview:
+    # No disk cache: every case lowered by the TileLang previewed, compiled by the compilers installed; every case
+    # is planned, so those of a family and target compile together (machine_code.compile_together).
+    lowerings = LoweringSession(planned={case.id for case in all_cases(families)})
     pending = SnapshotStore(output / "golden")
-    lowerings = LoweringSession()  # no disk cache: every case lowered by the TileLang previewed
     (output / RESULTS).unlink(missing_ok=True)
     rows = []
     for case in all_cases(families):
@@ -278,7 +304,7 @@ def run_preview(
         append_result(output, row.result)  # the record a static run keeps, beside report.json
         rows.append(row)
         log(f"{row.case}: {_label(row.status, row.target)}")
-    preview = Preview(version, pinned, rows, changed_checks(lowerings, families))
+    preview = Preview(version, pinned, rows, changed_checks(lowerings, families), previewed)
     output.mkdir(parents=True, exist_ok=True)
     (output / "report.json").write_text(json.dumps(preview.as_dict(), indent=2) + "\n", encoding="utf-8")
     (output / "report.md").write_text(render_markdown(preview), encoding="utf-8")
@@ -330,8 +356,8 @@ def render_regressions(preview: Preview) -> list[str]:
 
 def render_markdown(preview: Preview) -> str:
     lines = [
-        HEADER.format(version=preview.version),
-        f"# TileLang {preview.version} against the snapshots of {preview.pinned}",
+        HEADER.format(arguments=preview.arguments),
+        f"# {preview.previewed} {preview.version} against the snapshots of {preview.pinned}",
         "",
         f"{len(preview.rows)} cases: " + ", ".join(f"{n} {label}" for label, n in preview.totals().most_common()) + ".",
         "",

@@ -7,6 +7,7 @@ declaration out of date, facts that contradict the machine code are results, in 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
@@ -24,12 +25,17 @@ from tilelang_golden.static.produce.produced import (
 )
 from tilelang_golden.static.session import LoweringSession
 from tilelang_golden.static.snapshots.acknowledged import read_ledger, record_acknowledged
-from tilelang_golden.static.snapshots.case_files import case_files, machine_file, source_file
+from tilelang_golden.static.snapshots.case_files import case_files, facts_file, machine_file, source_file
 from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange
 from tilelang_golden.static.snapshots.golden import RegenRefused, regen_files
 from tilelang_golden.static.snapshots.regen import regen_command
 from tilelang_golden.static.snapshots.results import CheckResult, Status
-from tilelang_golden.static.snapshots.snapshot import CorruptSnapshot, SnapshotStore, installed_tilelang_version
+from tilelang_golden.static.snapshots.snapshot import (
+    CorruptSnapshot,
+    SnapshotStore,
+    installed_tilelang_version,
+    load_yaml,
+)
 
 # Produces a check's files: `fresh=True` lowers again, past every cache (a regen compares the two).
 Producer = Callable[[bool], dict[str, str]]
@@ -183,6 +189,7 @@ def check_case(
     made: dict[str, str] = {}  # what this run produced, for what is said of it beside the check
     machine = machine_file(case)
     first = machine is not None and golden.read(machine) is None  # no machine facts snapshot yet: read before writing
+    parse = functools.cache(load_yaml)  # the produced facts, read by the contradiction, spill and warning checks once
 
     def produce(fresh: bool) -> dict[str, str]:
         files = lowerings.files(case, fresh=fresh)
@@ -192,17 +199,17 @@ def check_case(
 
     def vet(files: Mapping[str, str]) -> str | None:
         consequence = f", so nothing under {golden.prefix} was written for it" if regen else ""
-        return unacknowledged_contradictions(case, files, pending.prefix, consequence)
+        return unacknowledged_contradictions(case, files, pending.prefix, consequence, parse)
 
     declarations = Declarations(case.family.file or case.family.name, vet)
     result = check_files(result, produce, golden, pending, regen, declared, policy, declarations)
-    spilled = first_snapshot_spills(case, made, (golden if result.written else pending).prefix) if first else ()
+    spilled = first_snapshot_spills(case, made, (golden if result.written else pending).prefix, parse) if first else ()
     result = replace(result, lowering=lowerings.sources.get(case.id, ""), findings=(*result.findings, *spilled))
     if result.outcome in (CaseOutcome.PASSED, CaseOutcome.CHANGED, CaseOutcome.CORRUPT) and not declared:
         result = replace(result, source_change=_source_change(result, golden.prefix + source_file(case)))
     if result.failed or declared:
         return result
-    refusal = unacknowledged_warnings(case, lowerings.produce(case).facts)
+    refusal = unacknowledged_warnings(case, parse(lowerings.files(case)[facts_file(case)]))
     return _failed(result, refusal, accept=None) if refusal else result
 
 

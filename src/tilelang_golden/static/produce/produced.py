@@ -57,16 +57,17 @@ def unacknowledged_warnings(case: Case, facts: dict[str, Any]) -> str | None:
 
 
 def unacknowledged_contradictions(
-    case: Case, files: Mapping[str, str], where: str, consequence: str = ""
+    case: Case, files: Mapping[str, str], where: str, consequence: str = "", parse: Callable[[str], Any] = load_yaml
 ) -> str | None:
     """Why a case's produced `files` fail: its facts ask for what its machine code does not hold
     (tilelang_golden.contradictions) and its variant does not say why that is intended; None where they agree or the
     case has no machine facts. `where`: the folder that holds the produced files (the message names them there);
-    `consequence`: what the run did about it (`, so nothing under golden/ was written for it`)."""
+    `consequence`: what the run did about it (`, so nothing under golden/ was written for it`); `parse`: how a file
+    is read (a caller that reads them again passes a memo)."""
     machine = machine_file(case)
     if machine not in files or facts_file(case) not in files:
         return None
-    found = find_contradictions(load_yaml(files[facts_file(case)]), load_yaml(files[machine]))
+    found = find_contradictions(parse(files[facts_file(case)]), parse(files[machine]))
     left = unacknowledged(found, case.variant.acknowledged_contradictions)
     if not left:
         return None
@@ -75,7 +76,9 @@ def unacknowledged_contradictions(
     return refusal(what, left, case.family.file or f"kernels/{case.family.name}.py", case.variant.name)
 
 
-def first_snapshot_spills(case: Case, files: Mapping[str, str], where: str) -> tuple[str, ...]:
+def first_snapshot_spills(
+    case: Case, files: Mapping[str, str], where: str, parse: Callable[[str], Any] = load_yaml
+) -> tuple[str, ...]:
     """One line per kernel that spills registers in a case's produced `files`, for a case that has no machine facts
     snapshot yet: no regression class compares a first snapshot with anything, so its spills are said, not written
     silently. `where`: the folder that holds the file."""
@@ -84,7 +87,7 @@ def first_snapshot_spills(case: Case, files: Mapping[str, str], where: str) -> t
         return ()
     return tuple(
         f"{where}{machine}: first snapshot of a kernel that spills, {kernel} (the spills class guards it from now on)"
-        for kernel in spills(load_yaml(files[machine]))
+        for kernel in spills(parse(files[machine]))
     )
 
 

@@ -75,7 +75,11 @@ def page(args: argparse.Namespace) -> int:
         except BadRecord as error:
             print(f"tilelang-golden history page: {error}", file=sys.stderr)
             return 2
-        site = write_site(read_history(folder), args.output, args.repository_url)
+        try:
+            site = write_site(read_history(folder), args.output, args.repository_url)
+        except FileExistsError as error:
+            print(f"tilelang-golden history page: {error}", file=sys.stderr)
+            return 2
     print(site.summary())
     if args.summary:
         append_step_summary(site.markdown(f"artifact gpu-history-page of {_run_url() or 'this run'}"))

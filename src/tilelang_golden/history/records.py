@@ -23,6 +23,7 @@ FORMAT = 1
 RECORDS = "records"  # the history's folder of records, one subfolder per GPU model
 # A timed variant's figures, named as the GPU report's (report.json) `timing` of the variant names them.
 FIGURES = ("median_ms", "spread", "ratio", "ratio_spread")
+NAME_LENGTH = 120  # the longest variant, GPU or version name a record may have: a page shows it whole
 VERSIONS = ("driver", "cuda", "hip", "nvcc", "torch", "tilelang")  # those the device reports; unknown otherwise
 
 
@@ -88,7 +89,7 @@ def record_from_report(
     for entry in _member(report, "variants", list, where):
         timed = _timed(entry.get("timing") if isinstance(entry, dict) else None)
         if timed is not None:  # not timed (failed, does not fit): no point in this run, a gap in its plot
-            variants[str(entry["variant"])] = timed
+            variants[_name(str(entry.get("variant")), "variant", where)] = timed
     if not variants:
         raise BadRecord(f"{where}: no variant was timed in this run: there is nothing to add to the history")
     if not re.fullmatch(r"[0-9a-f]{40}", commit):
@@ -100,7 +101,7 @@ def record_from_report(
         commit_time=commit_time,
         run_time=run_time,
         run_url=run_url,
-        gpu=str(_member(device, "name", str, where)),
+        gpu=_name(_member(device, "name", str, where), "gpu", where),
         versions={name: str(versions.get(name, "unknown")) for name in VERSIONS if name in versions or name != "hip"},
         variants=variants,
     )
@@ -151,12 +152,18 @@ def read_record(path: Path, place: str) -> Record:
         _member(document, name, str, place)
     for name in ("commit_time", "run_time"):
         _time(document[name], f"{place}: {name}")
+    if not re.fullmatch(r"[0-9a-f]{40}", document["commit"]):
+        raise BadRecord(f"{place}: the commit must be a full 40-hex SHA, not {_shown(document['commit'])}")
+    _name(document["gpu"], "gpu", place)
     variants = {}
     for key, figures in _member(document, "variants", dict, place).items():
         timed = _timed(figures)
         if timed is None:
-            raise BadRecord(f"{place}: variant {key!r} lacks finite figures {', '.join(FIGURES)} with a positive ratio")
-        variants[key] = timed
+            raise BadRecord(
+                f"{place}: variant {_shown(key)} lacks finite figures {', '.join(FIGURES)} (time and ratio positive, "
+                "spreads not negative)"
+            )
+        variants[_name(key, "variant", place)] = timed
     versions = _member(document, "versions", dict, place)
     return Record(
         document["commit"],
@@ -164,16 +171,38 @@ def read_record(path: Path, place: str) -> Record:
         document["run_time"],
         document["run_url"],
         document["gpu"],
-        {str(k): str(v) for k, v in versions.items()},
+        {_name(str(k), "version", place): _name(str(v), "version", place) for k, v in versions.items()},
         variants,
     )
+
+
+def _name(text: str, what: str, place: str) -> str:
+    """`text` where it is a name a page can show: printable, at most NAME_LENGTH characters, and a variant's in the
+    form family/variant; BadRecord otherwise (the page escapes it and maps it to a safe file name either way)."""
+    fits = len(text) <= NAME_LENGTH and text.isprintable() and text.strip() == text and text != ""
+    if what == "variant":
+        family, slash, variant = text.partition("/")
+        fits = fits and bool(slash and family and variant)
+    if not fits:
+        raise BadRecord(f"{place}: {what} {_shown(text)} is no name to show (printable, 1 to {NAME_LENGTH} characters"
+                        f"{', family/variant' if what == 'variant' else ''})")  # fmt: skip
+    return text
+
+
+def _shown(text: Any) -> str:
+    """`text` as a skipped record's reason may quote it: repr, cut short (the reason is listed on the page)."""
+    said = repr(text)
+    return said if len(said) <= 60 else f"{said[:57]}..."
 
 
 def _timed(timing: Any) -> VariantFigures | None:
     if not isinstance(timing, dict):
         return None
     figures = {name: timing.get(name) for name in FIGURES}
-    if not all(_finite(value) for value in figures.values()) or figures["ratio"] <= 0:
+    if not all(_finite(value) for value in figures.values()):
+        return None
+    # A time or a ratio is positive, a spread is not negative: anything else is no measurement to draw.
+    if figures["median_ms"] <= 0 or figures["ratio"] <= 0 or figures["spread"] < 0 or figures["ratio_spread"] < 0:
         return None
     return VariantFigures(**{name: float(value) for name, value in figures.items()})
 

@@ -81,36 +81,57 @@ def _mma(kernel: Kernel, compiled: Kernel) -> Contradiction | None:
     )
 
 
-def _cp_async(kernel: Kernel, compiled: Kernel) -> Contradiction | None:
-    """Copies the IR makes with cp.async are LDGSTS in the machine code."""
-    copies = kernel.get("sync", {}).get("cp_async_copies", 0)
-    buffers = _filled_by(kernel, "cp_async")
-    if not (copies or buffers) or _opcodes(compiled, "async_copies", ("LDGSTS",)):
-        return None
-    into = f" into {', '.join(buffers)}" if buffers else ""
-    return Contradiction(
-        "cp-async",
-        kernel["name"],
-        f"cp.async ({copies} copies{into})",
-        f"no LDGSTS (sass.async_copies: {_shown(_opcodes(compiled, 'async_copies'))})",
-        "the copies are plain loads or gone: they overlap nothing, or shared memory is read unfilled",
-    )
+@dataclass(frozen=True)
+class _AsyncCopy:
+    """A kind of asynchronous copy: how the facts count it, which buffers it fills, and its machine instructions."""
+
+    name: str
+    counted: str  # the facts' `sync` count of it
+    op_part: str  # what the name of the instruction that fills a buffer holds
+    sass_class: str
+    opcodes: tuple[str, ...]
+    asked: str  # `cp.async ({n} copies{into})`
+    missing: str  # `no LDGSTS`
+    means: str
+
+    def __call__(self, kernel: Kernel, compiled: Kernel) -> Contradiction | None:
+        """Copies the IR makes this way are these instructions in the machine code."""
+        count = kernel.get("sync", {}).get(self.counted, 0)
+        buffers = _filled_by(kernel, self.op_part)
+        if not (count or buffers) or _opcodes(compiled, self.sass_class, self.opcodes):
+            return None
+        into = f" into {', '.join(buffers)}" if buffers else ""
+        held = _shown(_opcodes(compiled, self.sass_class))
+        return Contradiction(
+            self.name,
+            kernel["name"],
+            self.asked.format(n=count, into=into),
+            f"{self.missing} (sass.{self.sass_class}: {held})",
+            self.means,
+        )
 
 
-def _tma(kernel: Kernel, compiled: Kernel) -> Contradiction | None:
-    """Tiles the IR loads by TMA are loaded by UTMALDG (a tensor map) or UBLKCP (a bulk copy) in the machine code."""
-    loads = kernel.get("sync", {}).get("tma_loads", 0)
-    buffers = _filled_by(kernel, "tma_load")
-    if not (loads or buffers) or _opcodes(compiled, "tma", ("UTMALDG", "UBLKCP")):
-        return None
-    into = f" into {', '.join(buffers)}" if buffers else ""
-    return Contradiction(
-        "tma",
-        kernel["name"],
-        f"TMA loads ({loads} call sites{into})",
-        f"no UTMALDG or UBLKCP (sass.tma: {_shown(_opcodes(compiled, 'tma'))})",
-        "no copy delivers the bytes its mbarriers wait for: it hangs or reads unfilled tiles",
-    )
+_cp_async = _AsyncCopy(
+    "cp-async",
+    "cp_async_copies",
+    "cp_async",
+    "async_copies",
+    ("LDGSTS",),
+    "cp.async ({n} copies{into})",
+    "no LDGSTS",
+    "the copies are plain loads or gone: they overlap nothing, or shared memory is read unfilled",
+)
+# Tiles loaded by TMA are UTMALDG (a tensor map) or UBLKCP (a bulk copy) in the machine code.
+_tma = _AsyncCopy(
+    "tma",
+    "tma_loads",
+    "tma_load",
+    "tma",
+    ("UTMALDG", "UBLKCP"),
+    "TMA loads ({n} call sites{into})",
+    "no UTMALDG or UBLKCP",
+    "no copy delivers the bytes its mbarriers wait for: it hangs or reads unfilled tiles",
+)
 
 
 def planned_stages(kernel: Kernel) -> tuple[int, str]:

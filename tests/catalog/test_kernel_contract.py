@@ -125,6 +125,16 @@ def test_a_declaration_the_kernel_contradicts_is_refused_naming_file_and_variant
     assert "variant 'only'" in str(refused.value)
 
 
+def test_a_name_only_the_autotuners_configurations_carry_is_accepted_and_recorded_where_the_kernel_ignores_it():
+    """Pinning a configuration whole is no dead end when the kernel ignores one of its names; outside autotuning the
+    same kernel's ignored parameter is still refused (REFUSALS: taken and ignored)."""
+    family = styles.family(styles.autotuned_ignores_threads, {"block_rows": 8, "threads": 64})
+    assert tuple(build(family).outputs) == (1,)
+    assert Case(family, family.variants[0], "sm_90").params["threads"] == 64  # what the snapshot records
+    with pytest.raises(BuildError, match="pins one of its 4 configurations"):
+        build(styles.family(styles.autotuned_ignores_threads, {"block_rows": 8}))
+
+
 def test_declared_outputs_that_agree_with_t_empty_are_accepted():
     assert tuple(build(styles.family(styles.eager_scale, outputs=[-1])).outputs) == (1,)
 

@@ -12,10 +12,13 @@ The kinds of kernel a variant may name, as TileLang's users write them:
 - a plain factory returning a `@T.prim_func`, or a ready `@T.prim_func` (outputs: the family's).
 
 Every name a variant passes must be one the kernel takes and uses: a misspelled or ignored
-parameter would otherwise be recorded in the snapshot while the kernel ran with its default.
+parameter would otherwise be recorded in the snapshot while the kernel ran with its default. The one exception is
+a name an autotuner's configurations carry: the variant pins a configuration whole, as the tuner passes it, so a
+name the kernel takes and ignores there (upstream's `block_DK`) is accepted and recorded.
 """
 
 import ast
+import dataclasses
 import difflib
 import dis
 import inspect
@@ -91,6 +94,7 @@ class _Kernel:
     out_idx: list[int] | None  # outputs the decorator names, if it does
     tensor_names: frozenset[str] = frozenset()  # an eager kernel's tensor arguments
     eager: Any = None  # an eager kernel's JIT function, to read its T.const names after tracing
+    tuned: frozenset[str] = frozenset()  # the names an autotuner's configurations carry
 
 
 def build_kernel(family: Family, variant: Variant) -> BuiltKernel:
@@ -219,7 +223,7 @@ def _kernel(variant: Variant, where: str) -> _Kernel:
     if isinstance(kernel, AutoTuneImpl):
         # TileLang keeps the jit function an autotuner wraps as `jit_impl`; tracing it with the
         # variant's parameters is what the tuner does for each configuration it tries.
-        jitted = _jit_kernel(kernel.jit_impl)
+        jitted = dataclasses.replace(_jit_kernel(kernel.jit_impl), tuned=frozenset(_tuned_names(kernel)))
         _refuse_untuned(kernel, jitted, variant, where)
         return jitted
     if isinstance(kernel, JITImpl):
@@ -251,7 +255,7 @@ def _refuse_untuned(kernel: Any, jitted: _Kernel, variant: Variant, where: str) 
     configs = kernel.configs
     if callable(configs):  # computed from the call's arguments: nothing to compare with beforehand
         return
-    tuned = sorted({k for c in configs for k in c if k not in AUTOTUNE_RESERVED})
+    tuned = sorted(jitted.tuned)
     signature = inspect.signature(jitted.function) if jitted.function is not None else None
     taken = [] if signature is None else [n for n in signature.parameters if n not in jitted.tensor_names]
     accepted = tuned + [n for n in taken if n not in tuned]
@@ -267,6 +271,12 @@ def _refuse_untuned(kernel: Any, jitted: _Kernel, variant: Variant, where: str) 
             f"{where}: an autotuned kernel's variant pins one of its {len(configs)} configurations in `params`, "
             f"but {dict(variant.params)} sets none of them completely; {_nearest_configs(variant.params, configs)}"
         )
+
+
+def _tuned_names(kernel: Any) -> set[str]:
+    """The parameter names an autotuner's configurations carry; none when they are computed from the call."""
+    configs = kernel.configs
+    return set() if callable(configs) else {k for c in configs for k in c if k not in AUTOTUNE_RESERVED}
 
 
 def _nearest_configs(params: Mapping[str, Any], configs: Sequence[Mapping[str, Any]], shown: int = 3) -> str:
@@ -293,7 +303,7 @@ def _refuse_unused(kernel: _Kernel, arguments: Mapping[str, Any], where: str) ->
             raise BuildError(
                 f"{where}: {name!r} is a tensor argument of the kernel, not a parameter; the family's inputs() makes it"
             )
-        if name in signature.parameters and name not in _names_read(kernel.function):
+        if name in signature.parameters and name not in kernel.tuned and name not in _names_read(kernel.function):
             raise BuildError(
                 f"{where}: the kernel takes {name!r} but never reads it, so the snapshot would record a value "
                 "that changes nothing; use it in the kernel or drop it from the variant"

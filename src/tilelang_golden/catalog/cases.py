@@ -12,7 +12,8 @@ from tilelang_golden.family import Family, Variant
 
 @dataclass(frozen=True)
 class Case:
-    """One snapshot: a variant of a family lowered for a target."""
+    """One snapshot: a variant of a family lowered for a target, with the parameters it has there
+    (`Variant.on_target`)."""
 
     family: Family = field(compare=False, repr=False)
     variant: Variant = field(compare=False, repr=False)
@@ -21,6 +22,7 @@ class Case:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "id", f"{self.family.name}/{self.variant.name}/{self.target}")
+        object.__setattr__(self, "variant", self.variant.on_target(self.target))  # its parameters for this target
 
     @property
     def key(self) -> str:

@@ -222,7 +222,9 @@ def family_problems(family: Family, build: Callable[[Family, Variant], BuiltKern
     build = build_kernel if build is None else build
 
     found: dict[str, list[str]] = {}  # the mistake, its variant's name left out -> the variants that make it
-    for variant in family.variants:
+    # A variant whose parameters depend on the target is checked as each of its targets builds it.
+    built_as = {id(v.on_target(t)): v.on_target(t) for v in family.variants for t in family.target_names}
+    for variant in built_as.values():
         named = f"variant {variant.name!r}"
         try:
             built = build(family, variant)
@@ -233,7 +235,8 @@ def family_problems(family: Family, build: Callable[[Family, Variant], BuiltKern
             message = f"{family.file}: {named}: {str(error).removeprefix(f'{family.file}: ')}"
         else:
             continue
-        found.setdefault(message.replace(named, "\0"), []).append(variant.name)
+        names = found.setdefault(message.replace(named, "\0"), [])
+        names += [variant.name] if variant.name not in names else []
     lines = [line for message, names in found.items() for line in message.replace("\0", _variants(names)).splitlines()]
     if len(lines) > MAX_LINES:
         lines = [*lines[: MAX_LINES - 1], f"... and {len(lines) - MAX_LINES + 1} more lines; fix the above and rerun"]

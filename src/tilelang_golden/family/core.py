@@ -20,6 +20,7 @@ from tilelang_golden.family.parts import (
     SNAPSHOT_VALUE_FORMS,
     ZEROS,
     Accumulated,
+    ByTarget,
     CaseFacts,
     Claim,
     FamilyError,
@@ -206,18 +207,34 @@ class Family:
                 "of the warning or saying why; map a part of its text to the reason the kernel is right"
             )
         for name, value in variant.params.items():
-            try:
-                snapshot_value(value)
-            except TypeError as error:
-                raise FamilyError(
-                    f"{where}: variant {variant.name!r} passes {name}={value!r}, {error}; the snapshot records every "
-                    f"parameter, so give one of: {SNAPSHOT_VALUE_FORMS}"
-                ) from None
+            by_target = isinstance(value, ByTarget)
+            if by_target:
+                self._check_by_target(variant, name, value, where)
+            for one in (value.default, *value.values.values()) if by_target else (value,):
+                try:
+                    snapshot_value(one)
+                except TypeError as error:
+                    raise FamilyError(
+                        f"{where}: variant {variant.name!r} passes {name}={one!r}, {error}; the snapshot records "
+                        f"every parameter, so give one of: {SNAPSHOT_VALUE_FORMS}"
+                    ) from None
         names = [v.name for v in self.variants]
         if variant.compare_with is not None and variant.compare_with not in names:
             raise FamilyError(
                 f"{where}: variant {variant.name!r} compares with {variant.compare_with!r}, which is not a "
                 f"variant of this family ({names})"
+            )
+
+    def _check_by_target(self, variant: Variant, name: str, value: ByTarget, where: str) -> None:
+        """A target-dependent parameter maps some of the family's targets to their values."""
+        given = f"{where}: variant {variant.name!r} passes {name}=ByTarget(...)"
+        if not isinstance(value.values, Mapping):
+            raise FamilyError(f"{given} with values {value.values!r}; give a mapping from target to its value")
+        unknown = sorted(set(value.values) - set(self.target_names))
+        if unknown:
+            raise FamilyError(
+                f"{given} with values for {unknown}, which are not targets of this family "
+                f"({list(self.target_names)}); name only those"
             )
 
     def _check_sweep_and_twin(self, where: str) -> None:

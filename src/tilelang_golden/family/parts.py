@@ -3,6 +3,7 @@ its claims, sweeps and timing twins. Nothing here imports TileLang or torch."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -71,6 +72,24 @@ class Chain:
 
 
 @dataclass(frozen=True)
+class ByTarget:
+    """A parameter whose value depends on the target: `default`, except on the targets `values` names, e.g. the fp8
+    type upstream picks for AMD's CDNA3 (`determine_fp8_type()`):
+    `ByTarget(T.float8_e4m3fn, {"gfx942": T.float8_e4m3fnuz})`. Each case is built, and its snapshot records, the
+    value of its own target."""
+
+    default: Any
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    def on(self, target: str) -> Any:
+        return self.values.get(target, self.default)
+
+    def __repr__(self) -> str:
+        given = ", ".join(f"{target}: {snapshot_value(v)}" for target, v in self.values.items())
+        return f"{given}, elsewhere {snapshot_value(self.default)}"
+
+
+@dataclass(frozen=True)
 class Variant:
     """One kernel of a family: a name unique in it, how to build it, and its parameters.
 
@@ -107,6 +126,19 @@ class Variant:
     # This variant's own bound(s), replacing the family's (one, or one per output), each saying why in `why`: a
     # causal attention's error is not the non-causal one's, and one bound for both is too loose for one of them.
     tolerance: Tolerance | Sequence[Tolerance] | None = None
+    # target -> this variant with its ByTarget parameters resolved for it (`on_target`), made once per target so that
+    # what a run builds and lowers per variant is built once per target's parameters.
+    _on_target: dict[str, Variant] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def on_target(self, target: str) -> Variant:
+        """This variant as it is built for `target`: every ByTarget parameter replaced by the target's value; the
+        variant itself when none depends on the target."""
+        if not any(isinstance(value, ByTarget) for value in self.params.values()):
+            return self
+        if target not in self._on_target:
+            params = {k: v.on(target) if isinstance(v, ByTarget) else v for k, v in self.params.items()}
+            self._on_target[target] = dataclasses.replace(self, params=params)
+        return self._on_target[target]
 
 
 @dataclass(frozen=True)

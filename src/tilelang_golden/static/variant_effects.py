@@ -10,7 +10,7 @@ its comparison's is an annotation without effect on that target; the session pri
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,13 +104,19 @@ def variant_effects(
                 variant=variant.name,
                 compared_with=base.name,
                 changes=declared_change(family, base, variant),
-                same_dataflow=dataflows(build(family, variant)) == dataflows(build(family, base)),
+                same_dataflow=_dataflow(family, variant, targets, build) == _dataflow(family, base, targets, build),
                 cuda_lines_changed={t: changed_cuda_lines(theirs[t].cuda, mine[t].cuda) for t in compared},
                 facts_changed={t: changed_fields(theirs[t].facts, mine[t].facts) for t in compared},
                 not_lowering=not_lowering,
             )
         )
     return effects
+
+
+def _dataflow(family: Family, variant: Variant, targets: Sequence[str], build: Callable) -> Any:
+    """The variant's dataflow, as its first target builds it (a ByTarget parameter gives each target its value; the
+    dataflow compared is one target's)."""
+    return dataflows(build(family, variant.on_target(targets[0])))
 
 
 def no_effect(effects: list[VariantEffect]) -> dict[str, list[str]]:

@@ -194,6 +194,23 @@ def test_a_kernel_that_does_not_build_fails_its_family_once_and_its_cases_only(k
     assert (golden_session.golden / "tiny_raise/threads128/sm_80.cu").exists()
 
 
+def test_a_filtered_regen_that_selects_a_case_of_a_family_that_does_not_build_fails(kernels_dir, golden_session):
+    """`-k "family and sm_80"` deselects the declaration check (its id names no target), which says why a variant
+    does not build; its cases then fail with the reason instead of ending the run green, skipped, nothing written."""
+    write_family(
+        kernels_dir,
+        "tiny_raise",
+        text=TINY_FAMILY.format(name="tiny_raise", extra="").replace(
+            "    @T.prim_func", "    assert threads != 64, 'threads=64 is not supported'\n\n    @T.prim_func", 1
+        ),
+    )
+    result = golden_session("--regen", "-k", "tiny_raise and (sm_80 or sm_90)")
+    result.assert_outcomes(passed=2, failed=2)  # threads64 on both targets fails, threads128 is written
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*kernels/tiny_raise.py: variant 'threads64' did not build with*"])
+    assert not (golden_session.golden / "tiny_raise/threads64").exists()
+
+
 def test_variant_names_are_checked_when_the_family_is_declared():
     from kernels.gemm_num_stages import FAMILY
 

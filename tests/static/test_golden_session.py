@@ -101,15 +101,29 @@ def test_corrupt_snapshot_names_file_and_problem(golden_session, content, proble
     assert "Traceback" not in result.stdout.str()
 
 
-def test_orphan_is_reported_and_kept_by_filtered_regen(golden_session):
+def test_orphans_are_named_by_a_run_of_their_family_and_deleted_by_a_regen_that_lowers_nothing(golden_session):
     orphan = golden_session.golden / "gemm_num_stages/renamed_variant/sm_80.cu"
     orphan.parent.mkdir(parents=True)
     orphan.write_text("old\n")
     result = golden_session("-k", "no_orphans")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*golden/gemm_num_stages/renamed_variant/sm_80.cu*", "*unfiltered*regen-golden*"])
-    golden_session("--regen", "-k", "no_orphans").assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*golden/gemm_num_stages/renamed_variant/sm_80.cu: orphan*",
+            '*lowering nothing: `nox -s regen-golden -- -k "no_orphans"`*',
+        ]
+    )
+    # a run filtered to a case of the family brings the check back for that family; one of another family does not
+    golden_session("-k", "rms_norm and threads128 and sm_80").assert_outcomes(failed=1)  # the case: no snapshot yet
+    named = golden_session("-k", SMALL_CASE)
+    named.assert_outcomes(failed=2)
+    named.stdout.fnmatch_lines(["*golden/gemm_num_stages/renamed_variant/sm_80.cu: orphan*"])
     assert orphan.exists()
+    pruned = golden_session("--regen", "-k", "no_orphans")
+    pruned.assert_outcomes(passed=1)
+    pruned.stdout.fnmatch_lines(["*golden files: 0 created, 0 updated, 1 deleted, 0 unchanged*"])
+    assert not orphan.parent.exists()
+    assert not list(golden_session.pending.rglob("*.cu"))  # nothing was lowered
 
 
 def test_unfiltered_regen_deletes_orphans(golden_session, monkeypatch):

@@ -172,9 +172,11 @@ def check_case(
     pending: SnapshotStore,
     regen: bool = False,
     accepted: Mapping[str, str] = {},
+    declaration_checked: bool = True,
 ) -> CheckResult:
-    """One case: skipped when its variant does not build (test_family_declaration says why, once per family),
-    else its files compared with (or written to) `golden`, failing (and not written) where its facts contradict its
+    """One case: when its variant does not build, skipped where the run checks its family's declaration
+    (test_family_declaration says why, once per family; `declaration_checked`), failed with the reason where it does
+    not; else its files compared with (or written to) `golden`, failing (and not written) where its facts contradict its
     machine facts, and a compiler warning that means a wrong result failing it after that, in a regen too, until the
     kernel is fixed or the variant says why it is right. A first snapshot's spills are the result's findings.
     `accepted`: regression class -> reason, from the regen's `--accept-regression` options."""
@@ -182,6 +184,8 @@ def check_case(
     try:
         lowerings.build(case.family, case.variant)
     except BuildError as error:
+        if not declaration_checked:
+            return _failed(result, f"{error}\nnothing was written for it", accept=None)
         reason = f"not run, because variant {case.variant.name!r} does not build: {first_lines(error)}"
         return replace(result, status=Status.SKIPPED, accept=None, text=reason)
     declared = case.does_not_lower is not None

@@ -34,6 +34,7 @@ from tilelang_golden.static.item_names import (
     set_node_id,
 )
 from tilelang_golden.static.options import accepted_regressions, add_options
+from tilelang_golden.static.orphans import orphans
 from tilelang_golden.static.produce.lowering_cache import LoweringCache
 from tilelang_golden.static.report.verdict import (
     Verdict,
@@ -144,25 +145,22 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     pending.mkdir(parents=True)
 
 
-def is_filtered(config: pytest.Config) -> bool:
-    """Whether this run selects a subset: -k, -m or --shard (orphans are only deleted otherwise)."""
-    return bool(config.getoption("keyword") or config.getoption("markexpr") or config.getoption("--shard"))
-
-
 def _group(item: pytest.Item) -> str:
     marker = item.get_closest_marker("xdist_group")  # also what `--dist loadgroup` keeps on one worker
     return marker.args[0] if marker else "session"
 
 
-# The load failures of families that -k or -m deselected, as pytest_deselected reports them.
-DESELECTED_LOADS = pytest.StashKey[list[pytest.Item]]()
+# The load failures of families and the orphan check that -k or -m deselected, as pytest_deselected reports them:
+# their ids name no case, so a filter on cases drops them.
+DESELECTED = pytest.StashKey[list[pytest.Item]]()
+BROUGHT_BACK = ("test_family_loads", "test_no_orphans")
 KEYWORD_NAME = re.compile(r"[^\s()]+")
 
 
 def pytest_deselected(items: Sequence[pytest.Item]) -> None:
     for item in items:
-        if getattr(item, "originalname", None) == "test_family_loads" and not checks_nothing(item):
-            item.config.stash.setdefault(DESELECTED_LOADS, []).append(item)
+        if getattr(item, "originalname", None) in BROUGHT_BACK and not checks_nothing(item):
+            item.config.stash.setdefault(DESELECTED, []).append(item)
 
 
 def named_load_failures(config: pytest.Config) -> list[pytest.Item]:
@@ -175,9 +173,20 @@ def named_load_failures(config: pytest.Config) -> list[pytest.Item]:
     words -= {"", "and", "or", "not"}
     return [
         item
-        for item in config.stash.get(DESELECTED_LOADS, [])
+        for item in _items_of(config.stash.get(DESELECTED, []), "test_family_loads")
         if any(word in item.callspec.params["broken"].name.lower() for word in words)
     ]
+
+
+def named_orphans(config: pytest.Config, items: Sequence[pytest.Item]) -> list[pytest.Item]:
+    """The orphan check, deselected by a filter that selects cases, brought back for their families where those have
+    orphans (finding them lowers nothing), so a filtered run names them; its scope is kept for the check."""
+    deselected = _items_of(config.stash.get(DESELECTED, []), "test_no_orphans")
+    run = golden_run(config)
+    if not deselected or config.getoption("--shard"):
+        return []
+    run.orphan_scope = {item.callspec.params["case"].family.name for item in _items_of(items, "test_case")}
+    return deselected if orphans(run.registry, SnapshotStore(run.golden), run.orphan_scope) else []
 
 
 @pytest.hookimpl(trylast=True)
@@ -186,6 +195,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     names, keep this shard's groups, refuse an empty selection."""
     items[:] = [item for item in items if not checks_nothing(item)]
     items += [item for item in named_load_failures(config) if item not in items]
+    items += [item for item in named_orphans(config, items) if item not in items]
     shard = config.getoption("--shard")
     if shard is not None:
         groups = list(dict.fromkeys(_group(item) for item in items))
@@ -204,13 +214,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if not item.nodeid.endswith(f"@{_group(item)}"):
                 set_node_id(item, f"{item.nodeid}@{_group(item)}")
-    golden_run(config).planned.update(
-        item.callspec.params["case"].id for item in items if getattr(item, "originalname", None) == "test_case"
-    )
+    run = golden_run(config)
+    run.planned.update(item.callspec.params["case"].id for item in _items_of(items, "test_case"))
+    run.declared.update(item.callspec.params["family"].name for item in _items_of(items, "test_family_declaration"))
     if not items and not hasattr(config, "workerinput"):
         raise pytest.UsageError(empty_selection(config))
     # An xdist worker must not raise here: the controller would only say "no tests ran". It
     # reports what it collected, and the controller refuses an empty selection (below).
+
+
+def _items_of(items: Sequence[pytest.Item], test: str) -> list[pytest.Item]:
+    return [item for item in items if getattr(item, "originalname", None) == test]
 
 
 def empty_selection(config: pytest.Config) -> str:
@@ -324,6 +338,13 @@ class GoldenRun:
     collected_by_worker: dict[str, int] = field(default_factory=dict)  # xdist worker -> items it collected
     shown_errors: dict[tuple[str, str], str] = field(default_factory=dict)  # an error's key -> the check shown with it
     planned: set[str] = field(default_factory=set)  # the ids of the cases its items produce (LoweringSession.planned)
+    # The families whose orphans the orphan check names (and a regen deletes): those of the selected cases where a
+    # filter deselected the check and the run brought it back; None (the check selected itself): every family.
+    orphan_scope: set[str] | None = None
+    # The families whose declaration check this process's items hold: the one place that says why a variant does not
+    # build. A case of a family not among them (`-k "family and sm_90"` deselects that check, whose id names no
+    # target) fails with the reason itself, so no selection ends green having skipped it.
+    declared: set[str] = field(default_factory=set)
     _lowerings: LoweringSession | None = field(default=None, repr=False)
 
     @functools.cached_property

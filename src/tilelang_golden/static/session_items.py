@@ -18,11 +18,11 @@ from tilelang_golden.catalog.loading import Registry
 from tilelang_golden.family import Family, target_record
 from tilelang_golden.static.claims import NoClaims, judge_claims
 from tilelang_golden.static.engine import check_case, check_files, first_lines
-from tilelang_golden.static.plugin import UNSHARDED, golden_run, is_filtered, record, report
+from tilelang_golden.static.orphans import SELECTOR, orphans
+from tilelang_golden.static.plugin import UNSHARDED, golden_run, record, report
 from tilelang_golden.static.produce.lowering import LoweringError
 from tilelang_golden.static.session import LoweringSession
 from tilelang_golden.static.snapshots.acknowledged import ledger_path, stale_records, stale_text
-from tilelang_golden.static.snapshots.case_files import case_files
 from tilelang_golden.static.snapshots.changes import FileChange, Mismatch
 from tilelang_golden.static.snapshots.regen import regen_command
 from tilelang_golden.static.snapshots.results import CheckResult, Status
@@ -101,7 +101,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def test_case(
     request, case: Case, lowerings: LoweringSession, golden_store, pending_store, regen, accepted_regressions_option
 ) -> None:
-    report(request, check_case(case, lowerings, golden_store, pending_store, regen, accepted_regressions_option))
+    checked = case.family.name in golden_run(request.config).declared
+    report(
+        request, check_case(case, lowerings, golden_store, pending_store, regen, accepted_regressions_option, checked)
+    )
 
 
 def test_family_loads(broken, golden_store) -> None:
@@ -195,11 +198,6 @@ def test_manifest(request, golden_store, regen) -> None:
         )
 
 
-def expected_files(families: Registry) -> set[str]:
-    produced = {path for case in all_cases(families) for path in case_files(case)}
-    return produced | {summary_path(f) for f in families.families if has_pairs(f)}
-
-
 def test_regressions_ledger(family: Family, golden_store) -> None:
     """Every record of the family's REGRESSIONS.yaml still explains its committed snapshots (acknowledged.stale): one
     whose regression was undone, or that names a case, class or kernel that does not exist, fails here with the regen
@@ -215,22 +213,20 @@ def test_regressions_ledger(family: Family, golden_store) -> None:
 
 @getattr(pytest.mark, UNSHARDED)  # registered by the plugin, which leaves it out of sharded runs
 def test_no_orphans(request, golden_store, regen, families: Registry) -> None:
-    """Every file under golden/ is produced by a variant of the run's families (or is a summary).
-
-    A family that failed to load keeps its snapshots: they are not orphans, just not checked.
-    """
-    kept = tuple(f"{b.name}/" for b in families.broken)
-    ledgers = {ledger_path(f.name) for f in families.families}  # kept while their family is registered
-    orphans = sorted(p for p in golden_store.files() - expected_files(families) - ledgers if not p.startswith(kept))
-    if regen and orphans:
-        if is_filtered(request.config):
-            pytest.skip(f"{len(orphans)} orphan snapshot(s) kept: orphans are deleted only by an unfiltered regen")
-        for path in orphans:
+    """Every file under golden/ is produced by a variant of the run's families (or is a summary or a ledger): of
+    every family when the run selects this check itself (`-k no_orphans`, or no filter), of the families whose cases a
+    filtered run selects when it brings the check back (the plugin, where they have orphans). A regen deletes them."""
+    found = orphans(families, golden_store, golden_run(request.config).orphan_scope)
+    if regen:
+        for path in found:
             golden_store.delete(path)
-        record(request, written={path: "deleted" for path in orphans})
+        record(request, written={path: "deleted" for path in found})
         return
-    if orphans:
-        found = tuple(Mismatch(f"{golden_store.prefix}{path}", FileChange.ORPHAN) for path in orphans)
-        remedy = f"to delete them (a variant was renamed or removed?): an unfiltered `{regen_command()}`"
-        text = "\n".join([*(f"{m.path}: {m.headline}" for m in found), remedy])
-        report(request, CheckResult("test_no_orphans", Status.FAILED, mismatches=found, accept="", text=text))
+    if found:
+        mismatches = tuple(Mismatch(f"{golden_store.prefix}{path}", FileChange.ORPHAN) for path in found)
+        remedy = (
+            f"to delete them (a variant or target removed or renamed?), lowering nothing: `{regen_command(SELECTOR)}`"
+        )
+        text = "\n".join([*(f"{m.path}: {m.headline}" for m in mismatches), remedy])
+        result = CheckResult("test_no_orphans", Status.FAILED, mismatches=mismatches, accept=SELECTOR, text=text)
+        report(request, result)

@@ -357,7 +357,7 @@ def _accept_all(entries: Sequence[Entry], failing: Sequence[str], known: Sequenc
     regressions = [r.name for entry in accepting for r in entry.regressions if not r.acknowledged]
     expressions = [entry.selector for entry in accepting]
     if not all(expressions):
-        return regen_command("", regressions)  # an orphan, or the manifest: only an unfiltered regen settles them
+        return regen_command("", regressions)  # the manifest: only an unfiltered regen settles it
     if len(expressions) == 1:
         return accepting[0].accept
     checks = [check for entry in accepting for check in entry.checks]

@@ -42,6 +42,22 @@ def eager_ignores_threads(X, block_rows: int = 8, threads: int = 128):
 
 
 @tilelang.jit
+def eager_scale_by(X, block_rows: int = 8, threads: int = 128, factor: float | None = None):
+    """Upstream's optional parameters (`sm_scale=None`): None means the kernel's own default."""
+    rows, cols = T.const("rows, cols")
+    X: T.Tensor((rows, cols), T.float16)
+    Y = T.empty((rows, cols), T.float16)
+    scale = 2.0 if factor is None else factor
+    with T.Kernel(T.ceildiv(rows, block_rows), threads=threads) as bx:
+        tile = T.alloc_fragment((block_rows, cols), T.float16)
+        T.copy(X[bx * block_rows, 0], tile)
+        for i, j in T.Parallel(block_rows, cols):
+            tile[i, j] = tile[i, j] * T.float16(scale)
+        T.copy(tile, Y[bx * block_rows, 0])
+    return Y
+
+
+@tilelang.jit
 def eager_row_stats(X, block_rows: int = 4, threads: int = 128):
     """Two T.reduce_sum calls: TileLang names their scratch buffers in an order that varies."""
     rows, cols = T.const("rows, cols")

@@ -135,6 +135,18 @@ def test_a_name_only_the_autotuners_configurations_carry_is_accepted_and_recorde
         build(styles.family(styles.autotuned_ignores_threads, {"block_rows": 8}))
 
 
+def test_a_none_parameter_is_passed_as_none_and_recorded_as_null(lowerings):
+    """`factor=None` is the kernel's own default, given explicitly: built with it, and a snapshot that says so."""
+    family = styles.family(styles.eager_scale_by, {"block_rows": 8, "threads": 128, "factor": None})
+    case = Case(family, family.variants[0], "sm_80")
+    assert "factor: null" in lowerings.files(case)["styles/only/sm_80.yaml"]
+    doubled = styles.family(styles.eager_scale, {"block_rows": 8, "threads": 128})
+    body = lowerings.produce(case).cuda.replace("eager_scale_by_kernel", "K")
+    assert body == lowerings.produce(Case(doubled, doubled.variants[0], "sm_80")).cuda.replace(
+        "eager_scale_kernel", "K"
+    )
+
+
 def test_declared_outputs_that_agree_with_t_empty_are_accepted():
     assert tuple(build(styles.family(styles.eager_scale, outputs=[-1])).outputs) == (1,)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import shutil
 import sys
 from collections import Counter
@@ -25,6 +24,7 @@ import tilelang_golden.catalog.loading
 from tilelang_golden.catalog.cases import all_cases, check_groups, parse_shard, select_shard
 from tilelang_golden.config import ConfigError, read_config
 from tilelang_golden.regressions import REGRESSION_CLASSES
+from tilelang_golden.static.brought_back import items_of, named_load_failures, named_orphans, remember_deselected
 from tilelang_golden.static.item_names import (
     GROUP_SUFFIX,
     checks_nothing,
@@ -34,7 +34,6 @@ from tilelang_golden.static.item_names import (
     set_node_id,
 )
 from tilelang_golden.static.options import accepted_regressions, add_options
-from tilelang_golden.static.orphans import orphans
 from tilelang_golden.static.produce.lowering_cache import LoweringCache
 from tilelang_golden.static.report.verdict import (
     Verdict,
@@ -150,43 +149,8 @@ def _group(item: pytest.Item) -> str:
     return marker.args[0] if marker else "session"
 
 
-# The load failures of families and the orphan check that -k or -m deselected, as pytest_deselected reports them:
-# their ids name no case, so a filter on cases drops them.
-DESELECTED = pytest.StashKey[list[pytest.Item]]()
-BROUGHT_BACK = ("test_family_loads", "test_no_orphans")
-KEYWORD_NAME = re.compile(r"[^\s()]+")
-
-
 def pytest_deselected(items: Sequence[pytest.Item]) -> None:
-    for item in items:
-        if getattr(item, "originalname", None) in BROUGHT_BACK and not checks_nothing(item):
-            item.config.stash.setdefault(DESELECTED, []).append(item)
-
-
-def named_load_failures(config: pytest.Config) -> list[pytest.Item]:
-    """The load failures of the families a -k expression names. `-k "attention and sm_90"` deselects the item that
-    says why `attention` failed to load (its id has no target); without it the run would only say that nothing
-    matched."""
-    tokens = KEYWORD_NAME.findall((config.getoption("keyword") or "").lower())
-    # Words the expression asks for (not those after `not`); a case id's first part is its family's name.
-    words = {word.split("/")[0] for i, word in enumerate(tokens) if i == 0 or tokens[i - 1] != "not"}
-    words -= {"", "and", "or", "not"}
-    return [
-        item
-        for item in _items_of(config.stash.get(DESELECTED, []), "test_family_loads")
-        if any(word in item.callspec.params["broken"].name.lower() for word in words)
-    ]
-
-
-def named_orphans(config: pytest.Config, items: Sequence[pytest.Item]) -> list[pytest.Item]:
-    """The orphan check, deselected by a filter that selects cases, brought back for their families where those have
-    orphans (finding them lowers nothing), so a filtered run names them; its scope is kept for the check."""
-    deselected = _items_of(config.stash.get(DESELECTED, []), "test_no_orphans")
-    run = golden_run(config)
-    if not deselected or config.getoption("--shard"):
-        return []
-    run.orphan_scope = {item.callspec.params["case"].family.name for item in _items_of(items, "test_case")}
-    return deselected if orphans(run.registry, SnapshotStore(run.golden), run.orphan_scope) else []
+    remember_deselected(items)
 
 
 @pytest.hookimpl(trylast=True)
@@ -194,8 +158,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """After -k/-m: leave out the items that check nothing, bring back the load failures of families the selection
     names, keep this shard's groups, refuse an empty selection."""
     items[:] = [item for item in items if not checks_nothing(item)]
+    run = golden_run(config)
     items += [item for item in named_load_failures(config) if item not in items]
-    items += [item for item in named_orphans(config, items) if item not in items]
+    orphan_check, run.orphan_scope = named_orphans(config, items, run.registry, SnapshotStore(run.golden))
+    items += [item for item in orphan_check if item not in items]
     shard = config.getoption("--shard")
     if shard is not None:
         groups = list(dict.fromkeys(_group(item) for item in items))
@@ -214,17 +180,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if not item.nodeid.endswith(f"@{_group(item)}"):
                 set_node_id(item, f"{item.nodeid}@{_group(item)}")
-    run = golden_run(config)
-    run.planned.update(item.callspec.params["case"].id for item in _items_of(items, "test_case"))
-    run.declared.update(item.callspec.params["family"].name for item in _items_of(items, "test_family_declaration"))
+    run.planned.update(item.callspec.params["case"].id for item in items_of(items, "test_case"))
+    run.declared.update(item.callspec.params["family"].name for item in items_of(items, "test_family_declaration"))
     if not items and not hasattr(config, "workerinput"):
         raise pytest.UsageError(empty_selection(config))
     # An xdist worker must not raise here: the controller would only say "no tests ran". It
     # reports what it collected, and the controller refuses an empty selection (below).
-
-
-def _items_of(items: Sequence[pytest.Item], test: str) -> list[pytest.Item]:
-    return [item for item in items if getattr(item, "originalname", None) == test]
 
 
 def empty_selection(config: pytest.Config) -> str:

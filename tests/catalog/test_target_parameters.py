@@ -25,6 +25,8 @@ def test_each_target_builds_the_variant_with_its_own_value_and_the_rest_with_the
     assert {got[t] for t in got if t not in ("sm_90", "gfx942")} == {8}
     # one variant object per target value, made once: what a run builds per variant it builds once per target
     assert Case(family, family.variants[0], "sm_90").variant is Case(family, family.variants[0], "sm_90").variant
+    on_sm_90 = Case(family, family.variants[0], "sm_90")
+    assert Case(family, on_sm_90.variant, "gfx942").params["block_rows"] == 16  # another target of a case's variant
 
 
 def test_the_snapshot_records_what_its_target_got(lowerings):

@@ -129,15 +129,21 @@ class Variant:
     # target -> this variant with its ByTarget parameters resolved for it (`on_target`), made once per target so that
     # what a run builds and lowers per variant is built once per target's parameters.
     _on_target: dict[str, Variant] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _declared: Variant | None = field(default=None, init=False, repr=False, compare=False)  # what on_target resolved
 
     def on_target(self, target: str) -> Variant:
         """This variant as it is built for `target`: every ByTarget parameter replaced by the target's value; the
-        variant itself when none depends on the target."""
+        variant itself when none depends on the target. A variant resolved for one target resolves as the declared
+        one for another."""
+        if self._declared is not None:
+            return self._declared.on_target(target)
         if not any(isinstance(value, ByTarget) for value in self.params.values()):
             return self
         if target not in self._on_target:
             params = {k: v.on(target) if isinstance(v, ByTarget) else v for k, v in self.params.items()}
-            self._on_target[target] = dataclasses.replace(self, params=params)
+            resolved = dataclasses.replace(self, params=params)
+            object.__setattr__(resolved, "_declared", self)
+            self._on_target[target] = resolved
         return self._on_target[target]
 
 

@@ -14,6 +14,10 @@ its machine code compiles it with the other cases of its group and target that t
 and the cache does not hold: one nvcc per header set (`machine_code.compile_together`). A fresh lowering (the
 regen's second) is compiled alone, as TileLang's JIT compiles it, so a regen refuses a case whose two compiles
 differ.
+
+A case that does not lower (or compile) and is not declared to fail is advised over every target its variant fails on
+(`outcomes`): only then are its family's other targets lowered, each once per run (a refusal is kept like a lowering),
+whatever the run selected.
 """
 
 from __future__ import annotations
@@ -26,11 +30,12 @@ from tilelang_golden.catalog.build import BuildError, BuiltKernel, build_kernel
 from tilelang_golden.catalog.cases import Case, family_cases
 from tilelang_golden.family import CaseFacts, Family, Variant
 from tilelang_golden.static.kinds import CaseInputs, render_case
-from tilelang_golden.static.produce.lowering import Lowering, LoweringError, lower
+from tilelang_golden.static.produce.lowering import Lowering, LoweringError, LoweringRefused, lower
 from tilelang_golden.static.produce.lowering_cache import LoweringCache, case_key, installed_code, traced_kernel
-from tilelang_golden.static.produce.machine_code import MachineCode, compile_lowering, compile_together
+from tilelang_golden.static.produce.machine_code import CompileError, MachineCode, compile_lowering, compile_together
 from tilelang_golden.static.snapshots.case_files import case_files, facts_file, source_file
 from tilelang_golden.static.snapshots.snapshot import load_yaml, strip_cuda_header
+from tilelang_golden.targets import TARGETS
 
 # A variant by the ids of its Family and Variant objects (their fields hold dicts: they do not hash); each memo
 # keeps those objects beside what it holds, so their ids stay theirs while the session lives.
@@ -72,6 +77,7 @@ class LoweringSession:
     _built: dict[VariantSlot, tuple[Family, Variant, BuiltKernel]] = field(default_factory=dict, repr=False)
     _traced: dict[VariantSlot, tuple[Variant, dict[str, Any]]] = field(default_factory=dict, repr=False)
     _lowered: dict[CaseSlot, tuple[Case, Lowering]] = field(default_factory=dict, repr=False)
+    _refused: dict[CaseSlot, tuple[Case, LoweringRefused]] = field(default_factory=dict, repr=False)
     _files: dict[CaseSlot, tuple[Case, dict[str, str]]] = field(default_factory=dict, repr=False)
     _compiled: dict[CaseSlot, tuple[Case, list[MachineCode]]] = field(default_factory=dict, repr=False)
     _code: dict[str, str] | None = field(default=None, repr=False)
@@ -95,15 +101,23 @@ class LoweringSession:
         return case_key(case, self._traced[slot][1], self._code)
 
     def lower(self, case: Case, *, fresh: bool = False) -> Lowering:
-        """The case lowered, once per run unless `fresh`; LoweringError when its kernel does not build or lower."""
+        """The case lowered, once per run unless `fresh` (a refusal too: the advice of another case may have asked
+        for it); LoweringError when its kernel does not build or lower."""
         slot = _case_slot(case)
         if not fresh and slot in self._lowered:
             return self._lowered[slot][1]
+        if not fresh and slot in self._refused:
+            raise self._refused[slot][1]
         try:
             built = self.build(case.family, case.variant)
         except BuildError as error:
             raise LoweringError(case.id, str(error)) from error
-        lowering = lower(case, built)
+        try:
+            lowering = lower(case, built)
+        except LoweringRefused as error:
+            if not fresh:
+                self._refused[slot] = (case, error)
+            raise
         if not fresh:
             self._lowered[slot] = (case, lowering)
         return lowering
@@ -119,13 +133,48 @@ class LoweringSession:
             def produce() -> dict[str, str]:
                 return render_case(case, CaseInputs(lambda: self.lower(case), lambda: self.machine_code(case)))
 
-            if self.cache is None:
-                files, source = produce(), "lowered"
-            else:
-                files, source = self.cache.files(case, self.key(case), produce, case_files(case))
+            try:
+                if self.cache is None:
+                    files, source = produce(), "lowered"
+                else:
+                    files, source = self.cache.files(case, self.key(case), produce, case_files(case))
+            except LoweringRefused as error:  # advised over every target the variant fails on, not the case's alone
+                if error.case.id == case.id and case.does_not_lower is None:
+                    error.cover(self.outcomes(case, compiled=isinstance(error, CompileError)))
+                raise
             self._files[slot] = (case, files)
             self.sources[case.id] = source
         return self._files[slot][1]
+
+    def outcomes(self, case: Case, *, compiled: bool = False) -> dict[str, str | None]:
+        """The case's variant on the other targets of its family, those it does not declare not to lower: the error it
+        fails with there (TileLang's; with `compiled`, on a CUDA target the compiler's too), None where it lowers (and
+        compiles). What a failing case is advised with; each target is lowered as its own case is, once per run, and
+        not at all where this run or the disk cache already holds its files."""
+        found: dict[str, str | None] = {}
+        for target in case.family.target_names:
+            other = Case(case.family, case.variant, target)
+            if target == case.target or other.does_not_lower is not None:
+                continue
+            try:
+                self._make(other, compiled)
+                found[target] = None
+            except LoweringRefused as error:
+                found[target] = error.error
+            except LoweringError as error:  # the harness's own refusal (passes that did not run): no tool's text
+                found[target] = str(error)
+        return found
+
+    def _make(self, case: Case, compiled: bool) -> None:
+        """Lower the case (`compiled`: and compile it, on a CUDA target) unless its files are at hand."""
+        slot = _case_slot(case)
+        if slot in self._files:
+            return
+        if self.cache is not None and self.cache.read and self.cache.holds(case, self.key(case), case_files(case)):
+            return
+        lowering = self.lower(case)
+        if compiled and TARGETS[case.target].backend == "cuda" and slot not in self._compiled:
+            self._compiled[slot] = (case, compile_lowering(lowering))
 
     def machine_code(self, case: Case) -> list[MachineCode]:
         """The machine code of the case's CUDA modules, compiled once per run, together with its compile mates';

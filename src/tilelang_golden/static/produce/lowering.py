@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sys
@@ -16,7 +15,7 @@ from typing import Any
 from tilelang_golden.catalog.build import BuiltKernel
 from tilelang_golden.catalog.cases import Case
 from tilelang_golden.catalog.chain import Launch
-from tilelang_golden.static.snapshots.regen import regen_command
+from tilelang_golden.static.produce.lowering_advice import Outcomes, lowering_advice
 from tilelang_golden.targets import TARGETS
 
 # Passes whose output IR the fact extraction reads (captured through a pass instrument).
@@ -34,6 +33,27 @@ class LoweringError(RuntimeError):
     def __init__(self, case_id: str, message: str) -> None:
         super().__init__(f"{case_id}: {message}")
         self.case_id = case_id
+
+
+class LoweringRefused(LoweringError):
+    """TileLang (or, as machine_code.CompileError, NVIDIA's compiler) refused a case: its message is what the tool said
+    (`headline`), then what to do (`lowering_advice`). That advice covers the case's own target until the run's session
+    gives it what the variant does on the family's other targets (`cover`), so that it names every target it fails on.
+    """
+
+    def __init__(self, case: Case, headline: str, error: str) -> None:
+        super().__init__(case.id, headline)
+        self.case = case
+        self.headline = headline
+        self.error = error  # the tool's own text, as the `.error` snapshot holds it: what known failures match
+        self.outcomes: Outcomes | None = None
+
+    def cover(self, outcomes: Outcomes) -> None:
+        """Advise over these targets too: target -> the error the variant fails with there, None where it lowers."""
+        self.outcomes = outcomes
+
+    def __str__(self) -> str:
+        return f"{self.case_id}: {self.headline}\n{lowering_advice(self.case, self.error, self.outcomes)}"
 
 
 @dataclass(frozen=True)
@@ -118,14 +138,8 @@ def _lower_launch(case: Case, launch: Launch) -> Lowering:
         with context, target, captured_output() as output:
             artifact = tilelang.lower(launch.prim_func, target=target, enable_device_compile=False)
     except Exception as error:  # TileLang raises many types; all mean "this case did not lower"
-        raise LoweringError(
-            case.id,
-            f"TileLang could not lower this variant ({type(error).__name__}: {error}).\n"
-            f"Fix the kernel in {case.family.file} and rerun; or, if it is right as written (TileLang's own "
-            f"example, a feature the target lacks), declare it there and write its .error snapshot:\n"
-            f"    {does_not_lower_line(case)}\n"
-            f"    {regen_command(case.id)}",
-        ) from error
+        said = f"{type(error).__name__}: {error}"
+        raise LoweringRefused(case, f"TileLang could not lower this variant ({said}).", said) from error
     missing = [name for name in CAPTURED_PASSES if name not in captured]
     if missing:
         raise LoweringError(case.id, f"passes {missing} did not run; has TileLang's pass pipeline changed?")
@@ -139,14 +153,6 @@ def _lower_launch(case: Case, launch: Launch) -> Lowering:
         name=launch.name,
         pass_configs=dict(launch.pass_configs),
     )
-
-
-def does_not_lower_line(case: Case) -> str:
-    """The declaration that makes a case's failure to lower expected: the variant's own entries, then this one."""
-    declared = case.variant.does_not_lower.items()
-    entries = [f"{json.dumps(target)}: {json.dumps(why)}" for target, why in declared if target != case.target]
-    entries.append(f'{json.dumps(case.target)}: "<why, in words>"')
-    return f"Variant({json.dumps(case.variant.name)}, ..., does_not_lower={{{', '.join(entries)}}})"
 
 
 @contextlib.contextmanager

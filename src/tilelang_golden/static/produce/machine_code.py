@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from tilelang_golden.catalog.cases import Case
-from tilelang_golden.static.produce.lowering import Lowering, LoweringError, does_not_lower_line
+from tilelang_golden.static.produce.lowering import Lowering, LoweringRefused
 from tilelang_golden.static.produce.toolchain import Toolchain, find_toolchain
-from tilelang_golden.static.snapshots.regen import regen_command
 from tilelang_golden.targets import TARGETS
 
 # TileLang's pass configs that change the compile (PassConfigKey values), as its JIT reads them.
@@ -47,16 +46,13 @@ _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 _SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)", re.M)
 
 
-class CompileError(LoweringError):
+class CompileError(LoweringRefused):
     """TileLang lowered the case, but NVIDIA's compiler rejected the CUDA it emitted: a failing case, unless the
-    variant declares it (`Variant.does_not_lower`, whose `.error` snapshot then holds the compiler's message)."""
+    variant declares it (`Variant.does_not_lower`, whose `.error` snapshot then holds the compiler's message). Its
+    message is the compiler's, then the advice a case that does not lower gets (`lowering_advice`)."""
 
     def __init__(self, case: Case, message: str) -> None:
-        super().__init__(
-            case.id,
-            f"{message}\nFix the kernel in {case.family.file} and rerun; or, if it is right as written, declare it "
-            f"there and write its .error snapshot:\n    {does_not_lower_line(case)}\n    {regen_command(case.id)}",
-        )
+        super().__init__(case, message, message)
         self.compiler_message = message
 
 

@@ -18,7 +18,10 @@ from kernels.gemm_num_stages import FAMILY as NUM_STAGES_FAMILY
 from kernels.gemm_num_stages import variant as num_stages_variant
 from tilelang_golden.catalog.cases import Case
 from tilelang_golden.catalog.loading import load_families
+from tilelang_golden.static.engine import check_case
 from tilelang_golden.static.session import LoweringSession
+from tilelang_golden.static.snapshots.snapshot import SnapshotStore
+from tilelang_golden.upgrade.preview import CaseRow, case_row
 
 load_families()  # import the kernel modules before pytester snapshots sys.modules
 
@@ -33,6 +36,11 @@ SMALL_CASE = "gemm_num_stages/ns0_64x64x32/sm_90"
 # Every subprocess's time limit: a net for a hang, never a judgment of speed. Minutes beyond the slowest one on a
 # busy 2-core machine (a golden session lowering two families, about 2 minutes there), within the CI job's 30.
 SUBPROCESS_LIMIT_S = 600
+
+
+def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore, lowerings: LoweringSession) -> CaseRow:
+    """One case's row of an upgrade preview, as the preview reads it from its static session's result."""
+    return case_row(check_case(case, lowerings, golden, pending))
 
 
 def collected_items(lines: list[str]) -> list[str]:

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import gpu_fakes as fake
 import pytest
-from conftest import SMALL_CASE
+from conftest import SMALL_CASE, classify_case
 
 import tilelang_golden.catalog.loading
 import tilelang_golden.family
@@ -26,7 +26,6 @@ from tilelang_golden.static.snapshots.normalize import normalize_error
 from tilelang_golden.static.snapshots.snapshot import SnapshotStore
 from tilelang_golden.static.variant_effects import no_effect, render_effects, variant_effects
 from tilelang_golden.targets import TARGETS
-from tilelang_golden.upgrade.preview import classify_case
 
 REASON = "a reason in words"
 # What TileLang raises, as it reaches the harness: a machine path and an object address in it.

@@ -18,16 +18,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 
-# The static session's items live in the package; --pyargs collects that module by its name.
-GOLDEN = ["-p", "tilelang_golden.static.plugin", "--pyargs", "tilelang_golden.static.session_items"]
-# Lowerings of one group stay on one worker (docs/internals.md); -n auto starts none when the cache holds them.
-WORKERS = ["-n", "auto", "--dist", "loadgroup"]
-
 
 def static(argv: Sequence[str]) -> int:
-    import pytest
+    from tilelang_golden.static.command import static_session
 
-    return int(pytest.main([*GOLDEN, *WORKERS, *argv]))
+    return static_session(argv)
 
 
 def regen(argv: Sequence[str]) -> int:

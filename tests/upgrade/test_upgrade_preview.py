@@ -8,7 +8,7 @@ import re
 import shutil
 
 import pytest
-from conftest import REPO, SMALL_CASE
+from conftest import GOLDEN_TEST, REPO, SMALL_CASE, classify_case
 
 import tilelang_golden.catalog.loading
 import tilelang_golden.family
@@ -22,7 +22,7 @@ from tilelang_golden.static.snapshots.diff import changed_fields
 from tilelang_golden.static.snapshots.results import read_results
 from tilelang_golden.static.snapshots.snapshot import SnapshotStore
 from tilelang_golden.targets import TARGETS
-from tilelang_golden.upgrade.preview import CaseRow, Preview, classify_case, render_markdown, run_preview
+from tilelang_golden.upgrade.preview import CaseRow, Preview, render_markdown, run_preview
 
 CASE = next(c for c in all_cases(tilelang_golden.catalog.loading.load_families()) if c.id == SMALL_CASE)
 
@@ -36,6 +36,22 @@ def golden(tmp_path):
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(REPO / "golden" / name, target)
     return root
+
+
+@pytest.fixture
+def preview(pytester, monkeypatch):
+    """run_preview over one family, the static session it runs in this process (no workers) on that family alone."""
+
+    def run(family, golden, output, version="9.9.9", pinned="0.1.15", previewed=preview_module.TILELANG):
+        registry = Registry((family,), ())
+        monkeypatch.setattr(tilelang_golden.catalog.loading, "load_families", lambda *packages, **options: registry)
+
+        def session(arguments):
+            return pytester.runpytest_inprocess("-p", "tilelang_golden.static.plugin", str(GOLDEN_TEST), *arguments).ret
+
+        return run_preview(registry, version, pinned, golden, output, previewed, session)
+
+    return run
 
 
 def row_for(golden, tmp_path, lowerings):
@@ -149,21 +165,17 @@ def test_a_real_cuda_change_that_no_fact_explains_is_counted_per_family_and_targ
     assert json.loads(json.dumps(preview.as_dict()))["unexplained_cuda_changes"]["all"] == expected
 
 
-def test_a_family_check_whose_outcome_changed_is_listed(monkeypatch, lowerings):
-    import dataclasses
-
+def test_a_family_check_whose_outcome_changed_is_listed(monkeypatch, golden, tmp_path, preview):
     import kernels.gemm_num_stages as family_module
-    import tilelang_golden.family
     from tilelang_golden.family import Claim
 
-    family = dataclasses.replace(family_module.FAMILY, variants=[CASE.variant], targets=["sm_90"])
-    families = tilelang_golden.catalog.loading.Registry((family,), ())
-    assert preview_module.changed_checks(lowerings, families) == [], "the pinned TileLang gives what the family records"
+    family = dataclasses.replace(family_module.FAMILY, variants=[CASE.variant], targets=[CASE.target])
+    assert preview(family, golden, tmp_path / "same").checks == [], "the pinned TileLang gives what the family records"
     forged = [Claim(family_module.CRITERIA[2], False, "N=0: [0, 0, 1]")]
     monkeypatch.setattr(family_module, "num_stages_criteria", lambda facts: forged)
-    (line,) = preview_module.changed_checks(lowerings, families)
-    expected = "3. N = 0: no pipeline annotation: recorded holds, now fails (N=0: [0, 0, 1])"
-    assert line == f"gemm_num_stages/64x64x32/sm_90: {expected}"
+    (text,) = preview(family, golden, tmp_path / "forged").checks
+    assert text.startswith("gemm_num_stages/64x64x32/sm_90: the family's checks differ")
+    assert "3. N = 0: no pipeline annotation (fails: N=0: [0, 0, 1])" in text
 
 
 def test_changed_fields_keep_keys_with_colons_whole_and_drop_numeric_keys():
@@ -262,7 +274,9 @@ def test_a_hip_target_is_compared_through_its_hip_snapshot(tmp_path, lowerings):
     assert "CUDA changed" not in text.replace("CUDA/HIP changed", ""), "a HIP source's change is named HIP everywhere"
 
 
-def test_a_preview_writes_its_reports_and_the_static_runs_results_and_groups_changes_as_the_verdict(golden, tmp_path):
+def test_a_preview_writes_its_reports_and_the_static_runs_results_and_groups_changes_as_the_verdict(
+    golden, tmp_path, preview
+):
     """run_preview over one case whose facts were altered: its row, the grouped change read from its result, and
     that result in the output's RESULTS.jsonl as a static run writes it."""
     facts = golden / f"{SMALL_CASE}.yaml"
@@ -270,16 +284,16 @@ def test_a_preview_writes_its_reports_and_the_static_runs_results_and_groups_cha
     family = dataclasses.replace(CASE.family, variants=[CASE.variant], targets=[CASE.target])
     object.__setattr__(family, "file", CASE.family.file)
     output = tmp_path / "preview"
-    preview = run_preview(Registry((family,), ()), "9.9.9", "0.1.15", golden, output, log=lambda line: None)
-    (row,) = preview.rows
+    (row,) = preview(family, golden, output).rows
     assert (row.status, row.fields) == (FileChange.FACTS, ["dynamic_shared_memory_bytes"])
-    (result,) = read_results(output)
-    assert result.check == SMALL_CASE and result.mismatches == row.result.mismatches
+    result = next(r for r in read_results(output) if r.check == SMALL_CASE)  # with the session's other checks'
+    assert result.mismatches == row.result.mismatches
+    assert (output / "golden" / f"{SMALL_CASE}.yaml").is_file() and not (output / "golden" / "RESULTS.jsonl").exists()
     assert "shared memory (dynamic_shared_memory_bytes 1 -> 8192" in (output / "report.md").read_text()
     assert json.loads((output / "report.json").read_text())["cases"][0]["status"] == "facts changed"
 
 
-def test_a_preview_lists_the_regressions_first_by_class_and_target(golden, tmp_path):
+def test_a_preview_lists_the_regressions_first_by_class_and_target(golden, tmp_path, preview):
     """The snapshot claims more resident warps per SM than this TileLang's kernel reaches: the preview's report opens
     with that regression, counted on its target and listed with its case, and report.json holds it."""
     machine = golden / f"{SMALL_CASE}.machine.yaml"
@@ -290,7 +304,7 @@ def test_a_preview_lists_the_regressions_first_by_class_and_target(golden, tmp_p
     machine.write_text(text.replace(f"warps_per_sm: {warps}", f"warps_per_sm: {warps + 4}", 1))
     family = dataclasses.replace(CASE.family, variants=[CASE.variant], targets=[CASE.target])
     output = tmp_path / "preview"
-    run_preview(Registry((family,), ()), "9.9.9", "0.1.15", golden, output, log=lambda line: None)
+    preview(family, golden, output)
     report = (output / "report.md").read_text()
     assert report.index("## Regressions: 1 case(s)") < report.index("| family / target |")
     row = next(line for line in report.splitlines() if line.startswith("| occupancy: "))
@@ -302,13 +316,15 @@ def test_a_preview_lists_the_regressions_first_by_class_and_target(golden, tmp_p
     assert list(listed) == ["occupancy"] and listed["occupancy"]["targets"] == {CASE.target: {SMALL_CASE: [change]}}
 
 
-def test_a_preview_without_regressions_says_so(golden, tmp_path):
+def test_a_preview_without_regressions_says_so(golden, tmp_path, preview):
     family = dataclasses.replace(CASE.family, variants=[CASE.variant], targets=[CASE.target])
-    run_preview(Registry((family,), ()), "9.9.9", "0.1.15", golden, tmp_path, log=lambda line: None)
+    preview(family, golden, tmp_path)
     assert "No regression: no change makes a kernel worse" in (tmp_path / "report.md").read_text()
 
 
-def test_a_cuda_preview_names_the_two_releases_and_reports_the_machine_facts_the_compiler_changes(golden, tmp_path):
+def test_a_cuda_preview_names_the_two_releases_and_reports_the_machine_facts_the_compiler_changes(
+    golden, tmp_path, preview
+):
     """`--cuda`: the snapshots' release is read from their machine facts; a snapshot whose registers another
     compiler made shows as a machine-facts change of the case, and the report says how to make it again."""
     machine = golden / f"{SMALL_CASE}.machine.yaml"
@@ -321,10 +337,7 @@ def test_a_cuda_preview_names_the_two_releases_and_reports_the_machine_facts_the
     family = dataclasses.replace(CASE.family, variants=[CASE.variant], targets=[CASE.target])
     object.__setattr__(family, "file", CASE.family.file)
     output = tmp_path / "preview"
-    preview = run_preview(
-        Registry((family,), ()), "13.0.88", release, golden, output, log=lambda line: None, previewed="CUDA"
-    )
-    (row,) = preview.rows
+    (row,) = preview(family, golden, output, "13.0.88", release, "CUDA").rows
     assert row.status == FileChange.FACTS and "registers" in row.fields and "toolchain.cuda" in row.fields
     text = (output / "report.md").read_text()
     assert "`nox -s upgrade-preview -- --cuda 13.0.88`" in text.splitlines()[0]

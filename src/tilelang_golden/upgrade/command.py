@@ -5,7 +5,8 @@
 
 Run in an environment where only TileLang differs from the pins, or with --cuda only NVIDIA's compilers (the
 machine facts' nvcc, ptxas and nvdisasm); writes report.md, report.json and the produced snapshots under --output,
-never in the snapshot folder. With --gpu, on a GPU machine, it
+never in the snapshot folder. Options it does not know go to the static session it runs (`-n 4`, `--shard 1/2`,
+`-k EXPR`). With --gpu, on a GPU machine, it
 also times every variant under both TileLangs, this Python's and the pinned one of `--against`
 (a Python command of an environment with the pins, default `python3`), alternating the two, and
 writes gpu.md and gpu.json (docs/gpu.md). Exit 0 when the preview ran (it is a report), 2 when it
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from tilelang_golden.config import ConfigError, read_config
@@ -32,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--against", default="python3", help="Python command of the pinned environment (--gpu)")
     parser.add_argument("--blocks", type=int, default=4, help="timing blocks per environment, alternating (--gpu)")
     parser.add_argument("--rounds", type=int, default=3, help="timing rounds per block (--gpu)")
-    options = parser.parse_args(argv)
+    # What the command does not know goes to the static session it runs: `-n 4`, `--shard 1/2`, `-k EXPR`.
+    options, session_options = parser.parse_known_args(argv)
     try:
         settings = read_config()
     except ConfigError as error:
@@ -51,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from tilelang_golden.catalog.loading import load_families, on_targets
     from tilelang_golden.static.snapshots.snapshot import SnapshotStore, installed_tilelang_version
-    from tilelang_golden.upgrade.preview import TILELANG, run_preview
+    from tilelang_golden.upgrade.preview import TILELANG, PreviewError, run_preview
 
     manifest = SnapshotStore(options.golden_dir).read_manifest() or {}
     snapshot_folder = SnapshotStore(options.golden_dir).prefix
@@ -65,12 +68,25 @@ def main(argv: list[str] | None = None) -> int:
         versions = (find_toolchain().release, snapshot_cuda_release(SnapshotStore(options.golden_dir)), CUDA)
     else:
         versions = (installed_tilelang_version(), str(manifest.get("tilelang", "?")), TILELANG)
-    preview = run_preview(families, *versions[:2], options.golden_dir, options.output, previewed=versions[2])
+    try:
+        preview = run_preview(
+            families, *versions[:2], options.golden_dir, options.output, versions[2], session(session_options)
+        )
+    except PreviewError as error:
+        print(f"upgrade preview: {error}", file=sys.stderr)
+        return 2
     print((options.output / "report.md").read_text())
     print(f"wrote {options.output}/report.md, report.json and golden/ ({len(preview.rows)} cases)")
     if options.gpu:
         return gpu_preview(options, pinned=str(manifest.get("tilelang", "?")))
     return 0
+
+
+def session(options: list[str]) -> Callable[[list[str]], int]:
+    """The static session with the preview's arguments, then the options the command passes on."""
+    from tilelang_golden.static.command import static_session
+
+    return lambda arguments: static_session([*arguments, *options])
 
 
 def gpu_preview(options: argparse.Namespace, pinned: str) -> int:

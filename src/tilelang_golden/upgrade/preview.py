@@ -1,15 +1,16 @@
 """What another TileLang would change: every case lowered with it, compared with golden/, never written there.
 
-Run inside an environment where only TileLang differs from the pins (`nox -s upgrade-preview --
-<version>`). Each case is classified by the static check's own comparison (tilelang_golden.static.snapshots.diff:
-identical, whitespace or comments changed only, identifiers renamed only, declarations moved only,
-CUDA or HIP changed, facts changed and which fields, a corrupt snapshot; or failed to lower), the
-changes are grouped into entries as the static check's verdict groups them (tilelang_golden.static.report.verdict),
-the family checks run on the new facts, and the produced snapshots go to `<output>/golden/`, so
-`diff -ru golden <output>/golden` shows them all. A real source change (not renaming only) that
-changes no fact is one the facts fail to explain: the report gives their share per target of the
-project (tilelang_golden.targets.TARGETS, every one previewed, changed or not), per family and target, and
-over all cases, and lists them.
+Run inside an environment where only TileLang differs from the pins (`nox -s upgrade-preview -- <version>`). It runs
+the static session itself (`tilelang-golden static`, on its xdist workers and shards, with no lowering cache), so a
+preview costs what a cold static run does, and classifies each case by that session's comparison
+(tilelang_golden.static.snapshots.diff: identical, whitespace or comments changed only, identifiers renamed only,
+declarations moved only, CUDA or HIP changed, facts changed and which fields, a corrupt snapshot; or failed to lower),
+read from its results. The changes are grouped into entries as the static check's verdict groups them
+(tilelang_golden.static.report.verdict), the family checks ran on the new facts, and the produced snapshots go to
+`<output>/golden/`, so `diff -ru golden <output>/golden` shows them all. A real source change (not renaming only) that
+changes no fact is one the facts fail to explain: the report gives their share per target of the project
+(tilelang_golden.targets.TARGETS, every one previewed, changed or not), per family and target, and over all cases,
+and lists them.
 """
 
 from __future__ import annotations
@@ -21,21 +22,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tilelang_golden.catalog.cases import Case, all_cases, check_groups
+from tilelang_golden.catalog.cases import all_cases, check_groups
 from tilelang_golden.catalog.loading import Registry
-from tilelang_golden.static.claims import NoClaims, judge_claims
-from tilelang_golden.static.engine import check_case
-from tilelang_golden.static.produce.lowering import LoweringError
 from tilelang_golden.static.report.markdown import entries_markdown
 from tilelang_golden.static.report.verdict import build_verdict
-from tilelang_golden.static.session import LoweringSession
 from tilelang_golden.static.snapshots.case_files import MACHINE_SUFFIX
 from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange, case_change
-from tilelang_golden.static.snapshots.results import RESULTS, CheckResult, append_result, unchanged_cases
+from tilelang_golden.static.snapshots.results import RESULTS, CheckResult, Status, read_results, unchanged_cases
 from tilelang_golden.static.snapshots.snapshot import SnapshotStore, parse_machine_facts
 from tilelang_golden.targets import SOURCE_SUFFIXES, TARGETS
 
 SOURCES = tuple(SOURCE_SUFFIXES.values())  # a kernel source snapshot's suffixes
+# The static session as the preview runs it: quiet, and every case lowered (a candidate's lowerings are not kept).
+SESSION_OPTIONS = ["-q", "--no-cache", "-p", "no:cacheprovider"]
+
+
+class PreviewError(RuntimeError):
+    """The static session the preview runs gave no result to report (a usage error, an empty selection)."""
+
 
 # A case's status, in the report's column order: its outcome, or, for a changed case, how it changed.
 STATUSES: tuple[CaseOutcome | FileChange, ...] = (
@@ -219,12 +223,6 @@ def _label(status: CaseOutcome | FileChange | None, target: str) -> str:
     return status.label(TARGETS[target].language if target in TARGETS else "")
 
 
-def classify_case(case: Case, golden: SnapshotStore, pending: SnapshotStore, lowerings: LoweringSession) -> CaseRow:
-    """The case lowered with this TileLang, its files written to `pending` and compared with `golden` by the
-    static check's own engine (tilelang_golden.static.engine.check_case), so that both name a change alike."""
-    return case_row(check_case(case, lowerings, golden, pending))
-
-
 def case_row(result: CheckResult) -> CaseRow:
     """A case's result as the preview's row: its outcome, or how it changed, and its source's own change."""
     outcome = result.outcome or CaseOutcome.FAILED  # a variant that does not build: its text says why
@@ -256,25 +254,6 @@ def _note(result: CheckResult, outcome: CaseOutcome) -> str:
     return lines[0] if outcome is CaseOutcome.FAILED and lines else ""
 
 
-def changed_checks(lowerings: LoweringSession, families: Registry) -> list[str]:
-    """Every family claim whose outcome on the new facts differs from what its family records."""
-    changed = []
-    for group, (family, cases) in check_groups(families).items():
-        try:
-            verdict = judge_claims(family, group, [lowerings.facts(c) for c in cases])
-        except LoweringError:
-            changed.append(f"{group}: not run, a case did not lower")
-            continue
-        except NoClaims as error:
-            changed.append(f"{group}: {error}")
-            continue
-        for claim in verdict.unexpected:
-            recorded = "holds" if claim.expected else f"is false ({claim.why})"
-            now = "holds" if claim.holds else "fails"
-            changed.append(f"{group}: {claim.name}: recorded {recorded}, now {now} ({claim.observed})")
-    return changed
-
-
 def snapshot_cuda_release(golden: SnapshotStore) -> str:
     """The CUDA release the snapshots' machine facts were compiled with (`toolchain.cuda`; a regen writes them all
     with one), `?` where none has machine facts."""
@@ -290,22 +269,27 @@ def run_preview(
     pinned: str,
     golden: Path,
     output: Path,
-    log: Callable[[str], None] = print,
     previewed: str = TILELANG,
+    session: Callable[[list[str]], int] | None = None,
 ) -> Preview:
-    # No disk cache: every case lowered by the TileLang previewed, compiled by the compilers installed; every case
-    # is planned, so those of a family and target compile together (machine_code.compile_together).
-    lowerings = LoweringSession(planned={case.id for case in all_cases(families)})
-    pending = SnapshotStore(output / "golden")
-    (output / RESULTS).unlink(missing_ok=True)
-    rows = []
-    for case in all_cases(families):
-        row = classify_case(case, SnapshotStore(golden), pending, lowerings)
-        append_result(output, row.result)  # the record a static run keeps, beside report.json
-        rows.append(row)
-        log(f"{row.case}: {_label(row.status, row.target)}")
-    preview = Preview(version, pinned, rows, changed_checks(lowerings, families), previewed)
-    output.mkdir(parents=True, exist_ok=True)
+    """Every case of `families` as the static session lowers and compares it, with this TileLang and these compilers
+    and no lowering cache; its produced files in `<output>/golden/`, its results in `<output>/RESULTS.jsonl`, the
+    report beside. `session(arguments)` runs the static session with those options and returns its exit status
+    (default: `tilelang-golden static`, on every core; the command adds the options it was given, `-n 4`,
+    `--shard 1/2`, `-k EXPR`)."""
+    from tilelang_golden.static.command import static_session
+
+    pending = output / "golden"
+    status = (session or static_session)([*SESSION_OPTIONS, f"--golden-dir={golden}", f"--pending-dir={pending}"])
+    results = read_results(pending) if (pending / RESULTS).is_file() else []
+    if not results:
+        raise PreviewError(f"the static session it runs ended with exit status {status} and no result; see above")
+    (pending / RESULTS).replace(output / RESULTS)
+    order = {case.id: index for index, case in enumerate(all_cases(families))}
+    rows = [case_row(r) for r in sorted((r for r in results if r.check in order), key=lambda r: order[r.check])]
+    groups = check_groups(families)
+    checks = [r.text for r in results if r.check in groups and r.status is not Status.PASSED]
+    preview = Preview(version, pinned, rows, checks, previewed)
     (output / "report.json").write_text(json.dumps(preview.as_dict(), indent=2) + "\n", encoding="utf-8")
     (output / "report.md").write_text(render_markdown(preview), encoding="utf-8")
     return preview

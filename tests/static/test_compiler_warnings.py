@@ -89,7 +89,9 @@ def test_a_kernel_without_warnings_has_an_empty_list(lowerings):
 def test_an_unacknowledged_read_before_initialization_fails_naming_the_fix(lowerings):
     case = uncleared()
     refusal = unacknowledged_warnings(case, extract_facts(lowerings.lower(case)))
-    assert refusal.startswith("uncleared/only/sm_80: TileLang warned while lowering it:\nWarning: Buffer read")
+    assert refusal.startswith(
+        "uncleared/only/sm_80: what its lowering warned about fails its check:\nWarning: Buffer read"
+    )
     assert "Fix the kernel in kernels/uncleared.py" in refusal
     assert "Variant(acknowledged_warnings={'read before initialization': \"<why>\"})" in refusal
 
@@ -128,7 +130,7 @@ def test_the_static_check_snapshots_the_warning_and_fails_until_it_is_acknowledg
     )
     result = golden_session("--regen", "-k", case.id)
     result.assert_outcomes(failed=1)  # written for review, and failed: a regen does not accept it silently
-    result.stdout.fnmatch_lines(["*uncleared/only/sm_80: TileLang warned while lowering it:*"])
+    result.stdout.fnmatch_lines(["*uncleared/only/sm_80: what its lowering warned about fails its check:*"])
     assert READ_BEFORE_WRITE in (golden_session.golden / f"{case.id}.yaml").read_text()
     golden_session("-k", case.id).assert_outcomes(failed=1)
     acknowledged = uncleared(acknowledged_warnings={READ_BEFORE_WRITE: "Y holds the running maximum"})

@@ -32,6 +32,7 @@ from tilelang_golden.static.produce import ir
 from tilelang_golden.static.produce.instructions import conversions, instruction, instructions, mma, warp_shuffles
 from tilelang_golden.static.produce.layouts import buffer_layouts, canonical_form, fingerprint
 from tilelang_golden.static.produce.lowering import Lowering
+from tilelang_golden.static.produce.uninitialized import SOURCE_PASS, uninitialized_shared_reads
 from tilelang_golden.static.snapshots.normalize import normalize_warnings
 from tilelang_golden.static.snapshots.snapshot import FORMAT_VERSION
 from tilelang_golden.targets import TARGETS, Features, Target
@@ -53,9 +54,6 @@ CP_ASYNC_COPIES = ("tl.ptx_cp_async", "tirx.ptx_cp_async")  # tl::cp_async_gs<by
 TMA_LOAD = "tl.tma_load"
 TMEM_ALLOC = "tl.ptx_init_tensor_memory"  # (pointer to the address slot, columns): tl::tmem_allocate
 GEMM_TILE_OP = "tl.tileop.gemm"
-# The tile GEMM ops that share TileLang's dense argument layout (src/op/gemm.cc, GemmNode::InitFromDenseArgs):
-# A, B and C regions, trans_A, trans_B, M, N, K, the warp policy, ...
-DENSE_GEMM_OPS = ("tl.tileop.gemm", "tl.tileop.wgmma_gemm", "tl.tileop.tcgen05_gemm")
 # GemmWarpPolicyType in src/op/gemm.h, by value.
 WARP_POLICIES = ("Square", "FullRow", "FullCol", "Free")
 SWIZZLE_PATTERN = "threadblock_swizzle_pattern"  # T.use_swizzle: (device function, panel size)
@@ -66,16 +64,19 @@ ACCESS_PTR = "tirx.tvm_access_ptr"  # (type, buffer var, offset, extent, rw): a 
 
 def extract_facts(lowering: Lowering) -> dict[str, Any]:
     """The facts of one case as plain data (ints, strings, lists, dicts) in a stable order: the case, what the
-    compiler warned about, then each device kernel of the module in launch order."""
+    compiler warned about and the shared memory its kernels may read before writing it, then each device kernel of
+    the module in launch order."""
     case = lowering.case
+    kernels = [kernel for step in lowering.kernels for kernel in device_kernels(step)]
+    uninitialized = [
+        warning for kernel in kernels for warning in uninitialized_shared_reads(kernel.source, kernel.name)
+    ]
     return {
         "format": FORMAT_VERSION,
         "case": {"family": case.family.name, "variant": case.variant.name, "target": case.target},
         "params": snapshot_params(case.params),
-        "warnings": normalize_warnings(lowering.output),
-        "kernels": [
-            kernel_facts(kernel, TARGETS[case.target]) for step in lowering.kernels for kernel in device_kernels(step)
-        ],
+        "warnings": sorted({*normalize_warnings(lowering.output), *uninitialized}),
+        "kernels": [kernel_facts(kernel, TARGETS[case.target]) for kernel in kernels],
     }
 
 
@@ -130,6 +131,7 @@ class Kernel:
     SplitHostDevice, where pipelines, shared buffers and layouts are read, and its own device function after."""
 
     name: str
+    source: Any  # its launch scope as written: statements in source order, tile ops (uninitialized.SOURCE_PASS)
     planned: Any  # its launch scope after tl.PipelinePlanning
     injected: Any  # ... after tl.InjectSoftwarePipeline
     inferred: Any  # ... after tl.LayoutInference
@@ -169,6 +171,7 @@ def device_kernels(lowering: Lowering) -> list[Kernel]:
         kernels.append(
             Kernel(
                 name=name,
+                source=scopes[SOURCE_PASS][position],
                 planned=planned_scope,
                 injected=scopes["tl.InjectSoftwarePipeline"][position],
                 inferred=scopes["tl.LayoutInference"][position],
@@ -182,7 +185,7 @@ def device_kernels(lowering: Lowering) -> list[Kernel]:
 
 
 # The passes before SplitHostDevice whose IR holds each kernel as a launch scope of one function.
-SPLIT_PASSES = ("tl.PipelinePlanning", "tl.InjectSoftwarePipeline", "tl.LayoutInference")
+SPLIT_PASSES = (SOURCE_PASS, "tl.PipelinePlanning", "tl.InjectSoftwarePipeline", "tl.LayoutInference")
 WS_APPLIED = "tl_tiled_ws_applied"  # a function attribute: some kernel of the function was warp-specialized
 
 
@@ -394,7 +397,7 @@ def _gemms(scope: Any, target: Target) -> list[dict[str, str]]:
 
     ir.visit(scope, visit)
     gemms: list[dict[str, str]] = []
-    for call in (c for op in DENSE_GEMM_OPS for c in ir.calls(scope, op)):
+    for call in (c for op in ir.DENSE_GEMM_OPS for c in ir.calls(scope, op)):
         a, b, c = (_region(arg) for arg in call.args[:3])
         m, n, k, policy = (ir.plain(arg) for arg in call.args[5:9])
         gemm = {

@@ -12,6 +12,9 @@ from typing import Any
 
 THREAD_EXTENT = "thread_extent"
 WS_SCOPE = "kWarpSpecializationScope"  # the statement attribute around a warp-specialized kernel's partition
+# The tile GEMM ops that share TileLang's dense argument layout (src/op/gemm.cc, GemmNode::InitFromDenseArgs):
+# A, B and C regions, trans_A, trans_B, M, N, K, the warp policy, clear_accum, ...
+DENSE_GEMM_OPS = ("tl.tileop.gemm", "tl.tileop.wgmma_gemm", "tl.tileop.tcgen05_gemm")
 
 
 def functions(mod: Any) -> list[tuple[str, Any]]:

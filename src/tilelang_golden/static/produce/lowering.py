@@ -16,10 +16,12 @@ from tilelang_golden.catalog.build import BuiltKernel
 from tilelang_golden.catalog.cases import Case
 from tilelang_golden.catalog.chain import Launch
 from tilelang_golden.static.produce.lowering_advice import Outcomes, lowering_advice
+from tilelang_golden.static.produce.uninitialized import SOURCE_PASS
 from tilelang_golden.targets import TARGETS
 
 # Passes whose output IR the fact extraction reads (captured through a pass instrument).
 CAPTURED_PASSES = (
+    SOURCE_PASS,
     "tl.PipelinePlanning",
     "tl.InjectSoftwarePipeline",
     "tl.LayoutInference",

@@ -378,11 +378,15 @@ FAMILY = Family(
     name="attention_backward_chain",
     # Upstream's main() at twice its sequence: 8 x 32 heads of 64, 2048 tokens; 0.96 TFLOP non-causal.
     shape={"batch": 8, "heads": 32, "seq_len": 2048, "dim": 64},
+    sanitize_shape={"batch": 1, "heads": 2, "seq_len": 256},
     variants=[
         Variant("noncausal", Chain(attention_forward_backward), {"is_causal": False, **BLOCKS}),
         Variant("causal", Chain(attention_forward_backward), {"is_causal": True, **BLOCKS}, tolerance=TOLERANCES_CAUSAL),
     ],
     inputs=chain_inputs,
+    # The chain returns (O, dQ, dK, dV) after its 4 inputs: dQ is converted from an fp32 buffer that every key block's
+    # backward adds into with atomics.
+    nondeterministic={5: "fp32 atomics add every key block's dQ into each element in whatever order they land"},
     reference=float32_forward_backward,
     tolerance=TOLERANCES,
     speed_reference=torch_forward_backward,

@@ -291,11 +291,13 @@ FAMILY = Family(
     # Upstream's main() at twice its sequence: 8 x 32 heads of 64, 2048 tokens. 0.69 TFLOP non-causal; 1024 blocks
     # of 128 threads; dQ takes 32 atomic adds per element.
     shape={"batch": 8, "heads": 32, "seq_len": 2048, "dim": 64},
+    sanitize_shape={"batch": 1, "heads": 2, "seq_len": 256},
     variants=[variant(is_causal=False), variant(is_causal=True)],
     inputs=backward_inputs,
     # dQ (6) is accumulated with atomics into a buffer the harness zeroes, in make_dq_layout's order; dK (7) and
     # dV (8) are written whole.
     outputs={6: Accumulated(to_logical=dq_from_storage), 7: Written(), 8: Written()},
+    nondeterministic={6: "fp32 atomics add 32 key blocks' dQ into each element in whatever order they land"},
     reference=float32_gradients,
     tolerance=TOLERANCES,  # the causal variant gives its own (variant())
     speed_reference=torch_backward,

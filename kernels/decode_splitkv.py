@@ -185,6 +185,8 @@ FAMILY = Family(
     # sequences decoding at an 8k context: a 268 MB cache to read, about 60 us at the H200's bandwidth;
     # 8 x 8 = 64 (sequence, KV head) pairs alone would leave half of its 132 SMs idle.
     shape={"batch": 8, "heads": 128, "kv_heads": 8, "seqlen_kv": 8192, "dim": 128},
+    # --sanitize: one sequence, two KV heads of the same 16-head group, slices of whole 64-key tiles.
+    sanitize_shape={"batch": 1, "heads": 32, "kv_heads": 2, "seqlen_kv": 1024},
     variants=[
         Variant("split4", flashattn_decode_split, {"num_split": 4}),
         Variant("split8", flashattn_decode_split, {"num_split": 8}),

@@ -255,6 +255,8 @@ FAMILY = Family(
     # 1024 tiles of 128 x 128 are 7.76 waves on 132 SMs, 512 of 128 x 256 are 3.88: stream-K spreads the last
     # partial wave plus one whole wave (232 and 248 tiles) over every SM and runs the rest (6 and 2 waves) whole.
     shape=SHAPE,
+    # No sanitize_shape: the stream-K schedule is computed from SHAPE when the module loads (KERNELS), so `--sanitize`
+    # runs it at SHAPE.
     variants=[
         # The stream-K loop unpipelined (num_stages=0).
         Variant(BASELINE, KERNELS[BASELINE], params_of(BASELINE, num_stages=0)),

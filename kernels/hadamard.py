@@ -197,6 +197,7 @@ BF16 = Tolerance(
 FAMILY = Family(
     name="hadamard",
     shape={"b": 16384, "n": 8192},
+    sanitize_shape={"b": 64},
     variants=[
         Variant("fp16", hadamard, {"dtype": T.float16}),
         Variant("bf16", hadamard, {"dtype": T.bfloat16}, tolerance=BF16),

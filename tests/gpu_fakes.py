@@ -415,6 +415,41 @@ class CpuWorker(KernelSession):
         return case(ISOLATED, ref[2], ref[3])
 
 
+# -- a whole run on the fake H200 ---------------------------------------------------------------------
+
+RUN_SEEDS = [1, 2, 3]
+
+
+def gpu_run(tmp_path: Any, monkeypatch: Any, cases: Sequence[Case], kernels: Any, **plan: Any) -> tuple[int, Any, str]:
+    """run_gpu_check on the fake H200 over `cases` (`plan` overrides fields of its CheckPlan): its exit status,
+    report.json and summary.md."""
+    import json
+
+    from tilelang_golden.gpu import check
+    from tilelang_golden.gpu.baseline_use import BaselineUse
+    from tilelang_golden.gpu.check import CheckPlan, run_gpu_check
+
+    monkeypatch.setattr(check, "require_cuda", device)
+    fields: dict[str, Any] = dict(
+        seeds=RUN_SEEDS, rounds=2, timing_seed=5, golden=tmp_path / "golden", snapshotted=lambda case: False
+    )
+    status = run_gpu_check(
+        CheckPlan(lambda device: cases, **{**fields, **plan}),
+        output=tmp_path / "report",
+        baseline=BaselineUse(tmp_path / "timing"),
+        environ={},
+        kernels=kernels,
+        log=lambda line: None,
+    )
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    return status, report, (tmp_path / "report" / "summary.md").read_text()
+
+
+def variants(report: Any) -> dict[str, Any]:
+    """report.json's variants by their key."""
+    return {v["variant"]: v for v in report["variants"]}
+
+
 # A facts snapshot of one kernel, formatted with the snapshot format, its dynamic and static shared memory.
 FACTS = """format: {format}
 case: {{family: gemm_relu_schedules, variant: v0_baseline, target: sm_90}}

@@ -6,7 +6,6 @@ process (tilelang_golden.gpu.run.worker) whose kernels sleep or abort."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -20,38 +19,13 @@ import tilelang_golden.catalog.loading
 import tilelang_golden.family
 from tilelang_golden.catalog.cases import Case
 from tilelang_golden.family import Family
-from tilelang_golden.gpu import check, kernel_session
-from tilelang_golden.gpu.baseline_use import BaselineUse
-from tilelang_golden.gpu.check import CheckPlan, run_gpu_check
+from tilelang_golden.gpu import kernel_session
+from tilelang_golden.gpu.gate.repeat_gate import DEFAULT_LAUNCHES
 from tilelang_golden.gpu.kernel_session import Kernels, KernelSession
 from tilelang_golden.gpu.measure import numerics
 from tilelang_golden.gpu.run.worker import CRASHED, DID_NOT_FINISH, RAISED, TimeLimits, WorkerProcess
 
-SEEDS = [1, 2, 3]
-
-
-def gpu_run(tmp_path, monkeypatch, cases, kernels):
-    """run_gpu_check on the fake H200 over `cases`: its exit status and report.json."""
-    monkeypatch.setattr(check, "require_cuda", fake.device)
-    logged: list[str] = []
-    plan = CheckPlan(
-        lambda device: cases, seeds=SEEDS, rounds=2, timing_seed=5, golden=tmp_path / "golden",
-        snapshotted=lambda case: False,
-    )  # fmt: skip
-    status = run_gpu_check(
-        plan,
-        output=tmp_path / "report",
-        baseline=BaselineUse(tmp_path / "timing"),
-        environ={},
-        kernels=kernels,
-        log=logged.append,
-    )
-    report = json.loads((tmp_path / "report" / "report.json").read_text())
-    return status, report, (tmp_path / "report" / "summary.md").read_text()
-
-
-def variants(report):
-    return {v["variant"]: v for v in report["variants"]}
+SEEDS = fake.RUN_SEEDS
 
 
 # -- an exception in each stage, in process -------------------------------------------------------
@@ -61,15 +35,15 @@ def raising_inputs(p, generator, device):
     raise ValueError("inputs are broken")
 
 
-def raises_on_the_fourth_call(a, b, c):
-    """Right on the numeric gate's three seeds, raising once timed."""
-    raises_on_the_fourth_call.calls += 1
-    if raises_on_the_fourth_call.calls > 3:
+def raises_once_timed(a, b, c):
+    """Right on the numeric gate's seeds and in the repeated launches, raising once timed."""
+    raises_once_timed.calls += 1
+    if raises_once_timed.calls > len(SEEDS) + DEFAULT_LAUNCHES:
         raise RuntimeError("launch failed while timed")
     fake.small_gemm_right(a, b, c)
 
 
-raises_on_the_fourth_call.calls = 0
+raises_once_timed.calls = 0
 STAGES = fake.gemm_family(
     "stages",
     [fake.variant(name) for name in ("right", "compile", "call", "comparison", "timing")],
@@ -83,7 +57,7 @@ def test_an_exception_in_each_stage_fails_its_variant_alone(tmp_path, monkeypatc
         raise RuntimeError("the launch failed")
 
     monkeypatch.setitem(fake.BEHAVIOURS, "call", calls)
-    monkeypatch.setitem(fake.BEHAVIOURS, "timing", raises_on_the_fourth_call)
+    monkeypatch.setitem(fake.BEHAVIOURS, "timing", raises_once_timed)
 
     def resources(compiled):
         if compiled.case.variant.name == "compile":
@@ -107,9 +81,9 @@ def test_an_exception_in_each_stage_fails_its_variant_alone(tmp_path, monkeypatc
     monkeypatch.setattr(numerics, "check_output", check_output)
     monkeypatch.setattr(KernelSession, "numerics", numerics_of)
     cases = [fake.case(STAGES, v.name) for v in STAGES.variants] + [fake.case(INPUTS, "v")]
-    status, report, summary = gpu_run(tmp_path, monkeypatch, cases, Kernels.in_process(fake.cpu_session()))
+    status, report, summary = fake.gpu_run(tmp_path, monkeypatch, cases, Kernels.in_process(fake.cpu_session()))
 
-    found = variants(report)
+    found = fake.variants(report)
     assert status == 1 and report["counts"]["pass"] == 1 and found["stages/right"]["status"] == "pass"
     assert found["stages/right"]["ratio_to_reference"] == 1.0, "the others still timed"
     failure = {key: v["failure"] for key, v in found.items()}
@@ -155,8 +129,8 @@ def isolated_kernels(log=lambda line: None):
 def test_a_hanging_and_a_dying_kernel_fail_alone_and_the_others_get_their_verdicts(tmp_path, monkeypatch):
     cases = [fake.case(fake.ISOLATED, name) for name in ("right", "hangs", "dies", "right_too")]
     started = time.perf_counter()
-    status, report, summary = gpu_run(tmp_path, monkeypatch, cases, isolated_kernels())
-    found = variants(report)
+    status, report, summary = fake.gpu_run(tmp_path, monkeypatch, cases, isolated_kernels())
+    found = fake.variants(report)
     assert status == 1 and report["counts"] == {"pass": 2, "fail": 2, "does not fit": 0, "not_run": 0}
     assert found["isolated/right"]["ratio_to_reference"] == found["isolated/right_too"]["ratio_to_reference"] == 1.0
     hang, death = found["isolated/hangs"]["failure"], found["isolated/dies"]["failure"]
@@ -247,7 +221,7 @@ def test_the_test_only_families_load_and_are_never_snapshotted():
     loaded = load_families("tests.gpu_families")
     assert not loaded.broken
     names = {f.name for f in loaded.families}
-    assert names == {"never_finishes", "illegal_address", "inputs_raise"}
+    assert names == {"never_finishes", "illegal_address", "inputs_raise", "planted_race", "planted_uninit"}
     assert all(f.file.startswith("tests/gpu_families/") for f in loaded.families)
     assert not names & {f.name for f in load_families().families}
     assert not names & {c.family.name for c in all_cases(tilelang_golden.catalog.loading.load_families())}

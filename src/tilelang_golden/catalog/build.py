@@ -128,6 +128,7 @@ def build_kernel(family: Family, variant: Variant) -> BuiltKernel:
     if kernel.eager is not None:
         _refuse_unknown_constants(kernel, arguments, where)
     outputs = _outputs(family, variant, prim_func, kernel.out_idx)
+    _refuse_unknown_nondeterministic(family, outputs, where)
     try:
         tolerances = family.tolerances(variant, len(outputs))
     except FamilyError as error:
@@ -169,6 +170,7 @@ def _build_chain(family: Family, variant: Variant, where: str) -> BuiltKernel:
             f"not {wrong}"
         )
     outputs = {i: declared.get(i, RETURNED) for i in results}
+    _refuse_unknown_nondeterministic(family, outputs, where)
     try:
         tolerances = family.tolerances(variant, len(outputs))
     except FamilyError as error:
@@ -439,6 +441,17 @@ def _outputs(family: Family, variant: Variant, prim_func: Any, out_idx: list[int
         )
     kinds = {**{i: RETURNED for i in returned}, **declared}
     return {i: kinds[i] for i in sorted(kinds)}
+
+
+def _refuse_unknown_nondeterministic(family: Family, outputs: Mapping[int, OutputKind], where: str) -> None:
+    """`Family.nondeterministic` by position names outputs of the kernel (its own, where the family lists none)."""
+    declared = family.nondeterministic
+    unknown = [] if declared is None or isinstance(declared, str) else sorted(set(declared) - set(outputs))
+    if unknown:
+        raise BuildError(
+            f"{where}: the family declares positions {unknown} nondeterministic, but the kernel's outputs are "
+            f"{list(outputs)}; name those positions, or give one reason for every output"
+        )
 
 
 def _buffer(prim_func: Any, position: int) -> Any:

@@ -106,6 +106,13 @@ class Family:
     # Optional: the family's own regression classes, besides the built-in ones (tilelang_golden.regressions), found
     # in its cases' changes and acknowledged as they are.
     regressions: Sequence[RegressionClass] = ()
+    # Optional: outputs that differ between launches on the same inputs by design (float atomics add in whatever
+    # order they land): a reason in words for every output, or {output position: reason}. The GPU check's repeated
+    # launches hold every other output to bitwise equality (tilelang_golden.gpu.measure.repeats).
+    nondeterministic: str | Mapping[int, str] | None = None
+    # Optional: dimensions overriding the shape (and the variants' own) for `tilelang-golden gpu --sanitize`, which
+    # runs each variant under compute-sanitizer, orders of magnitude slower; default: the shape itself.
+    sanitize_shape: Mapping[str, int] | None = None
     file: str = field(
         default="", compare=False
     )  # its file, as the repository names it (kernels/<name>.py): by discovery
@@ -124,6 +131,8 @@ class Family:
         self._check_tolerances(where)
         self._check_precision_twin(where)
         self._check_callables(where)
+        self._check_nondeterminism(where)
+        self._check_sanitize_shape(where)
 
     def _check_variants(self, where: str) -> None:
         """At least one variant, each name once, and targets among the project's."""
@@ -312,6 +321,44 @@ class Family:
             raise FamilyError(
                 f"{where}: speed_reference_label must be a string naming the speed reference in reports, "
                 f"got {self.speed_reference_label!r}"
+            )
+
+    def _check_nondeterminism(self, where: str) -> None:
+        """A reason in words for every output, or {output position: reason}, each position a declared output where
+        `outputs` declares them (else tilelang_golden.catalog.build checks them against the kernel's)."""
+        declared = self.nondeterministic
+        what = f"{where}: nondeterministic"
+        if declared is None:
+            return
+        if isinstance(declared, str):
+            if unwritten(declared):
+                raise FamilyError(
+                    f"{what} is {declared!r}; say in words why the outputs differ between launches on the same inputs "
+                    "(e.g. 'float atomics add the slices in whatever order they land')"
+                )
+            return
+        positions = list(declared) if isinstance(declared, Mapping) else []
+        if not positions or not all(type(p) is int and p >= 0 and isinstance(why, str) for p, why in declared.items()):
+            raise FamilyError(
+                f"{what} must be a reason in words (every output) or {{output position: reason}}, got {declared!r}"
+            )
+        known = sorted(self.declared_outputs()) if self.outputs is not None else positions
+        _explained(declared, known, f"{what} names positions", f"which are not its outputs {known}")
+
+    def _check_sanitize_shape(self, where: str) -> None:
+        """Some of the family's dimensions, each a positive int."""
+        small = self.sanitize_shape
+        if small is None:
+            return
+        if not isinstance(small, Mapping) or not small:
+            raise FamilyError(f"{where}: sanitize_shape must map some of its dimensions to sizes, got {small!r}")
+        unknown = sorted(set(small) - set(self.shape))
+        wrong = sorted(name for name, size in small.items() if type(size) is not int or size < 1)
+        if unknown or wrong:
+            problem = f"names dimensions {unknown} the family does not declare" if unknown else f"sizes {wrong} wrong"
+            raise FamilyError(
+                f"{where}: sanitize_shape {dict(small)} {problem}; give some of the shape's dimensions "
+                f"{sorted(self.shape)} each a positive int, the size `tilelang-golden gpu --sanitize` runs it at"
             )
 
     @property

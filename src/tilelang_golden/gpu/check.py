@@ -1,9 +1,10 @@
-"""The GPU check end to end: compile -> agree with the static snapshot -> numerics -> timing -> sweeps.
+"""The GPU check end to end: compile -> agree with the static snapshot -> numerics -> repeated launches -> timing
+-> sweeps, and with `--sanitize` compute-sanitizer's pass.
 
-`check_cases` is the reusable part (no baseline, no files written): every stage keeps what it
-found per variant, and each variant's result is built once at the end. `run_gpu_check` adds
-the baseline comparison or recording (tilelang_golden.gpu.gate.gate judges) and the reports, and returns the
-exit status.
+`check_cases` is the reusable part (no baseline, no files written): every stage keeps what it found per variant (the
+repeated launches and the sanitizer pass: tilelang_golden.gpu.race_checks), and each variant's result is built once at
+the end. `run_gpu_check` adds the baseline comparison or recording (tilelang_golden.gpu.gate.gate judges) and the
+reports, and returns the exit status.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from tilelang_golden.gpu.gate.baseline_file import (
     BaselineRefused,
 )
 from tilelang_golden.gpu.gate.numerics_gate import NumericsResult, validate_seeds
+from tilelang_golden.gpu.gate.repeat_gate import DEFAULT_LAUNCHES, RepeatCheck
+from tilelang_golden.gpu.gate.sanitizer_gate import SanitizerResult
 from tilelang_golden.gpu.kernel_session import CompiledWithSource, Kernels, KernelSession, TimingRequest, raised
 from tilelang_golden.gpu.measure.numerics import fresh_seeds
 from tilelang_golden.gpu.measure.timing import (
@@ -36,12 +39,14 @@ from tilelang_golden.gpu.measure.timing import (
     Timing,
     throughput,
 )
+from tilelang_golden.gpu.race_checks import not_held, repeats_stage, sanitize_stage
 from tilelang_golden.gpu.report.results import GpuRun, SnapshotCheck, VariantFailure, VariantResult, build_sweeps
 from tilelang_golden.gpu.run.against import AbPairs
 from tilelang_golden.gpu.run.compile import CompiledCase
 from tilelang_golden.gpu.run.device import Device, NoCudaDevice, UnknownTarget, require_cuda
 from tilelang_golden.gpu.run.gpu_state import summarize
 from tilelang_golden.gpu.run.worker import RAISED, TimeLimits
+from tilelang_golden.gpu.sanitize import SanitizerPlan
 from tilelang_golden.gpu.selection import Log, NothingToRun, not_runnable, selection_stage
 from tilelang_golden.gpu.snapshot_agreement import agree_with_snapshots
 from tilelang_golden.static.snapshots.case_files import facts_file
@@ -73,6 +78,8 @@ class CheckPlan:
     timer: str = TIMERS[0]
     timing_seed: int | None = None  # the random order's (fresh when None)
     against: Against | None = None
+    repeats: int = DEFAULT_LAUNCHES  # launches of each variant on the first seed's inputs, compared bit for bit
+    sanitizer: SanitizerPlan | None = None  # `--sanitize`: every variant under compute-sanitizer's tools
 
 
 def check_cases(
@@ -124,13 +131,17 @@ def check_cases(
     checked = [c for key, c in runnable.items() if key not in failures]
     log(f"numerics: {len(checked)} kernels x seeds {seeds}")
     numerics = kept(numerics_stage(kernels, checked, seeds, launch_s))
+    repeated, repeat_seconds = repeats_stage(kernels, runnable, numerics, seeds[0], plan.repeats, launch_s, log)
+    repeats = kept(repeated)
 
     timing_seed = fresh_seeds(1)[0] if plan.timing_seed is None else plan.timing_seed
     request = TimingRequest(plan.rounds, timing_seed, seeds[0], plan.timer, plan.warmup_ms, plan.repeat_ms)
-    passing, pair_limits, note, others = timing_plan(kernels, runnable, numerics, launch_s, request, log)
+    held = not_held(repeats) | set(failures)
+    passing, pair_limits, note, others = timing_plan(kernels, runnable, numerics, launch_s, request, log, held)
     measured = kept(time_stage(kernels, passing, request, pair_limits))
     ab = ab_pairs and ab_stage(kernels, ab_pairs, base_compiled, passing, request, pair_limits, failures, log)
-    results = variant_results(compiled, device, snapshots, failures, numerics, measured)
+    sanitized, sanitize_seconds = sanitize_stage(plan.sanitizer, list(runnable.values()), seeds[0], log)
+    results = variant_results(compiled, device, snapshots, failures, numerics, measured, repeats, sanitized)
     timed = [r for r in results if r.paired is not None]
     reference_timings, reference_throughput = reference_figures(timed, device)
 
@@ -151,6 +162,8 @@ def check_cases(
         remeasure=remeasurer(kernels, passing, request, pair_limits, log),
         not_run=left_out,
         ab=ab,
+        repeats={"launches": plan.repeats, "seed": seeds[0], "seconds": round(repeat_seconds, 2)},
+        sanitizer=None if plan.sanitizer is None else sanitizer_record(plan.sanitizer, sanitize_seconds),
     )
 
 
@@ -161,8 +174,11 @@ def variant_results(
     failures: Mapping[str, VariantFailure],
     numerics: Mapping[str, NumericsResult],
     measured: Mapping[str, PairedTiming],
+    repeats: Mapping[str, RepeatCheck] | None = None,
+    sanitized: Mapping[str, SanitizerResult] | None = None,
 ) -> list[VariantResult]:
     """Each variant's result, built once from what every stage found for it (or the failure that ended its check)."""
+    repeats, sanitized = repeats or {}, sanitized or {}
     return [
         VariantResult(
             c,
@@ -171,9 +187,16 @@ def variant_results(
             failure=failures.get(c.case.key),
             numerics=numerics.get(c.case.key),
             paired=measured.get(c.case.key),
+            repeats=repeats.get(c.case.key),
+            sanitized=sanitized.get(c.case.key),
         )
         for c in compiled
     ]
+
+
+def sanitizer_record(plan: SanitizerPlan, seconds: float) -> dict[str, Any]:
+    """How the sanitizer pass ran, as the report records it."""
+    return {"executable": plan.executable, "tools": list(plan.tools), "jobs": plan.jobs, "seconds": round(seconds, 2)}
 
 
 def main_history(run: GpuRun, folder: Path | None, log: Log) -> dict[str, str]:
@@ -269,10 +292,12 @@ def timing_plan(
     launch_s: Mapping[str, float],
     request: TimingRequest,
     log: Log,
+    held: set[str] | None = None,
 ) -> tuple[dict[str, Case], dict[str, float], str | None, list[int]]:
-    """What is timed (the variants whose numerics passed; the others' kernels are dropped), each pair's time
-    limit, and the GPU's state note and the other processes on it."""
-    passing = {key: runnable[key].case for key, result in numerics.items() if result.passed}
+    """What is timed (the variants whose numerics passed and that `held` does not name: those that failed since;
+    the others' kernels are dropped), each pair's time limit, and the GPU's state note and the other processes on it."""
+    held = held or set()
+    passing = {key: runnable[key].case for key, result in numerics.items() if result.passed and key not in held}
     kernels.drop([key for key in runnable if key not in passing])
     note, others = kernels.gpu_state()
     if others:

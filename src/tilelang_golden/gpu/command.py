@@ -2,7 +2,7 @@
 
 Exit status: 0 the gate passed, 1 it failed, 2 nothing could be checked (no CUDA device, no
 snapshot target for it, no nvcc, no selected variant for its target, a refused baseline
-recording, bad options). See docs/gpu.md.
+recording, bad options, `--sanitize` without compute-sanitizer). See docs/gpu.md.
 """
 
 from __future__ import annotations
@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING
 
 from tilelang_golden.config import ConfigError, read_config
 from tilelang_golden.gpu.gate.numerics_gate import MIN_SEEDS
+from tilelang_golden.gpu.gate.repeat_gate import DEFAULT_LAUNCHES
 from tilelang_golden.gpu.measure.timing import DEFAULT_ROUNDS, REPEAT_MS, TIMERS, WARMUP_MS
 from tilelang_golden.gpu.run.device import Device, gpu_unavailable
 
 if TYPE_CHECKING:
     from tilelang_golden.family import Family
     from tilelang_golden.gpu.check import CheckPlan
+    from tilelang_golden.gpu.sanitize import SanitizerPlan
 
 
 class NothingSelected(Exception):
@@ -99,6 +101,27 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: %(default)s, where the GPU workflow puts it for a pull request's run; skipped where absent)",
     )
     parser.add_argument(
+        "--repeats",
+        type=int,
+        default=DEFAULT_LAUNCHES,
+        metavar="N",
+        help="launch every variant N times on the first seed's inputs and fail it where an output is not bitwise "
+        "identical across the launches (a race, an uninitialized read); 1 turns this off (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--sanitize",
+        action="store_true",
+        help="also run every variant under compute-sanitizer's racecheck, synccheck and initcheck at its family's "
+        "sanitize_shape, one process per variant and tool, and fail it where a tool reports a hazard",
+    )
+    parser.add_argument(
+        "--sanitize-jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --sanitize, sanitizer processes at a time (default: the cores, at most 8)",
+    )
+    parser.add_argument(
         "--record-baseline", action="store_true", help="write this run's ratios as the baseline for this GPU model"
     )
     parser.add_argument(
@@ -127,6 +150,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--against-all needs --against REF")
     if options.rounds < 2:
         parser.error("--rounds must be at least 2: the spread between rounds is the measured noise")
+    if options.repeats < 1:
+        parser.error("--repeats must be at least 1 (1: no repeated launches)")
+    if options.sanitize_jobs is not None and (not options.sanitize or options.sanitize_jobs < 1):
+        parser.error("--sanitize-jobs needs --sanitize and at least 1")
     return options
 
 
@@ -164,7 +191,19 @@ def check_plan(options: argparse.Namespace, families: Sequence[Family]) -> Check
         timer=options.timer,
         timing_seed=options.timing_seed,
         against=against,
+        repeats=options.repeats,
+        sanitizer=sanitizer_plan(options),
     )
+
+
+def sanitizer_plan(options: argparse.Namespace) -> SanitizerPlan | None:
+    """`--sanitize`'s plan: the compute-sanitizer `main` found, the processes at a time."""
+    from tilelang_golden.gpu.sanitize import SanitizerPlan
+
+    if not options.sanitize:
+        return None
+    jobs = {} if options.sanitize_jobs is None else {"jobs": options.sanitize_jobs}
+    return SanitizerPlan(options.sanitizer_executable, **jobs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,6 +212,13 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"gpu check stopped, nothing was checked: {problem}", file=sys.stderr)
         return 2
+    if options.sanitize:
+        from tilelang_golden.gpu.sanitize import find_sanitizer, not_found_message
+
+        options.sanitizer_executable = find_sanitizer()
+        if options.sanitizer_executable is None:  # asked for: never a run that silently leaves it out
+            print(f"gpu check stopped, nothing was checked: {not_found_message()}", file=sys.stderr)
+            return 2
 
     from tilelang_golden.catalog.loading import load_families, on_targets
     from tilelang_golden.gpu.baseline_use import BaselineUse

@@ -1,11 +1,11 @@
 """The GPU check's stages, one variant at a time, run where the kernels live.
 
-`KernelSession` holds the compiled kernels and their timed pairs and runs each stage: compile
-(every case, in parallel), reference (the timed pair made on one seed, and one call of the speed
-reference timed, for the time limits), numerics (every seed), timing (every pair interleaved over
-rounds, one request: tilelang_golden.gpu.measure.timing.measure_pairs, exactly as in one process). An exception
-in a variant's stage is that variant's `VariantFailure`, naming its family file, the variant and the
-last frame of the family's own code it passed through; the other variants go on.
+`KernelSession` holds the compiled kernels and their timed pairs and runs each stage: compile (every case, in
+parallel), reference (the timed pair made on one seed, and one call of the speed reference timed, for the time
+limits), numerics (every seed), repeats (launches on one seed's inputs, compared bit for bit), timing (every pair
+interleaved over rounds, one request: tilelang_golden.gpu.measure.timing.measure_pairs, exactly as in one process). An
+exception in a variant's stage is that variant's `VariantFailure`, naming its family file, the variant and the last
+frame of the family's own code it passed through; the other variants go on.
 
 The check asks its stages of `Kernels`, which reaches one KernelSession through a transport: a worker
 process (`Kernels.in_worker`, over tilelang_golden.gpu.run.worker: a kernel that never finishes, or one that leaves
@@ -28,7 +28,9 @@ from tilelang_golden.catalog.cases import Case
 from tilelang_golden.catalog.declaration import FamilyCallError
 from tilelang_golden.family import Family
 from tilelang_golden.gpu.gate.numerics_gate import NumericsResult
+from tilelang_golden.gpu.gate.repeat_gate import RepeatCheck
 from tilelang_golden.gpu.measure.numerics import check_numerics
+from tilelang_golden.gpu.measure.repeats import check_repeats
 from tilelang_golden.gpu.measure.timing import Bench, Pair, PairedTiming, make_bench, measure_pairs
 from tilelang_golden.gpu.pairs import ab_pair, numerics_case, timed_pair
 from tilelang_golden.gpu.report.results import VariantFailure
@@ -125,13 +127,7 @@ class KernelSession:
 
     def resolve(self, case: Case | CaseRef) -> Case:
         """A case as given (in this process), or found by its reference among its package's families (a worker)."""
-        if isinstance(case, Case):
-            return case
-        package, family_name, variant, target = case
-        if package not in self.families:
-            self.families[package] = load_package(package).families
-        family = next(f for f in self.families[package] if f.name == family_name)
-        return Case(family, family.variant(variant), target)
+        return case if isinstance(case, Case) else find_case(case, self.families)
 
     def compile(self, given: Sequence[Case | CaseRef]) -> dict[str, CompiledWithSource | VariantFailure]:
         """Every case compiled, with its source; the kernels stay here, the answer holds what the driver reads."""
@@ -180,6 +176,14 @@ class KernelSession:
             return check_numerics([numerics_case(compiled)], seeds, self.device, self.memory)[key]
         except Exception as error:
             return raised("numerics", compiled.case, error)
+
+    def repeats(self, key: str, seed: int, launches: int) -> RepeatCheck | VariantFailure:
+        """The variant launched `launches` times on `seed`'s inputs, its outputs compared bit for bit."""
+        compiled = self.compiled[key]
+        try:
+            return check_repeats(numerics_case(compiled), seed, launches, self.device)
+        except Exception as error:
+            return raised("repeated launches", compiled.case, error)
 
     def gpu_state(self) -> tuple[str | None, list[int]]:
         """Why there is no GPU state (None: there is), and the other processes that use the GPU."""
@@ -263,6 +267,16 @@ def base_keys(against: Mapping[str, Case] | None) -> dict[str, str] | None:
     return None if against is None else {key: case.key for key, case in against.items()}
 
 
+def find_case(ref: CaseRef, loaded: dict[str, tuple[Family, ...]] | None = None) -> Case:
+    """The case a reference names, found among its package's families (each package loaded once into `loaded`)."""
+    package, family_name, variant, target = ref
+    loaded = {} if loaded is None else loaded
+    if package not in loaded:
+        loaded[package] = load_package(package).families
+    family = next(f for f in loaded[package] if f.name == family_name)
+    return Case(family, family.variant(variant), target)
+
+
 def case_ref(case: Case) -> CaseRef:
     """How a worker finds the case: its family file's package (`kernels/x.py` -> `kernels`), names and target."""
     package = case.family.package or ".".join(PurePath(case.family.file).parent.parts)
@@ -334,6 +348,9 @@ class Kernels:
 
     def numerics(self, case: Case, seeds: Sequence[int], limit_s: float) -> NumericsResult | VariantFailure:
         return self._variant("numerics", case, limit_s, list(seeds))
+
+    def repeats(self, case: Case, seed: int, launches: int, limit_s: float) -> RepeatCheck | VariantFailure:
+        return self._variant("repeats", case, limit_s, seed, launches)
 
     def gpu_state(self) -> tuple[str | None, list[int]]:
         try:

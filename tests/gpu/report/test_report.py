@@ -161,7 +161,7 @@ def test_a_gpu_without_known_peaks_gets_rates_without_fractions():
 def test_report_data_holds_throughputs_references_and_the_sweeps_of_every_family():
     run = block_k_run()
     data = report_data(run)
-    assert data["format"] == REPORT_FORMAT == 7 and "num_stages_sweep" not in data
+    assert data["format"] == REPORT_FORMAT == 8 and "num_stages_sweep" not in data
     assert [(c["family"], c["series"]) for c in data["sweeps"]["curves"]] == [
         ("gemm_num_stages", "128x128x32"),
         ("gemm_block_k", "BM=64"),

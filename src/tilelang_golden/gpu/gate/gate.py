@@ -1,12 +1,14 @@
 """The GPU check's verdict: what fails a variant, and what fails a run, from its stages and the three gates.
 
-A variant fails on a compile error, a missing or disagreeing static snapshot, a family callable that raised, a
-numeric failure (tilelang_golden.gpu.gate.numerics_gate), a timing regression confirmed by re-measurement
-(tilelang_golden.gpu.gate.timing_gate) or against the base commit (tilelang_golden.gpu.gate.ab_gate). A variant whose
-shared memory exceeds what the device allows per block "does not fit": it is neither run nor counted as a pass, and it
-does not fail the gate, because the static snapshots cover targets (sm_90 covers H100 and H200 alike), not one card's
-limit, and seed 01 sweeps num_stages precisely to show where a tile shape stops fitting. A run passes when something
-passed, nothing failed and the timing baseline, if there is one, could be read.
+A variant fails on a compile error, a missing or disagreeing static snapshot, a family callable that raised, a numeric
+failure (tilelang_golden.gpu.gate.numerics_gate), outputs that differ between launches on the same inputs
+(tilelang_golden.gpu.gate.repeat_gate), a hazard compute-sanitizer found (tilelang_golden.gpu.gate.sanitizer_gate), a
+timing regression confirmed by re-measurement (tilelang_golden.gpu.gate.timing_gate) or against the base commit
+(tilelang_golden.gpu.gate.ab_gate). A variant whose shared memory exceeds what the device allows per block "does not
+fit": it is neither run nor counted as a pass, and it does not fail the gate, because the static snapshots cover
+targets (sm_90 covers H100 and H200 alike), not one card's limit, and seed 01 sweeps num_stages precisely to show
+where a tile shape stops fitting. A run passes when something passed, nothing failed and the timing baseline, if there
+is one, could be read.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from tilelang_golden.gpu.gate.timing_gate import CORRUPT, FAIL, Comparison, Timi
 
 if TYPE_CHECKING:
     from tilelang_golden.gpu.gate.numerics_gate import NumericsResult
+    from tilelang_golden.gpu.gate.repeat_gate import RepeatCheck
+    from tilelang_golden.gpu.gate.sanitizer_gate import SanitizerResult
 
 # A variant's status (FAIL is also a timing level: the same word).
 PASS, DOES_NOT_FIT = "pass", "does not fit"
@@ -40,10 +44,13 @@ def judge_variant(
     numerics: NumericsResult | None,
     timing: TimingVerdict | None,
     ab: AbVerdict | None = None,
+    repeats: RepeatCheck | None = None,
+    sanitized: SanitizerResult | None = None,
 ) -> VariantVerdict:
     """`failures`: what failed before numerics (compilation, snapshot, the family's own calls); `timing` the
-    baseline's verdict, `ab` the A/B gate's."""
+    baseline's verdict, `ab` the A/B gate's; `repeats` the repeated launches', `sanitized` compute-sanitizer's."""
     found = [*failures, *(numerics.failures() if numerics is not None else [])]
+    found += [*(repeats.failures() if repeats else []), *(sanitized.failures() if sanitized else [])]
     if timing is not None and timing.level == FAIL:
         found.append(f"timing: {timing.message}")
     if ab is not None and ab.level == FAIL:

@@ -25,8 +25,9 @@ from tilelang_golden.gpu.report.results import GpuRun, VariantResult
 # 3: numerics per output, each with its own tolerance; 4: and beside its precision twin's error; 5: a variant's
 # failure (stage, kind: raised, did not finish, crashed), those that did not finish or crashed first among failures;
 # 6: `against`, the changed variants timed next to the base commit's kernels; 7: a tolerance's `why` (a variant's own
-# bound), a chain's kernels, an output's storage mapping
-REPORT_FORMAT = 7
+# bound), a chain's kernels, an output's storage mapping; 8: `repeats` (repeated launches, per variant and the run's)
+# and `sanitizer` (compute-sanitizer's findings, `--sanitize`)
+REPORT_FORMAT = 8
 REPORT = "report.json"
 NOT_RUN = "not_run"  # the count of variants not run on this device's target (GpuRun.not_run)
 SUMMARY = "summary.md"
@@ -77,6 +78,8 @@ def report_data(run: GpuRun) -> dict[str, Any]:
             "not_checked": run.comparison.not_checked,
         },
         "against": None if run.ab is None else _ab_data(run.ab),
+        "repeats": run.repeats,
+        "sanitizer": run.sanitizer,
         "variants": [_variant_data(run, v) for v in run.variants],
         "sweeps": {"curves": [s.as_dict() for s in run.sweeps], "conclusions": conclusions(run.sweeps)},
     }
@@ -106,6 +109,8 @@ def _variant_data(run: GpuRun, v: VariantResult) -> dict[str, Any]:
         "needs_shared_memory_bytes": v.needs_bytes,
         "numerics": None if v.numerics is None else v.numerics.as_dict(),
         "timing": None if v.paired is None else v.paired.as_dict(),
+        "repeats": None if v.repeats is None else v.repeats.as_dict(),
+        "sanitizer": None if v.sanitized is None else v.sanitized.as_dict(),
         "ratio_to_reference": v.ratio,
         "throughput": _as_dict(v.throughput),
         "baseline": None
@@ -176,6 +181,7 @@ def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
         )
     lines += [f"- **{v.key} {v.fit_note()}**: not run, not counted as a pass" for v in run.not_fitting]
     lines += [f"- **{key}**: not run: {why}; not counted as a pass" for key, why in run.not_run.items()]
+    lines += _race_check_lines(run)
     if run.comparison is not None:
         lines.append(f"- timing baseline: {run.comparison.message}")
     lines.append(f"- {gpu_state_line(run)}")
@@ -190,6 +196,9 @@ def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
     warnings = [w for w in run.warnings() if "does not fit" not in w]
     if warnings:
         lines += ["", "### Warnings", ""] + [f"- {w}" for w in warnings]
+    declared = [f"- {v.key}: {note}" for v in run.variants if v.repeats for note in v.repeats.notes()]
+    if declared:
+        lines += ["", "### Not held to bitwise equality", "", *declared]
     peak = d.peak
     peak_note = (
         f"Fraction of peak: of {peak.tflops:g} TFLOP/s (dense fp16/bf16) for compute-bound work, of "
@@ -207,6 +216,31 @@ def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
             lines += ["", f"![latency and shared memory against {axis}]({plot_name(family)})"]
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _race_check_lines(run: GpuRun) -> list[str]:
+    """What the repeated launches and the sanitizer pass found, in one line each."""
+    launches, checked = run.repeats["launches"], [v.repeats for v in run.variants if v.repeats is not None]
+    if launches < 2:
+        lines = ["- repeated launches: off (`--repeats 1`); a race can pass the numeric check by luck"]
+    else:
+        differed = sum(not check.passed for check in checked)
+        declared = sum(1 for check in checked for output in check.outputs if output.declared is not None)
+        lines = [
+            f"- repeated launches: {len(checked)} variants launched {launches} times each on seed "
+            f"{run.repeats['seed']}'s inputs ({run.repeats['seconds']:.0f} s): {len(checked) - differed} bitwise "
+            f"identical, {differed} not (failures)"
+            + (f"; {declared} output(s) declared nondeterministic, not held to it (below)" if declared else "")
+        ]
+    if run.sanitizer is not None:
+        found = [v.sanitized for v in run.variants if v.sanitized is not None]
+        dirty = sum(not result.passed for result in found)
+        lines.append(
+            f"- sanitizer: {', '.join(run.sanitizer['tools'])} on {len(found)} variants at their sanitize shapes "
+            f"({run.sanitizer['jobs']} processes at a time, {run.sanitizer['seconds']:.0f} s): {len(found) - dirty} "
+            f"clean, {dirty} with findings (failures)"
+        )
+    return lines
 
 
 def _ab_section(ab: AbComparison, history: Mapping[str, str]) -> list[str]:

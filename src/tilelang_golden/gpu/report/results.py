@@ -13,6 +13,8 @@ from typing import Any
 from tilelang_golden.catalog.cases import Case
 from tilelang_golden.gpu.gate import ab_gate, gate, timing_gate
 from tilelang_golden.gpu.gate.numerics_gate import NumericsResult
+from tilelang_golden.gpu.gate.repeat_gate import RepeatCheck
+from tilelang_golden.gpu.gate.sanitizer_gate import SanitizerResult
 from tilelang_golden.gpu.measure.sweep import SweepCurve, SweepPoint
 from tilelang_golden.gpu.measure.timing import Pair, PairedTiming, Throughput, Timing, throughput
 from tilelang_golden.gpu.run import against
@@ -96,6 +98,8 @@ class VariantResult:
     failure: VariantFailure | None = None  # a stage raised, did not finish or crashed: the later ones did not run
     numerics: NumericsResult | None = None  # None: not run (it failed before, or does not fit)
     paired: PairedTiming | None = None  # its timing's rounds, with the reference's beside them; None: not timed
+    repeats: RepeatCheck | None = None  # its repeated launches on one seed's inputs; None: not launched again
+    sanitized: SanitizerResult | None = None  # what compute-sanitizer found (`--sanitize`); None: not run
 
     @property
     def key(self) -> str:
@@ -176,11 +180,17 @@ class GpuRun:
     # family/variant -> its recent runs on main on this GPU model, in words (tilelang_golden.history.changes.recent),
     # for the variants compared with the base: the A/B verdict's context
     history: dict[str, str] = field(default_factory=dict)
+    # How the repeated-launch and sanitizer stages ran (tilelang_golden.gpu.race_checks): launches per variant (1: not
+    # checked), the seed, seconds; the sanitizer's executable, tools, processes at a time and seconds (None: not run).
+    repeats: dict[str, Any] = field(default_factory=lambda: {"launches": 1, "seed": None, "seconds": 0.0})
+    sanitizer: dict[str, Any] | None = None
 
     def verdict(self, result: VariantResult) -> gate.VariantVerdict:
         timing = None if self.comparison is None else self.comparison.verdicts.get(result.key)
         ab = None if self.ab is None else self.ab.verdicts.get(result.key)
-        return gate.judge_variant(result.failures, result.fits, result.numerics, timing, ab)
+        return gate.judge_variant(
+            result.failures, result.fits, result.numerics, timing, ab, result.repeats, result.sanitized
+        )
 
     def of_status(self, status: str) -> list[VariantResult]:
         return [v for v in self.variants if self.verdict(v).status == status]

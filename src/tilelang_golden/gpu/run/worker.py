@@ -58,6 +58,9 @@ class TimeLimits:
     # Compilation runs no kernel: nvcc's own time per case compiled, a net for a hung compiler only.
     compile_s: float = 20.0
     start_s: float = 120.0  # a fresh worker's Python to its first word, PyTorch's import included
+    # One variant under one compute-sanitizer tool (`--sanitize`): its process's start, its compilation at the small
+    # shape and one instrumented launch, which racecheck makes orders of magnitude slower; a net for a hang.
+    sanitizer_s: float = 600.0
 
     def limit(self, launches: float, launch_s: float, nominal_s: float = 0.0) -> float:
         return min(self.cap_s, max(self.floor_s, nominal_s + self.factor * launches * launch_s))

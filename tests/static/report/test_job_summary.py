@@ -48,7 +48,7 @@ def test_real_static_failure_becomes_annotations_and_summary(golden_session, tmp
     assert (report.checks, len(report.failed)) == (2, 2)
     case, orphans = sorted(report.failed, key=lambda check: check.check)
     assert case.check == SMALL_CASE and orphans.check == "test_no_orphans"
-    assert (case.accept, orphans.accept) == (SMALL_CASE, ""), "the regen that accepts each: by -k, or unfiltered"
+    assert (case.accept, orphans.accept) == (SMALL_CASE, "no_orphans"), "the regen that accepts each, by -k"
     by_path = {mismatch.path: mismatch for mismatch in case.mismatches}
     assert set(by_path) == {f"golden/{SMALL_CASE}.cu", f"golden/{SMALL_CASE}.yaml"}
     facts_change = by_path[f"golden/{SMALL_CASE}.yaml"]
@@ -135,14 +135,22 @@ def test_annotations_stop_at_githubs_limit_and_count_the_rest():
     assert lines[-1].startswith("::notice ") and "3 more changes not annotated" in lines[-1]
 
 
-def test_summary_fence_survives_backticks_and_size_is_capped(monkeypatch):
+def test_summary_fence_survives_backticks_and_size_is_capped():
     check = failed("f/v/sm_80", Mismatch("golden/f/v/sm_80.md", FileChange.TEXT, diff=("+```` in the text",)))
     summary = render_job_summary(StaticReport(1, 0, (check,)), "Golden snapshots")
     assert "`````text\n+```` in the text\n`````" in summary
-    monkeypatch.setattr(ci_summary, "MAX_SUMMARY_BYTES", 600)
-    many = tuple(failed(f"f/v{i}/sm_80", Mismatch("golden/x.md", FileChange.TEXT, diff=("y",) * 20)) for i in range(5))
-    capped = render_job_summary(StaticReport(5, 0, many), "Golden snapshots")
-    assert len(capped.encode()) < 1200 and "did not fit in the summary" in capped and "f/v4/sm_80" in capped
+    many = tuple(
+        failed(f"f{i}/v/sm_80", Mismatch(f"golden/f{i}/v/sm_80.md", FileChange.TEXT, diff=("y",) * 20))
+        for i in range(60)
+    )
+    whole = render_job_summary(StaticReport(60, 0, many), "Golden snapshots", "golden-pending")
+    capped = render_job_summary(StaticReport(60, 0, many), "Golden snapshots", "golden-pending", limit=8_000)
+    assert len(whole.encode()) > 8_000 >= len(capped.encode())
+    assert capped.startswith(whole[: whole.index("What this run produced")])  # the overview and command, whole
+    shown = capped.count("\n### ")
+    assert 0 < shown < 60 and f"{60 - shown} more changes did not fit here (f{shown}/v/sm_80" in capped
+    assert "the job log and the `golden-pending` artifact of this run hold them" in capped
+    assert "more files did not fit here; the `golden-pending` artifact of this run holds them all" in capped
 
 
 def test_main_appends_summary_and_prints_error_annotations(tmp_path):

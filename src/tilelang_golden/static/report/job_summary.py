@@ -34,8 +34,11 @@ from tilelang_golden.static.snapshots.results import (
 from tilelang_golden.static.snapshots.snapshot import SnapshotStore
 from tilelang_golden.static.snapshots.target_identity import identity_lines
 
-# A step summary may hold 1 MiB; stay below it and list what did not fit by name.
+# A step summary may hold 1 MiB; stay below it and say what did not fit.
 MAX_SUMMARY_BYTES = 900_000
+# The pull request comment joins every golden shard's summary and GitHub keeps 65,536 characters of a comment (the
+# comment workflow cuts its body at 60,000 bytes): each of two shards' summaries gets its share.
+COMMENT_BYTES = 28_000
 
 
 @dataclass(frozen=True)
@@ -88,10 +91,12 @@ def render_job_summary(
     artifact: str | None = None,
     produced: bool = True,
     identity: Sequence[str] = (),
+    limit: int = MAX_SUMMARY_BYTES,
 ) -> str:
     """Markdown for $GITHUB_STEP_SUMMARY: what changed and how to accept it first, then one entry per change
     (facts shown, CUDA/HIP folded), every failing file in a folded table, then `identity`
-    (`tilelang_golden.static.snapshots.target_identity`: which targets emitted the same source).
+    (`tilelang_golden.static.snapshots.target_identity`: which targets emitted the same source). Within `limit`
+    bytes: the entries and files that do not fit are counted and left to the job log and the artifact.
 
     `produced=False` for a job whose checks produce no snapshot files (the orphan check): its
     summary then points at the committed files only."""
@@ -112,22 +117,37 @@ def render_job_summary(
         "Run the command locally and commit the result."
     )
     parts.append(lowering)
-    entries = entries_markdown(verdict)
-    if len(entries.encode()) > MAX_SUMMARY_BYTES:
-        titles = ", ".join(entry.title for entry in verdict.entries)
-        entries = (
-            f"The changes did not fit in the summary (see the job log, and the results in the artifact): {titles}\n"
-        )
+    # What is always shown (the heading, the overview, the identity section) comes first; the entries get most of
+    # what is left, the table of files the rest.
+    left = limit - len("\n".join(parts).encode()) - len(identity_section.encode()) - SUMMARY_SLACK
+    entries = entries_markdown(verdict, limit=left * 3 // 4, elsewhere=f"the job log and {where} hold them")
     parts.append(entries)
-    counts = kind_counts(report)
-    if counts:
-        rows = ["| check | snapshot | change |", "| --- | --- | --- |"]
-        for check in report.failed:
-            for mismatch in check.mismatches:
-                rows.append(f"| `{_cell(check.check)}` | `{mismatch.path}` | {_cell(mismatch.headline)} |")
-        by_kind = ", ".join(f"{n} {name}" for name, n in counts.items())
-        parts.append(folded(f"Every failing snapshot file: {by_kind}", "\n".join(rows)))
+    parts.append(_files_table(report, left - len(entries.encode()), where))
     return "\n".join(parts) + "\n" + identity_section
+
+
+# Bytes kept free under a summary's limit for the lines that join its parts and say what was left out.
+SUMMARY_SLACK = 1_000
+
+
+def _files_table(report: StaticReport, limit: int, where: str) -> str:
+    """Every failing snapshot file in a folded table, its rows within `limit` bytes and the rest counted."""
+    counts = kind_counts(report)
+    if not counts:
+        return ""
+    rows = ["| check | snapshot | change |", "| --- | --- | --- |"]
+    size, total = 0, 0
+    for check in report.failed:
+        for mismatch in check.mismatches:
+            total += 1
+            row = f"| `{_cell(check.check)}` | `{mismatch.path}` | {_cell(mismatch.headline)} |"
+            size += len(row.encode()) + 1
+            if size <= limit:
+                rows.append(row)
+    if len(rows) - 2 < total:
+        rows.append(f"\n{total - len(rows) + 2} more files did not fit here; {where} holds them all.")
+    by_kind = ", ".join(f"{n} {name}" for name, n in counts.items())
+    return folded(f"Every failing snapshot file: {by_kind}", "\n".join(rows))
 
 
 def _identity_section(identity: Sequence[str]) -> str:
@@ -145,12 +165,14 @@ def publish(
     out: TextIO = sys.stdout,
     produced: bool = True,
     comment: Path | None = None,
+    comment_bytes: int = COMMENT_BYTES,
 ) -> int:
     """Print the annotations, append the summary to $GITHUB_STEP_SUMMARY (stdout when unset); 1 without results.
 
     `pending`: the run's pending folder, which holds its results and, unless `produced` is False, the snapshots
     it produced, whose targets with identical source the summary names.
-    `comment`: a file that gets the summary too (or the error), for the pull request comment."""
+    `comment`: a file that gets the summary too (or the error), for the pull request comment, within
+    `comment_bytes`."""
     try:
         report = static_report(read_results(pending))
     except ResultsError as error:
@@ -163,7 +185,7 @@ def publish(
     identity = identity_lines(SnapshotStore(pending)) if produced else []
     summary = render_job_summary(report, title, artifact, produced, identity)
     if comment is not None:
-        _write(comment, summary + "\n")
+        _write(comment, render_job_summary(report, title, artifact, produced, identity, comment_bytes) + "\n")
     if not append_step_summary(summary + "\n", environ):
         print(summary, file=out)
     return 0
@@ -197,6 +219,12 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.envi
         default=None,
         help="also write the summary to this file (the pull request comment workflow posts it)",
     )
+    parser.add_argument(
+        "--comment-bytes",
+        type=int,
+        default=COMMENT_BYTES,
+        help=f"the comment file's bytes at most: this job's share of the comment (default {COMMENT_BYTES}: 2 shards)",
+    )
     args = parser.parse_args(argv)
     return publish(
         args.pending,
@@ -206,4 +234,5 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] = os.envi
         out,
         produced=not args.no_produced_files,
         comment=args.comment_file,
+        comment_bytes=args.comment_bytes,
     )

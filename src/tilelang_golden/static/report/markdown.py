@@ -68,16 +68,28 @@ def entry_markdown(index: int, entry: Entry) -> str:
     return "\n".join(parts) + "\n"
 
 
-def entries_markdown(verdict: Verdict, budget: int = MARKDOWN_UNFOLDED_LINES) -> str:
-    """Every entry; those past `budget` unfolded lines inside one folded block."""
+def entries_markdown(
+    verdict: Verdict, budget: int = MARKDOWN_UNFOLDED_LINES, limit: int | None = None, elsewhere: str = ""
+) -> str:
+    """Every entry; those past `budget` unfolded lines inside one folded block. With `limit`, the entries that fit in
+    that many bytes, then a line naming the others and where they are (`elsewhere`)."""
     shown: list[str] = []
     rest: list[str] = []
+    size, fitting = 0, len(verdict.entries)
     for index, entry in enumerate(verdict.entries, 1):
         text = entry_markdown(index, entry)
+        size += len(text.encode()) + 1
+        if limit is not None and size > limit:
+            fitting = index - 1
+            break
         if not rest and unfolded_lines("\n".join([*shown, text])) + 1 <= budget:  # + the folded block's line
             shown.append(text)
         else:
             rest.append(text)
     if rest:
         shown.append(folded(f"{len(rest)} more changes", "\n".join(rest)))
+    left_out = verdict.entries[fitting:]
+    if left_out:
+        named = ", ".join(entry.title for entry in left_out[:3]) + (", ..." if len(left_out) > 3 else "")
+        shown.append(f"{len(left_out)} more changes did not fit here ({named}); {elsewhere}.")
     return "\n".join(shown)

@@ -186,6 +186,10 @@ def selector(covered: Sequence[str], failing: Sequence[str], family: str = "", k
         candidates.append([[f"{family}/{variant}", target] for variant in variants for target in targets])
     candidates.append([[check] for check in sorted(wanted)])
     everything = set(known) | set(failing)
+    if family:  # every candidate's clauses name the family, so only checks that name it can match: linear, not N^2
+        named = family.lower()
+        everything = {check for check in everything if named in check.lower()}
+        others = [check for check in others if named in check.lower()]
     valid = [
         (sum(_matches(e, check) for check in everything), len(_render_selector(e)), _render_selector(e))
         for e in candidates
@@ -237,6 +241,10 @@ def _case_entries(
         found = classes.setdefault(key, _Class())
         found.cases.append(failure.case)
         found.failures.append(failure)
+    unchanged_of: dict[str, list[tuple[str, str]]] = {}  # family -> (variant, target) of its cases that passed
+    for family, variant, target in unchanged:
+        unchanged_of.setdefault(family, []).append((variant, target))
+    naming: dict[str, tuple[list[str], list[str]]] = {}
     # Classes of a family whose facts lead with the same topic (or, without facts, read the same) and that regress
     # alike are one entry.
     entries: dict[tuple[str, tuple[str, ...], str], list[_Class]] = {}
@@ -257,13 +265,16 @@ def _case_entries(
         labels = ", ".join(c.label(not shared) for c in grouped)
         targets = {t for c in grouped for t in c.targets}
         still = sorted(
-            {t for (f, v, t) in unchanged if f == family and t not in targets and v in variants}, key=_target_order
+            {t for (v, t) in unchanged_of.get(family, ()) if t not in targets and v in variants}, key=_target_order
         )
         still = [t for t in still if all((family, v, t) in unchanged for v in variants)]
         title = f"{where}: {labels}" + (f"; {', '.join(still)} unchanged" if still else "")
         checks = tuple(f.check for c in grouped for f in c.failures)
         first = grouped[0].failures[0].mismatches[0].path
-        expression = selector(checks, failing, family, known)
+        if family not in naming:  # the checks a -k naming the family can select: found once per family
+            named = family.lower()
+            naming[family] = tuple([c for c in checks_of if named in c.lower()] for checks_of in (failing, known))
+        expression = selector(checks, naming[family][0], family, naming[family][1])
         sections = tuple(_source_sections(grouped, not shared, pending))
         if regressions:
             sections = (_regression_section(grouped, not shared), *sections)

@@ -52,7 +52,7 @@ def test_settings_are_read_and_the_timing_folder_follows_the_golden_one(tmp_path
     [
         (
             'familys = ["a"]',
-            "unknown keys ['familys']; the settings are families, golden, timing, targets, harness, projects",
+            "unknown keys ['familys']; the settings are families, golden, timing, targets, harness, projects, shards",
         ),
         ('families = "acme.ops"', "families must be a non-empty list of importable package names"),
         ('families = ["src/acme/ops"]', "families must be a non-empty list of importable package names"),
@@ -65,6 +65,8 @@ def test_settings_are_read_and_the_timing_folder_follows_the_golden_one(tmp_path
         ('timing = "."', "timing must be a folder of its own"),
         ('projects = "kernels"', "projects must be a non-empty list of folders"),
         ('projects = ["../elsewhere"]', "projects must be a folder inside the repository"),
+        ("shards = 0", "shards must be a whole number, 1 or more (shards = 2), got 0"),
+        ("shards = true", "shards must be a whole number, 1 or more (shards = 2), got True"),
     ],
 )
 def test_unusable_settings_are_refused_naming_the_file_and_the_key(tmp_path, section, problem):
@@ -142,7 +144,8 @@ def test_the_static_check_runs_in_an_adopting_repository_green_red_green(tmp_pat
 def test_the_command_names_its_commands_and_refuses_another():
     from tilelang_golden.cli import COMMANDS, main
 
-    assert set(COMMANDS) == {"static", "regen", "gpu", "history", "upgrade-preview", "summary", "config", "init"}
+    commands = {"static", "regen", "gpu", "history", "upgrade-preview", "summary", "costs", "config", "init"}
+    assert set(COMMANDS) == commands
     result = subprocess.run(
         [sys.executable, "-m", "tilelang_golden", "stat"], capture_output=True, text=True, timeout=60
     )
@@ -264,7 +267,7 @@ def test_config_prints_one_setting_for_a_workflow(tmp_path):
     assert shown.returncode == 0 and shown.stdout == f"{GOLDEN}\n"
     unknown = subprocess.run([sys.executable, "-m", "tilelang_golden", "config", "gold"], cwd=root, capture_output=True,
                              text=True, timeout=SUBPROCESS_LIMIT_S)  # fmt: skip
-    assert unknown.returncode == 2 and "families, golden, timing, targets, harness, projects" in unknown.stderr
+    assert unknown.returncode == 2 and "families, golden, timing, targets, harness, projects, shards" in unknown.stderr
 
 
 # --- the harness the sessions install: pinned by content, or refused ------------------------------------------

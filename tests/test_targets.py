@@ -172,6 +172,7 @@ def test_declaring_a_failure_makes_the_cases_files_orphans_of_an_unfiltered_rege
     regen = golden_session("--regen")
     regen.stdout.fnmatch_lines([f"*golden files: 1 created, 0 updated, {len(produced)} deleted, 1 unchanged*"])
     assert sorted(p.name for p in golden_session.golden.rglob("*") if p.is_file()) == [
+        "COSTS.yaml",
         "MANIFEST.yaml",
         f"{SMALL.target}.error",
     ]

@@ -6,6 +6,7 @@
     tilelang-golden upgrade-preview [OPTIONS] what another TileLang would change (`nox -s upgrade-preview`)
     tilelang-golden history record|page ...   add a GPU run of main to the history; render its site (`nox -s history`)
     tilelang-golden summary [OPTIONS]         a static run's results -> GitHub job summary and annotations
+    tilelang-golden costs [--record PENDING]  what each case costs to lower, and the shards it predicts
     tilelang-golden config KEY                one of the repository's settings, as the harness reads it
     tilelang-golden init --families PKG       write the sessions, workflows, locks' inputs and runner set-up here
 
@@ -53,6 +54,12 @@ def summary(argv: Sequence[str]) -> int:
     return main(argv)
 
 
+def costs(argv: Sequence[str]) -> int:
+    from tilelang_golden.static.snapshots.costs import main
+
+    return main(argv)
+
+
 def config(argv: Sequence[str]) -> int:
     from tilelang_golden.config import main
 
@@ -72,6 +79,7 @@ COMMANDS: dict[str, Callable[[Sequence[str]], int]] = {
     "upgrade-preview": upgrade_preview,
     "history": history,
     "summary": summary,
+    "costs": costs,
     "config": config,
     "init": init,
 }

@@ -8,11 +8,12 @@
     harness = "tilelang-golden @ git+https://github.com/ORG/tilelang-golden@COMMIT"
                                    # where the nox sessions install the harness from (default: this project)
     projects = [".", "kernels"]    # the repository's projects the sessions install, editable (default: ["."])
+    shards = 2                     # the static workflow's golden jobs, `--shard I/N` (default: 2; docs/ci.md)
 
-`harness` and `projects` are read by the nox sessions (`tilelang-golden init` writes `harness`). Every key is
-optional and the defaults are this project's own layout, so a repository laid out like it needs no section. Paths
-are relative to the repository's root, where the sessions run. A command-line option given for a run (`--families`,
-`--golden-dir`, `--timing-dir`) wins over the file.
+`harness` and `projects` are read by the nox sessions (`tilelang-golden init` writes `harness`), `shards` by the static
+workflow's first job, which makes its matrix from it. Every key is optional and the defaults are this project's own
+layout, so a repository laid out like it needs no section. Paths are relative to the repository's root, where the
+sessions run. A command-line option given for a run (`--families`, `--golden-dir`, `--timing-dir`) wins over the file.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ PYPROJECT = "pyproject.toml"
 SECTION = "tilelang-golden"  # under [tool]
 DEFAULT_FAMILIES = ("kernels",)
 DEFAULT_GOLDEN = "golden"
+DEFAULT_SHARDS = 2
 
 
 class ConfigError(ValueError):
@@ -47,6 +49,7 @@ class Config:
     harness: str | None = None  # a pip requirement; None: the repository itself is the harness's project
     # Folders holding a pyproject.toml, installed editable after the harness: where the packages of families live.
     projects: tuple[str, ...] = (".",)
+    shards: int = DEFAULT_SHARDS  # the static workflow's golden jobs (`--shard I/N`)
 
 
 KEYS = tuple(setting.name for setting in dataclasses.fields(Config))
@@ -92,7 +95,11 @@ def read_config(root: Path | None = None) -> Config:
         )
     for folder in projects:
         _folder({"projects": folder}, "projects", ".", where)
-    return Config(tuple(families), golden, timing, tuple(targets) if targets else None, harness, tuple(projects))
+    shards = section.get("shards", DEFAULT_SHARDS)
+    if type(shards) is not int or shards < 1:  # bool is an int to isinstance
+        raise ConfigError(f"{where}: shards must be a whole number, 1 or more (shards = 2), got {shards!r}")
+    targets = tuple(targets) if targets else None
+    return Config(tuple(families), golden, timing, targets, harness, tuple(projects), shards)
 
 
 def _is_package(name: Any) -> bool:

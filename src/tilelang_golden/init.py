@@ -28,7 +28,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-from tilelang_golden.config import PYPROJECT, SECTION, ConfigError, read_config
+from tilelang_golden.config import DEFAULT_SHARDS, PYPROJECT, SECTION, ConfigError, read_config
 
 DISTRIBUTION = "tilelang-golden"
 # Names a wheel keeps apart from where they go: a folder or file starting with a dot is easily lost on the way.
@@ -133,6 +133,7 @@ def settings_section(families: Sequence[str], golden: str, harness: str) -> str:
         f"families = [{listed}]  # the packages of family files\n"
         f"golden = {json.dumps(golden)}  # the snapshot folder\n"
         f"harness = {json.dumps(harness)}  # what the nox sessions install\n"
+        f"shards = {DEFAULT_SHARDS}  # the static workflow's golden jobs (`tilelang-golden costs` predicts them)\n"
     )
 
 

@@ -5,16 +5,22 @@ sessions they call. Nothing here can reach GitHub, so every property the workflo
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
 import shlex
+import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from conftest import collected_items
+from conftest import SUBPROCESS_LIMIT_S, collected_items
+
+from tilelang_golden.config import ConfigError, read_config
 
 REPO = Path(__file__).resolve().parents[2]  # tests/workflows/ is two folders down
 WORKFLOWS = REPO / ".github" / "workflows"
@@ -438,7 +444,7 @@ def test_one_commit_per_action_across_workflows():
 
 # Every job's token, scope by scope: none at the top of any workflow, and a job asks only for what it uses.
 JOB_PERMISSIONS = {
-    "static.yml": dict.fromkeys(["golden", "orphans", "tests"], {"contents": "read"}),
+    "static.yml": dict.fromkeys(["shards", "golden", "orphans", "tests"], {"contents": "read"}),
     "harness.yml": dict.fromkeys(["lint", "wheel"], {"contents": "read"}),
     "regen.yml": {
         "commit": {"contents": "read", "pull-requests": "read"},
@@ -634,7 +640,11 @@ def test_no_cache_is_written_behind_the_workflows_back(name):
 
 def test_cpu_jobs_restore_their_venv_keyed_on_lock_and_python_before_installing():
     for job_name, job in _static_jobs().items():
-        (session,) = {s for run in _commands(job) for s in nox_sessions_called(run)}
+        sessions = {s for run in _commands(job) for s in nox_sessions_called(run)}
+        if job_name == "shards":
+            assert not sessions and not _cache_steps(job, "restore"), "the shard count waits for no venv"
+            continue
+        (session,) = sessions
         (restore,) = _cache_steps(job, "restore")
         assert restore["with"]["path"] == f".nox/{session}", f"{job_name}: restores {restore['with']['path']}"
         key = restore["with"]["key"]
@@ -793,13 +803,58 @@ def _commands(job: dict[str, Any]) -> list[str]:
     return [step["run"] for step in job["steps"] if "run" in step]
 
 
+def shard_count_outputs(root: Path) -> subprocess.CompletedProcess[str]:
+    """The static workflow's shard count step run in `root` as the runner runs it (bash, the runner's python3), its
+    `$GITHUB_OUTPUT` as its stdout."""
+    (step,) = [step for step in _static_jobs()["shards"]["steps"] if step.get("id") == "count"]
+    with tempfile.TemporaryDirectory() as scratch:  # outside `root`, which may be this checkout
+        output = Path(scratch) / "github-output"
+        output.write_text("")
+        environ = {**os.environ, "GITHUB_OUTPUT": str(output)}
+        done = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=root, env=environ, capture_output=True,
+                              text=True, timeout=SUBPROCESS_LIMIT_S)  # fmt: skip
+        return subprocess.CompletedProcess(done.args, done.returncode, output.read_text(), done.stderr)
+
+
+def golden_shards() -> list[int]:
+    """The golden jobs' shards, as the workflow's first job makes them from the repository's setting."""
+    outputs = dict(line.split("=", 1) for line in shard_count_outputs(REPO).stdout.splitlines())
+    shards = json.loads(outputs["shards"])
+    assert outputs["count"] == str(len(shards)) and shards == list(range(1, len(shards) + 1)), outputs
+    return shards
+
+
+# [tool.tilelang-golden]'s lines, a whole pyproject.toml (starting with "["), or none.
+SHARD_SETTINGS = [None, "[project]\nname = 'x'\n", "shards = 3", "shards = 1", "shards = 0", 'shards = "2"',
+                  "shards = true", "shards = 2.0", "shards = ["]  # fmt: skip
+
+
+@pytest.mark.parametrize("settings", SHARD_SETTINGS)
+def test_the_shard_count_job_reads_the_setting_as_the_harness_does(tmp_path, settings):
+    """One setting, two readers: the job's Python (no venv to wait for) and tilelang_golden.config, which every shard's
+    session reads; they agree on the count and refuse the same values with the same words."""
+    if settings is not None:
+        section = settings if settings.startswith("[") else f"[tool.tilelang-golden]\n{settings}\n"
+        (tmp_path / "pyproject.toml").write_text(section)
+    done = shard_count_outputs(tmp_path)
+    try:
+        count = read_config(tmp_path).shards
+    except (ConfigError, ValueError) as error:  # ValueError: TOML the job's tomllib refuses as well
+        assert done.returncode != 0 and done.stdout == "", done.stdout
+        assert str(error) in done.stderr or "TOMLDecodeError" in done.stderr, done.stderr
+        return
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"count={count}\nshards={json.dumps(list(range(1, count + 1)))}\n"
+
+
 def test_static_shards_plus_orphan_job_cover_every_check_once(golden_session):
     jobs = _static_jobs()
-    shards = jobs["golden"]["strategy"]["matrix"]["shard"]
-    assert list(jobs["golden"]["strategy"]["matrix"]) == ["shard"]
-    assert shards == list(range(1, len(shards) + 1)) and len(shards) >= 2
-    # N written out: act has no strategy.job-total (docs/ci.md, "Run by act").
-    assert jobs["golden"]["env"]["SHARD"] == f"${{{{ matrix.shard }}}}/{len(shards)}"
+    shards = golden_shards()
+    assert len(shards) == read_config(REPO).shards >= 2
+    assert jobs["golden"]["needs"] == "shards"
+    assert jobs["golden"]["strategy"]["matrix"] == {"shard": "${{ fromJSON(needs.shards.outputs.shards) }}"}
+    # N from the first job too: act has no strategy.job-total (docs/ci.md, "Run by act").
+    assert jobs["golden"]["env"]["SHARD"] == "${{ matrix.shard }}/${{ needs.shards.outputs.count }}"
     assert jobs["golden"]["strategy"]["fail-fast"] is False, "every shard reports its failures"
     assert any('--shard "$SHARD"' in run for run in _commands(jobs["golden"]))
     assert any("-k no_orphans" in run and "--shard" not in run for run in _commands(jobs["orphans"]))
@@ -920,7 +975,8 @@ def test_the_runner_instructions_name_the_settings_and_prerequisites():
     assert required, "docs/ci.md lists the required checks under its marker"
     names = set(re.findall(r"`([^`]+)`", required[1]))
     jobs = {**workflows()["static.yml"]["jobs"], **workflows()["harness.yml"]["jobs"]}
-    shards = {name: job.get("strategy", {}).get("matrix", {}).get("shard", [0]) for name, job in jobs.items()}
+    # the shard count too: where it fails, the golden jobs are skipped, and GitHub counts a skipped check as passed
+    shards = {name: golden_shards() if "strategy" in job else [0] for name, job in jobs.items()}
     expected = {job["name"].replace("${{ matrix.shard }}", str(i)) for name, job in jobs.items() for i in shards[name]}
     assert names == expected, f"required checks: {sorted(names)} but the jobs are {sorted(expected)}"
 
@@ -1180,7 +1236,7 @@ MAIN = {"push to main"}
 def test_if_expressions_against_sample_events():
     """Swapping `&&` and `||`, or dropping a clause, changes who reaches a runner or writes a cache."""
     assert what_runs() == {
-        **{f"static.yml:{job}": PULL_REQUESTS | MAIN for job in ("golden", "orphans", "tests")},
+        **{f"static.yml:{job}": PULL_REQUESTS | MAIN for job in ("shards", "golden", "orphans", "tests")},
         **{f"harness.yml:{job}": PULL_REQUESTS | MAIN for job in ("lint", "wheel")},
         "static.yml:golden:Main's commit under the pull request": PULL_REQUESTS,
         # caches: written by pushes to main only, by one shard

@@ -1,4 +1,4 @@
-"""The unit of work: one variant lowered for one target, and how a run selects cases."""
+"""The unit of work: one variant lowered for one target, and how a run selects cases (its shards: catalog.shards)."""
 
 from __future__ import annotations
 
@@ -67,27 +67,6 @@ def not_lowering_cases(family: Family) -> tuple[Case, ...]:
 def all_cases(registry: Registry) -> tuple[Case, ...]:
     """Every variant of every loadable family for every target it declares, family by family."""
     return tuple(case for family in registry.families for case in family_cases(family))
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """`"2/4"` -> (2, 4); shards are numbered from 1."""
-    try:
-        index, count = (int(part) for part in text.split("/"))
-    except ValueError:
-        raise ValueError(f"--shard {text!r}: expected I/N with integers, e.g. --shard 1/4") from None
-    if not 1 <= index <= count:
-        raise ValueError(f"--shard {text!r}: need 1 <= I <= N")
-    return index, count
-
-
-def in_shard(position: int, shard: tuple[int, int]) -> bool:
-    """Round-robin assignment: every position belongs to exactly one of the N shards."""
-    index, count = shard
-    return position % count == index - 1
-
-
-def select_shard(items: Sequence, shard: tuple[int, int]) -> list:
-    return [item for position, item in enumerate(items) if in_shard(position, shard)]
 
 
 def check_groups(registry: Registry) -> dict[str, tuple[Family, list[Case]]]:

@@ -8,6 +8,7 @@ declaration out of date, facts that contradict the machine code are results, in 
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
@@ -181,6 +182,7 @@ def check_case(
     kernel is fixed or the variant says why it is right. A first snapshot's spills are the result's findings.
     `accepted`: regression class -> reason, from the regen's `--accept-regression` options."""
     result = CheckResult(case.id, case=(case.family.name, case.variant.name, case.target), accept=case.id)
+    started, fresh_seconds = time.perf_counter(), 0.0  # the result's `seconds`: what producing the case costs a run
     try:
         lowerings.build(case.family, case.variant)
     except BuildError as error:
@@ -196,8 +198,12 @@ def check_case(
     parse = functools.cache(load_yaml)  # the produced facts, read by the contradiction, spill and warning checks once
 
     def produce(fresh: bool) -> dict[str, str]:
+        nonlocal fresh_seconds
+        begun = time.perf_counter()
         files = lowerings.files(case, fresh=fresh)
-        if not fresh:
+        if fresh:  # the regen's second lowering, which no static run pays
+            fresh_seconds += time.perf_counter() - begun
+        else:
             made.update(files)
         return files
 
@@ -208,7 +214,9 @@ def check_case(
     declarations = Declarations(case.family.file or case.family.name, vet)
     result = check_files(result, produce, golden, pending, regen, declared, policy, declarations)
     spilled = first_snapshot_spills(case, made, (golden if result.written else pending).prefix, parse) if first else ()
-    result = replace(result, lowering=lowerings.sources.get(case.id, ""), findings=(*result.findings, *spilled))
+    seconds = round(time.perf_counter() - started - fresh_seconds, 3)
+    findings = (*result.findings, *spilled)
+    result = replace(result, lowering=lowerings.sources.get(case.id, ""), seconds=seconds, findings=findings)
     if result.outcome in (CaseOutcome.PASSED, CaseOutcome.CHANGED, CaseOutcome.CORRUPT) and not declared:
         result = replace(result, source_change=_source_change(result, golden.prefix + source_file(case)))
     if result.failed or declared:

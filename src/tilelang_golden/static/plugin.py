@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import tilelang_golden.catalog.loading
-from tilelang_golden.catalog.cases import all_cases, check_groups, parse_shard, select_shard
+from tilelang_golden.catalog.cases import all_cases, check_groups
+from tilelang_golden.catalog.shards import parse_shard
 from tilelang_golden.config import ConfigError, read_config
 from tilelang_golden.regressions import REGRESSION_CLASSES
 from tilelang_golden.static.brought_back import items_of, named_load_failures, named_orphans, remember_deselected
@@ -43,8 +44,10 @@ from tilelang_golden.static.report.verdict import (
     footer_lines,
     terminal_lines,
 )
+from tilelang_golden.static.sharding import UNSHARDED, group_of, shard_items
 from tilelang_golden.static.snapshots.case_files import case_files
 from tilelang_golden.static.snapshots.changes import lowering_line, no_machine_facts_line
+from tilelang_golden.static.snapshots.costs import load_costs
 from tilelang_golden.static.snapshots.golden import RegenRefused, check_may_write
 from tilelang_golden.static.snapshots.results import (
     CheckResult,
@@ -62,10 +65,9 @@ if TYPE_CHECKING:
     from tilelang_golden.static.session import LoweringSession
 
 OUTCOMES = ("created", "updated", "deleted", "unchanged")
-# The regen's last step, once every case is written: the ledgers of acknowledged regressions pruned.
-pytest_plugins = ["tilelang_golden.static.ledger_pruning"]
-# The marker of a check that needs every case (the orphan check): sharded runs leave it out.
-UNSHARDED = "unsharded"
+# The regen's last steps, once every case is written: the ledgers of acknowledged regressions pruned, the new cases'
+# costs recorded; and what a shard's costs predicted (tilelang_golden.static.cost_records).
+pytest_plugins = ["tilelang_golden.static.ledger_pruning", "tilelang_golden.static.cost_records"]
 # Cases missing the lowering cache that one process lowers faster than workers would start (`-n auto`).
 FEW_MISSES = 8
 
@@ -144,11 +146,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     pending.mkdir(parents=True)
 
 
-def _group(item: pytest.Item) -> str:
-    marker = item.get_closest_marker("xdist_group")  # also what `--dist loadgroup` keeps on one worker
-    return marker.args[0] if marker else "session"
-
-
 def pytest_deselected(items: Sequence[pytest.Item]) -> None:
     remember_deselected(items)
 
@@ -164,9 +161,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items += [item for item in orphan_check if item not in items]
     shard = config.getoption("--shard")
     if shard is not None:
-        groups = list(dict.fromkeys(_group(item) for item in items))
-        mine = set(select_shard(groups, parse_shard(shard)))
-        kept = [item for item in items if _group(item) in mine and not item.get_closest_marker(UNSHARDED)]
+        kept = shard_items(items, parse_shard(shard), load_costs(run.golden))  # whole groups, balanced by their costs
         dropped = [item for item in items if item not in kept]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
@@ -178,8 +173,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # cases. Set the suffix where pytest reads it (tests/static/test_refusals.py checks the grouping); the reports
         # leave it out again (pytest_runtest_makereport).
         for item in items:
-            if not item.nodeid.endswith(f"@{_group(item)}"):
-                set_node_id(item, f"{item.nodeid}@{_group(item)}")
+            if not item.nodeid.endswith(f"@{group_of(item)}"):
+                set_node_id(item, f"{item.nodeid}@{group_of(item)}")
     run.planned.update(item.callspec.params["case"].id for item in items_of(items, "test_case"))
     run.declared.update(item.callspec.params["family"].name for item in items_of(items, "test_family_declaration"))
     if not items and not hasattr(config, "workerinput"):

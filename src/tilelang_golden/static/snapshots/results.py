@@ -53,6 +53,9 @@ class CheckResult:
     findings: tuple[str, ...] = ()  # lines a reviewer must see even when the check passes
     lowering: str = ""  # a case: where its files came from, `lowered` in this run or the lowering `cache`
     regressions: tuple[Regression, ...] = ()  # a case: its changes that make the kernel worse, acknowledged or not
+    # A case: seconds to build it and produce its files, from `lowering` (a regen's second lowering left out): with
+    # `lowered`, what a lowering-cache miss costs, which the shards are balanced by (static.snapshots.costs).
+    seconds: float = 0.0
 
     @property
     def failed(self) -> bool:
@@ -77,6 +80,7 @@ class CheckResult:
                 "written": dict(self.written),
                 "findings": self.findings,
                 "lowering": self.lowering,
+                "seconds": self.seconds,
                 "regressions": [r.to_list() for r in self.regressions],
             }
         )
@@ -98,6 +102,7 @@ class CheckResult:
             written=dict(data["written"]),
             findings=tuple(data["findings"]),
             lowering=data["lowering"],
+            seconds=float(data["seconds"]),
             regressions=tuple(Regression.from_list(r) for r in data["regressions"]),
         )
 

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from tilelang_golden.files import atomic_write
+from tilelang_golden.static.snapshots.costs import COSTS
 from tilelang_golden.static.snapshots.regen import regen_command
 from tilelang_golden.static.snapshots.results import RESULTS
 
@@ -260,14 +261,15 @@ class SnapshotStore:
             folder.rmdir()
 
     def files(self) -> set[str]:
-        """Every snapshot file under the root, as paths relative to it (the manifest and a run's results excluded)."""
+        """Every snapshot file under the root, as paths relative to it (the manifest, the cases' costs and a run's
+        results excluded)."""
         if not self.root.is_dir():
             return set()
         found = {p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file()}
         return {
             f
             for f in found
-            if f not in (MANIFEST, RESULTS) and not f.startswith("timing/") and not Path(f).name.startswith(".")
+            if f not in (MANIFEST, COSTS, RESULTS) and not f.startswith("timing/") and not Path(f).name.startswith(".")
         }
 
     def read_manifest(self) -> dict[str, Any] | None:

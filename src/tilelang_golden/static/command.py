@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-# The static session's items live in the package; --pyargs collects that module by its name.
-GOLDEN = ["-p", "tilelang_golden.static.plugin", "--pyargs", "tilelang_golden.static.session_items"]
+# The static session's items live in the package; --pyargs collects that module by its name. The repository's own
+# conftest.py files serve its tests, not this session: pytest would import them (testpaths) in every process, and a
+# tests/conftest.py that imports TileLang and torch costs each worker seconds.
+GOLDEN = ["-p", "tilelang_golden.static.plugin", "--noconftest", "--pyargs", "tilelang_golden.static.session_items"]
 # Lowerings of one group stay on one worker (docs/internals.md); -n auto starts none when the cache holds them.
 WORKERS = ["-n", "auto", "--dist", "loadgroup"]
 

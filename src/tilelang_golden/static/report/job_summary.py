@@ -37,7 +37,8 @@ from tilelang_golden.static.snapshots.target_identity import identity_lines
 # A step summary may hold 1 MiB; stay below it and say what did not fit.
 MAX_SUMMARY_BYTES = 900_000
 # The pull request comment joins every golden shard's summary and GitHub keeps 65,536 characters of a comment (the
-# comment workflow cuts its body at 60,000 bytes): each of two shards' summaries gets its share.
+# comment workflow cuts its body at 60,000 bytes): each shard's summary gets its share, quoted (static.yml passes
+# 56,000 / N); this is two shards' share.
 COMMENT_BYTES = 28_000
 
 

@@ -58,12 +58,13 @@ def write_copies(package: Path, copies: int) -> list[str]:
             (package / f"{name}.py").write_text(
                 COPY.format(name=name, family=family.name, dimension=dimension, factor=factor)
             )
-        if copies > 1:
-            import importlib
+        if copies > 1:  # loaded from its file: this process's import path is left as it is
+            import importlib.util
 
-            sys.path.insert(0, str(package.parent))
-            module = importlib.import_module(f"{package.name}.{family.name}_s2")
+            spec = importlib.util.spec_from_file_location(f"{family.name}_s2", package / f"{family.name}_s2.py")
+            module = importlib.util.module_from_spec(spec)
             try:
+                spec.loader.exec_module(module)
                 for variant in module.FAMILY.variants:
                     build_kernel(module.FAMILY, variant)
             except Exception:  # a kernel written for its own shape: the copies of this family are left out

@@ -279,6 +279,7 @@ def probe_case(kernel, shape: dict, target: str, **params) -> Case:
         group=None,
         sweep=None,
         outputs=PROBE_OUTPUTS[kernel.__name__],
+        sanitize_shape=None,  # the probe's own dimensions
     )
     return Case(family, variants[0], target)
 

@@ -78,7 +78,9 @@ def scaled(factor: float):
 def scale_case(factor: float = 2.0, target: str = "sm_80", **jit: object) -> Case:
     variant = Variant("v", tilelang.jit(out_idx=[1], **jit)(scaled(factor)), {"block_rows": 8, "threads": 128})
     fields = {"name": "tiny_key", "shape": {"rows": 256, "cols": 128}, "variants": [variant], "targets": None}
-    family = dataclasses.replace(SMALL.family, **fields, outputs=None, checks=None, group=None, sweep=None)
+    family = dataclasses.replace(
+        SMALL.family, **fields, outputs=None, checks=None, group=None, sweep=None, sanitize_shape=None
+    )
     return Case(family, variant, target)
 
 

@@ -106,18 +106,8 @@ def check_cases(
         return {key: a for key, a in answers.items() if not isinstance(a, VariantFailure)}
 
     started = time.perf_counter()
-    built = kept(compile_stage(kernels, [*cases, *base_cases], kernels.limits))
-    compiled = [compiled_case(case, built) for case in cases]
-    base_compiled = [compiled_case(case, built) for case in base_cases]
-    compile_seconds = time.perf_counter() - started
-    log(
-        f"compiled {sum(not c.error and c.case.key in built for c in compiled)}/{len(compiled)} kernels in "
-        f"{compile_seconds:.1f} s"
-    )
-    store = SnapshotStore(plan.golden)
-    snapshots = {c.case.key: SnapshotCheck(f"{store.root.as_posix()}/{facts_file(c.case)}") for c in compiled}
-    snapshots |= kept(
-        agree_with_snapshots([c for c in compiled if c.case.key in built], built, store, plan.snapshotted)
+    compiled, base_compiled, snapshots, compile_seconds = _compile_and_agree(
+        kernels, plan, cases, base_cases, kept, log
     )
     runnable = {
         c.case.key: c
@@ -165,6 +155,33 @@ def check_cases(
         repeats={"launches": plan.repeats, "seed": seeds[0], "seconds": round(repeat_seconds, 2)},
         sanitizer=None if plan.sanitizer is None else sanitizer_record(plan.sanitizer, sanitize_seconds),
     )
+
+
+def _compile_and_agree(
+    kernels: Kernels,
+    plan: CheckPlan,
+    cases: Sequence[Case],
+    base_cases: Sequence[Case],
+    kept: Callable[[Mapping[str, Any]], dict[str, Any]],
+    log: Log,
+) -> tuple[list[CompiledCase], list[CompiledCase], dict[str, SnapshotCheck], float]:
+    """The variants and the A/B bases compiled in one stage (and its seconds), and each compiled variant's machine
+    facts held to its static snapshot; `kept` keeps what passed and records the failures."""
+    started = time.perf_counter()
+    built = kept(compile_stage(kernels, [*cases, *base_cases], kernels.limits))
+    compiled = [compiled_case(case, built) for case in cases]
+    base_compiled = [compiled_case(case, built) for case in base_cases]
+    compile_seconds = time.perf_counter() - started
+    log(
+        f"compiled {sum(not c.error and c.case.key in built for c in compiled)}/{len(compiled)} kernels in "
+        f"{compile_seconds:.1f} s"
+    )
+    store = SnapshotStore(plan.golden)
+    snapshots = {c.case.key: SnapshotCheck(f"{store.root.as_posix()}/{facts_file(c.case)}") for c in compiled}
+    snapshots |= kept(
+        agree_with_snapshots([c for c in compiled if c.case.key in built], built, store, plan.snapshotted)
+    )
+    return compiled, base_compiled, snapshots, compile_seconds
 
 
 def variant_results(

@@ -36,6 +36,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--output", type=Path, default=Path("build/gpu-report"), help="report folder (default: build/gpu-report)"
     )
+    _measuring_options(parser)
+    _scope_options(parser)
+    _comparison_options(parser)
+    _race_options(parser)
+    parser.add_argument(
+        "--record-baseline", action="store_true", help="write this run's ratios as the baseline for this GPU model"
+    )
+    parser.add_argument(
+        "--force-record-under-ci", action="store_true", help="allow --record-baseline although CI is set"
+    )
+    return parser
+
+
+def _measuring_options(parser: argparse.ArgumentParser) -> None:
+    """Inputs and timing: seeds, rounds, the timer and its windows."""
     parser.add_argument(
         "--seeds",
         type=int,
@@ -64,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=REPEAT_MS,
         help="timed launches per measurement and side (default: %(default)s)",
     )
+
+
+def _scope_options(parser: argparse.ArgumentParser) -> None:
+    """What is checked and where its files are: the variants, their packages, the snapshot and baseline folders."""
     parser.add_argument(
         "--select", action="append", metavar="GLOB", help="only variants whose family/name matches (repeatable)"
     )
@@ -82,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--timing-dir", type=Path, default=None, help="timing baselines (default: [tool.tilelang-golden] timing)"
     )
+
+
+def _comparison_options(parser: argparse.ArgumentParser) -> None:
+    """What the run times against besides the references: another commit's kernels, main's history."""
     parser.add_argument(
         "--against",
         metavar="REF",
@@ -100,6 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="a checkout of main's performance history: the A/B table shows each variant's recent runs on main "
         "(default: %(default)s, where the GPU workflow puts it for a pull request's run; skipped where absent)",
     )
+
+
+def _race_options(parser: argparse.ArgumentParser) -> None:
+    """Races and uninitialized reads: repeated launches, the opt-in sanitizer pass."""
     parser.add_argument(
         "--repeats",
         type=int,
@@ -121,13 +148,6 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="with --sanitize, sanitizer processes at a time (default: the cores, at most 8)",
     )
-    parser.add_argument(
-        "--record-baseline", action="store_true", help="write this run's ratios as the baseline for this GPU model"
-    )
-    parser.add_argument(
-        "--force-record-under-ci", action="store_true", help="allow --record-baseline although CI is set"
-    )
-    return parser
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

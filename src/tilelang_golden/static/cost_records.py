@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tilelang_golden.static.ledger_pruning import RAN
+from tilelang_golden.static.ledger_pruning import regen_ran
 from tilelang_golden.static.plugin import golden_run
 from tilelang_golden.static.snapshots.costs import load_costs, measured, record_regen
 from tilelang_golden.static.snapshots.results import ResultsError, read_results
@@ -26,7 +26,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """In the process that reads every worker's results (never an xdist worker), after the items: a regen's records."""
     config = session.config
-    if not config.getoption("--regen") or hasattr(config, "workerinput") or session.exitstatus not in RAN:
+    if not regen_ran(session):
         return
     run = golden_run(config)
     line = record_regen(run.registry, run.golden, run.pending)

@@ -15,11 +15,17 @@ PRUNED = pytest.StashKey[Pruned]()
 RAN = (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
 
 
+def regen_ran(session: pytest.Session) -> bool:
+    """Whether this is a regen whose cases ran, in the process that reads every worker's results (never a worker)."""
+    config = session.config
+    return bool(config.getoption("--regen")) and not hasattr(config, "workerinput") and session.exitstatus in RAN
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """In the process that reads every worker's results (never an xdist worker), after the items: the pruning."""
     config = session.config
-    if not config.getoption("--regen") or hasattr(config, "workerinput") or session.exitstatus not in RAN:
+    if not regen_ran(session):
         return
     run = golden_run(config)
     pruned = prune_after_regen(run.registry.families, SnapshotStore(run.golden), run.pending)

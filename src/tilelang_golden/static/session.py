@@ -144,6 +144,9 @@ class LoweringSession:
                 raise
             self._files[slot] = (case, files)
             self.sources[case.id] = source
+            # Its files hold what the run reads of it from now on: its IR and machine code are let go.
+            self._lowered.pop(slot, None)
+            self._compiled.pop(slot, None)
         return self._files[slot][1]
 
     def outcomes(self, case: Case, *, compiled: bool = False) -> dict[str, str | None]:

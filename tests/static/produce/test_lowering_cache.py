@@ -4,9 +4,11 @@ session."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import os
 import shutil
+import weakref
 
 import pytest
 import tilelang
@@ -17,6 +19,7 @@ import tilelang_golden.static.produce.lowering_cache as lowering_cache
 from tilelang_golden.catalog.cases import Case, all_cases, family_cases
 from tilelang_golden.catalog.loading import load_families
 from tilelang_golden.family import Variant
+from tilelang_golden.static.produce.lowering import lower as lower_case
 from tilelang_golden.static.produce.lowering_cache import CorruptEntry, LoweringCache, StaleCacheEntry
 from tilelang_golden.static.session import LoweringSession
 from tilelang_golden.static.snapshots.case_files import case_files
@@ -55,6 +58,23 @@ def test_a_warm_case_is_byte_identical_to_its_cold_lowering(tmp_path, case):
     assert warm.files(case) == files == LoweringSession().files(case, fresh=True)
     assert warm.sources == {case.id: "cache"}
     assert warm._lowered == {}, "a cache hit must not lower"
+
+
+def test_a_produced_case_keeps_no_ir(monkeypatch):
+    """A run holds its cases' files, not their lowerings, whose IR made its memory grow with every case."""
+    lowerings = []
+
+    def lower(case, built):
+        lowering = lower_case(case, built)
+        lowerings.append(weakref.ref(lowering))
+        return lowering
+
+    monkeypatch.setattr("tilelang_golden.static.session.lower", lower)
+    session = LoweringSession()
+    files = session.files(SMALL)
+    gc.collect()
+    assert len(lowerings) == 1 and lowerings[0]() is None, "the session still holds the case's IR"
+    assert session.files(SMALL) is files  # and its files once per run still
 
 
 # -- every input of the key makes a miss -------------------------------------------------------------------

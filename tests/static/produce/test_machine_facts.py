@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import re
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -13,15 +14,16 @@ import pytest
 from conftest import REPO, num_stages_case
 
 from tilelang_golden.static.kinds import compare_case, kind_of
-from tilelang_golden.static.produce import toolchain
+from tilelang_golden.static.produce import machine_code, toolchain
 from tilelang_golden.static.produce.machine_code import (
     CompileError,
     code_options,
     compile_lowering,
     compile_together,
+    disassemble,
     entry_reports,
     modules,
-    split_listing,
+    nvcc_command,
 )
 from tilelang_golden.static.produce.machine_facts import (
     instruction_classes,
@@ -47,8 +49,8 @@ ptxas info    : Function properties for big
 ptxas info    : Used 255 registers, used 1 barriers, 1024 bytes smem, 400 bytes cmem[0]
 """
 
-LISTING = """
-        .section        .text.first,"ax",@progbits
+# nvdisasm's listing of two kernels (its raw-instruction mode: the instructions alone).
+FIRST = """
         /*0000*/                   LDGSTS.E.BYPASS.LTC128B.128 [R1], desc[UR4][R2.64] ;
         /*0010*/                   LDGSTS.E.BYPASS.LTC128B.128 [R1+0x800], desc[UR4][R4.64] ;
         /*0020*/                   LDGDEPBAR ;
@@ -56,11 +58,12 @@ LISTING = """
         /*0040*/                   HFMA2.MMA R5, -RZ, RZ, 1.875, 0 ;
         /*0050*/                   STL [R1], R5 ;
         /*0060*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
-        .section        .text.second,"ax",@progbits
-        /*0000*/                   UTMALDG.2D [UR8], [UR4] ;
-        /*0010*/                   HGMMA.64x128x16.F32 R24, gdesc[UR4], R24 ;
-        /*0020*/              @P1  SYNCS.ARRIVE.TRANS64.RED.A1T0 RZ, [UR4], RZ ;
-        /*0030*/                   LDSM.16.M88.4 R4, [R2] ;
+"""
+SECOND = """
+        /*0070*/                   UTMALDG.2D [UR8], [UR4] ;
+        /*0080*/                   HGMMA.64x128x16.F32 R24, gdesc[UR4], R24 ;
+        /*0090*/              @P1  SYNCS.ARRIVE.TRANS64.RED.A1T0 RZ, [UR4], RZ ;
+        /*00a0*/                   LDSM.16.M88.4 R4, [R2] ;
 """
 
 
@@ -89,15 +92,13 @@ def test_a_report_without_resource_lines_is_an_error_naming_the_kernel():
 
 
 def test_sass_is_counted_per_kernel_by_class_and_predicates_do_not_hide_an_opcode():
-    listings = split_listing(LISTING)
-    assert list(listings) == ["first", "second"]
-    first = instruction_classes(listings["first"])
+    first = instruction_classes(FIRST)
     assert first["async_copies"] == {"LDGDEPBAR": 1, "LDGSTS": 2}
     assert first["mma"] == {"HMMA": 1}, "HFMA2.MMA is a half-precision FMA, not a tensor-core MMA"
     assert first["local_memory"] == {"STL": 1}
     assert first["barriers"] == {"BAR": 1}
     assert first["tma"] == {} and first["matrix_load_store"] == {}
-    second = instruction_classes(listings["second"])
+    second = instruction_classes(SECOND)
     assert second["tma"] == {"UTMALDG": 1}
     assert second["mma"] == {"HGMMA": 1}
     assert second["barriers"] == {"SYNCS": 1}
@@ -189,8 +190,9 @@ def test_modules_compiled_together_keep_their_kernel_names_and_a_broken_one_fail
         return SimpleNamespace(case=case, kernels=[SimpleNamespace(cuda=cuda, pass_configs={})])
 
     def code(codes) -> list[str]:
-        """The kernel's instructions, without the padding and with its labels unnumbered (a cubin numbers them)."""
-        listing = re.sub(r"\.L_x_\d+", ".L_x", codes[0].listings["main_kernel"])
+        """The kernel's instructions, without the padding and with branch targets left out (they are addresses in
+        nvdisasm's listing of every kernel compiled together)."""
+        listing = re.sub(r"BRA 0x[0-9a-f]+", "BRA", codes[0].listings["main_kernel"])
         return [i for i in re.findall(r"/\*[0-9a-f]{4}\*/\s+([^;]*;)", listing) if i != "NOP;"]
 
     one, two, broken = lowered("x[threadIdx.x] = 1.0f;"), lowered("x[threadIdx.x] *= x[0];"), lowered("x[ = 1;")
@@ -201,6 +203,47 @@ def test_modules_compiled_together_keep_their_kernel_names_and_a_broken_one_fail
     assert alone[1] is None and (code(alone[0]), code(alone[2])) == (code(first), code(second))
     with pytest.raises(CompileError):
         compile_lowering(broken)
+
+
+def cuda_module(case, header: str, body: str) -> SimpleNamespace:
+    cuda = f'{header}extern "C" __global__ void __launch_bounds__(128, 1) main_kernel(float* x, int n) {{ {body} }}\n'
+    return SimpleNamespace(case=case, kernels=[SimpleNamespace(cuda=cuda, pass_configs={})])
+
+
+def test_the_kernels_of_every_unit_are_listed_by_one_nvdisasm_as_it_lists_each_cubin(monkeypatch, tmp_path):
+    """Two units (other headers) of two cases, a chain's two kernels in one: one nvdisasm lists them all, each
+    kernel's instructions those `nvdisasm -c` lists from its own cubin."""
+    case = num_stages_case(2, "sm_90")
+    loop = "for (int i = threadIdx.x; i < n; i += 128) { x[i] = x[i] * x[i] + 1.0f; }"
+    first = cuda_module(case, "// one\n", loop)
+    second = cuda_module(case, "// two\n", "if (threadIdx.x < n) { x[threadIdx.x] = __expf(x[threadIdx.x]); }")
+    second.kernels.append(first.kernels[0])  # and a second kernel of its own
+    runs, run = [], machine_code._run
+    monkeypatch.setattr(machine_code, "_run", lambda *a, **k: runs.append(a[2]) or run(*a, **k))
+    listed = compile_together([first, second])
+    assert runs == ["nvcc", "nvcc", "nvdisasm"]
+
+    def instructions(listing: str) -> list[str]:
+        return re.findall(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)", listing, re.M)
+
+    for lowering, codes in zip([first, second], listed, strict=True):
+        for module, code in zip(modules(lowering), codes, strict=True):
+            (tmp_path / "kernel.cu").write_text(module.cuda)
+            compile = [*nvcc_command(toolchain.find_toolchain(), module.arch, ()), "-o", "kernel.cubin", "kernel.cu"]
+            subprocess.run(compile, cwd=tmp_path, check=True, capture_output=True)
+            alone = subprocess.run(
+                [toolchain.find_toolchain().nvdisasm, "-c", "kernel.cubin"],
+                cwd=tmp_path,
+                capture_output=True,
+                text=True,
+            ).stdout
+            assert instructions(code.listings["main_kernel"]) == instructions(alone)
+            assert len(instructions(alone)) > 10
+
+
+def test_a_cubin_is_read_as_a_64_bit_elf():
+    with pytest.raises(ValueError, match="not a 64-bit ELF"):
+        disassemble(num_stages_case(2, "sm_90"), "sm_90a", [b"nvcc wrote nothing"])
 
 
 def test_machine_changes_are_said_in_words_first():

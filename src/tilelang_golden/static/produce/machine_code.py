@@ -13,12 +13,19 @@ nvcc spends most of a kernel's compile on the headers (about 2 s of a GEMM's 3),
 one target that share their headers and options together (`compile_together`): one translation unit holds them
 all, each kernel renamed for the compile and named back in the results. Where such a unit does not compile, each
 module is compiled alone, as TileLang compiles it, so a failure is its own case's.
+
+nvdisasm spends most of its run starting (0.2-0.3 s, whatever it reads) and reads one file, so the kernels of every
+unit compiled together are listed by one nvdisasm per arch: their code sections (`.text.<kernel>` of each cubin) end
+to end, in its raw-instruction mode (`--binary`), each instruction given back to its kernel by its address. It lists
+the instructions of an ELF's code sections alike (docs/machine-facts.md), and starts faster.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 import shlex
+import struct
 import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -43,7 +50,10 @@ _RENAMED = re.compile(r"tlg(\d+)_(.+)")
 # attributes (`__launch_bounds__`, `__cluster_dims__`) between `void` and the name.
 _KERNEL = re.compile(r'^extern "C" __global__ void (?:__\w+__\([^)]*\)\s*)*(\w+)\s*\(', re.M)
 _ENTRY = re.compile(r"Compiling entry function '([^']+)'")
-_SECTION = re.compile(r"^\s*\.section\s+\.text\.([^,\s]+)", re.M)
+# An instruction line of nvdisasm's listing, by its address: `        /*0a30*/                   HMMA.16816.F32 ...`.
+_ADDRESS = re.compile(r"^\s*/\*([0-9a-f]+)\*/", re.M)
+# An ELF64 section header (`Elf64_Shdr`): name, type, flags, address, offset, size, link, info, alignment, entry size.
+_SECTION_HEADER = struct.Struct("<IIQQQQIIQQ")
 
 
 class CompileError(LoweringRefused):
@@ -64,7 +74,7 @@ class MachineCode:
     arch: str  # what it was compiled for: `sm_90a`
     options: tuple[str, ...]  # the options that change the code (fast math, register usage level), as nvcc spells them
     reports: Mapping[str, str]  # kernel -> `ptxas -v`'s lines on it
-    listings: Mapping[str, str]  # kernel -> `nvdisasm -c`'s listing of it
+    listings: Mapping[str, str]  # kernel -> nvdisasm's listing of its instructions
 
 
 @dataclass(frozen=True)
@@ -99,32 +109,33 @@ def modules(lowering: Lowering) -> list[Module]:
 def compile_lowering(lowering: Lowering) -> list[MachineCode]:
     """Each CUDA module of a lowered case, compiled alone for its target, as TileLang's JIT compiles it; CompileError
     naming the case with the compiler's message where one does not compile."""
-    return [_compile_unit([module])[0] for module in modules(lowering)]
+    return [codes[0] for codes in _listed([_compile_unit([module]) for module in modules(lowering)])]
 
 
 def compile_together(lowerings: Sequence[Lowering]) -> list[list[MachineCode] | None]:
     """The machine code of several lowered cases, per case as compile_lowering gives it, their modules of one arch,
     options and headers compiled in one translation unit; None for a case whose modules do not compile (its own
     compile_lowering says why)."""
-    units: dict[tuple[str, tuple[str, ...], str], list[tuple[int, int, Module]]] = {}
+    grouped: dict[tuple[str, tuple[str, ...], str], list[tuple[int, int, Module]]] = {}
     for index, lowering in enumerate(lowerings):
         for position, module in enumerate(modules(lowering)):
-            units.setdefault((module.arch, module.options, module.headers), []).append((index, position, module))
-    compiled: dict[tuple[int, int], MachineCode] = {}
-    for members in units.values():
+            grouped.setdefault((module.arch, module.options, module.headers), []).append((index, position, module))
+    units: list[tuple[list[tuple[int, int]], _Compiled]] = []
+    for members in grouped.values():
         try:
-            codes = _compile_unit([module for _, _, module in members])
+            units.append(([(i, p) for i, p, _ in members], _compile_unit([module for _, _, module in members])))
         except CompileError:
-            codes = []
-            for _, _, module in members:
+            for index, position, module in members:
                 try:
-                    codes.append(_compile_unit([module])[0])
+                    units.append(([(index, position)], _compile_unit([module])))
                 except CompileError:
-                    codes.append(None)
-        compiled |= {(index, position): code for (index, position, _), code in zip(members, codes, strict=True)}
+                    continue  # its case has no machine code
+    compiled: dict[tuple[int, int], MachineCode] = {}
+    for (places, _), codes in zip(units, _listed([unit for _, unit in units]), strict=True):
+        compiled |= dict(zip(places, codes, strict=True))
     found: list[list[MachineCode] | None] = []
     for index, lowering in enumerate(lowerings):
-        codes = [compiled[(index, position)] for position in range(len(lowering.kernels))]
+        codes = [compiled.get((index, position)) for position in range(len(lowering.kernels))]
         found.append(None if None in codes else codes)
     return found
 
@@ -141,9 +152,34 @@ def code_options(pass_configs: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(options)
 
 
-def _compile_unit(members: Sequence[Module]) -> list[MachineCode]:
+@dataclass(frozen=True)
+class _Compiled:
+    """Modules nvcc compiled in one unit: ptxas's report on their kernels and the cubin that holds them."""
+
+    members: Sequence[Module]
+    report: str
+    cubin: bytes
+
+    def machine_code(self, listings: Mapping[str, str]) -> list[MachineCode]:
+        """Its modules' machine code, given the listing of each kernel of its cubin: per module, its kernels by the
+        names the module gives them."""
+        reports, first = entry_reports(self.report), self.members[0]
+        if len(self.members) == 1:
+            return [MachineCode(first.arch, first.options, reports, dict(listings))]
+        parts: list[tuple[dict[str, str], dict[str, str]]] = [({}, {}) for _ in self.members]
+        for found, slot in ((reports, 0), (listings, 1)):
+            for name, text in found.items():
+                renamed = _RENAMED.fullmatch(name)
+                if renamed is None or int(renamed[1]) >= len(self.members):  # not a kernel this unit renamed
+                    raise CompileError(first.case, f"nvcc compiled a kernel {name!r} that no module of the unit names")
+                parts[int(renamed[1])][slot][renamed[2]] = text
+        return [MachineCode(m.arch, m.options, *part) for m, part in zip(self.members, parts, strict=True)]
+
+
+def _compile_unit(members: Sequence[Module]) -> _Compiled:
     """Modules of one arch, options and headers compiled by one nvcc: a single module as TileLang's JIT writes it,
-    several with their kernels renamed apart (`tlg<index>_<name>`), since two modules may name a kernel alike."""
+    several with their kernels renamed apart (`tlg<index>_<name>`), since two modules may name a kernel alike;
+    CompileError naming the first module's case where nvcc fails."""
     first = members[0]
     if len(members) == 1:
         source = first.cuda
@@ -154,23 +190,67 @@ def _compile_unit(members: Sequence[Module]) -> list[MachineCode]:
             bodies += [f"#define {name} tlg{index}_{name}" for name in names]
             bodies += [module.cuda[len(module.headers) :], *(f"#undef {name}" for name in names)]
         source = first.headers + "\n".join(bodies) + "\n"
-    toolchain = find_toolchain()
     with tempfile.TemporaryDirectory(prefix="tilelang-golden-") as folder:  # its files named relative to it
         (Path(folder) / "kernel.cu").write_text(source)
-        command = [*nvcc_command(toolchain, first.arch, first.options), "-o", "kernel.cubin", "kernel.cu"]
-        compiled = _run(first.case, command, "nvcc", folder)
-        sass = _run(first.case, [str(toolchain.nvdisasm), "-c", "kernel.cubin"], "nvdisasm", folder, stdout=True)
-    reports, listings = entry_reports(compiled), split_listing(sass)
-    if len(members) == 1:
-        return [MachineCode(first.arch, first.options, reports, listings)]
-    parts: list[tuple[dict[str, str], dict[str, str]]] = [({}, {}) for _ in members]
-    for found, slot in ((reports, 0), (listings, 1)):
-        for name, text in found.items():
-            renamed = _RENAMED.fullmatch(name)
-            if renamed is None or int(renamed[1]) >= len(members):  # not a kernel this unit renamed
-                raise CompileError(first.case, f"nvcc compiled a kernel {name!r} that no module of the unit names")
-            parts[int(renamed[1])][slot][renamed[2]] = text
-    return [MachineCode(m.arch, m.options, *part) for m, part in zip(members, parts, strict=True)]
+        command = [*nvcc_command(find_toolchain(), first.arch, first.options), "-o", "kernel.cubin", "kernel.cu"]
+        report = _run(first.case, command, "nvcc", folder)
+        return _Compiled(members, report, (Path(folder) / "kernel.cubin").read_bytes())
+
+
+def _listed(units: Sequence[_Compiled]) -> list[list[MachineCode]]:
+    """Each compiled unit's machine code, the kernels of all of them listed by one nvdisasm per arch."""
+    by_arch: dict[str, list[int]] = {}
+    for index, unit in enumerate(units):
+        by_arch.setdefault(unit.members[0].arch, []).append(index)
+    listings: dict[int, dict[str, str]] = {}
+    for arch, indices in by_arch.items():
+        found = disassemble(units[indices[0]].members[0].case, arch, [units[i].cubin for i in indices])
+        listings |= dict(zip(indices, found, strict=True))
+    return [unit.machine_code(listings[index]) for index, unit in enumerate(units)]
+
+
+def disassemble(case: Case, arch: str, cubins: Sequence[bytes]) -> list[dict[str, str]]:
+    """Per cubin, each kernel's instructions as nvdisasm lists them: the code sections of all of them end to end, in
+    one run of nvdisasm's raw-instruction mode, each line given back to its kernel by its address. CompileError
+    naming the case where nvdisasm fails."""
+    starts: list[int] = []
+    owners: list[tuple[int, str]] = []
+    code = bytearray()
+    for index, cubin in enumerate(cubins):
+        for kernel, text in code_sections(cubin).items():
+            starts.append(len(code))
+            owners.append((index, kernel))
+            code += text
+    lines: list[list[str]] = [[] for _ in owners]
+    with tempfile.TemporaryDirectory(prefix="tilelang-golden-") as folder:
+        (Path(folder) / "code.bin").write_bytes(code)
+        command = [str(find_toolchain().nvdisasm), "--binary", "SM" + arch.removeprefix("sm_"), "code.bin"]
+        listing = _run(case, command, "nvdisasm", folder, stdout=True)
+    for line in listing.splitlines():
+        address = _ADDRESS.match(line)
+        if address is not None:
+            lines[bisect.bisect_right(starts, int(address[1], 16)) - 1].append(line)
+    found: list[dict[str, str]] = [{} for _ in cubins]
+    for (index, kernel), kept in zip(owners, lines, strict=True):
+        found[index][kernel] = "\n".join(kept) + "\n"
+    return found
+
+
+def code_sections(cubin: bytes) -> dict[str, bytes]:
+    """A cubin's kernels' machine code: each `.text.<kernel>` section of its ELF, by kernel."""
+    if cubin[:5] != b"\x7fELF\x02":  # a 64-bit ELF, as nvcc writes every cubin
+        raise ValueError("not a 64-bit ELF file: nvcc wrote no cubin")
+    (table,) = struct.unpack_from("<Q", cubin, 0x28)
+    entry_size, count, names = struct.unpack_from("<HHH", cubin, 0x3A)
+    headers = [_SECTION_HEADER.unpack_from(cubin, table + i * entry_size) for i in range(count)]
+    names_at = headers[names][4]
+    sections = {}
+    for header in headers:
+        start = names_at + header[0]
+        name = cubin[start : cubin.index(b"\0", start)].decode()
+        if name.startswith(".text."):
+            sections[name.removeprefix(".text.")] = cubin[header[4] : header[4] + header[5]]
+    return sections
 
 
 def nvcc_command(toolchain: Toolchain, arch: str, options: Sequence[str]) -> list[str]:
@@ -200,12 +280,6 @@ def nvcc_command(toolchain: Toolchain, arch: str, options: Sequence[str]) -> lis
 def entry_reports(report: str) -> dict[str, str]:
     """`ptxas -v`'s report, per entry function: the lines on it."""
     parts = _ENTRY.split(report)
-    return dict(zip(parts[1::2], parts[2::2], strict=True))
-
-
-def split_listing(sass: str) -> dict[str, str]:
-    """nvdisasm's listing of a cubin, per kernel (its `.text.<name>` section)."""
-    parts = _SECTION.split(sass)
     return dict(zip(parts[1::2], parts[2::2], strict=True))
 
 

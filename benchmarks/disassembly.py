@@ -2,10 +2,10 @@
 static check's way (`machine_code.disassemble`: the code sections of every cubin, one run of its raw-instruction
 mode), side by side in one run, per target.
 
-    .nox/static/bin/python -m benchmarks.disassembly [--rounds N] [--cubins K] [--family gemm_num_stages]
+    .nox/static/bin/python -m benchmarks.disassembly [--rounds N] [--cubins K] [--family NAME]
 
-Each target's cubin is a case of the family (its last variant that lowers there), compiled as the static check
-compiles it; K copies of it stand for the K units a session lists at once. The two ways alternate, round by round,
+Each target's cubin is a case of the family (default: the first the catalog lists; its last variant that lowers
+there), compiled as the static check compiles it; K copies of it stand for the K units a session lists at once. The two ways alternate, round by round,
 so a busy machine slows both alike; the table gives their median seconds and the ratio, and says whether both list
 the same instructions.
 """
@@ -45,7 +45,7 @@ def main() -> int:
     )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cubins", type=int, default=3, help="cubins listed at once (K)")
-    parser.add_argument("--family", default="gemm_num_stages")
+    parser.add_argument("--family", help="the family whose kernels are listed (default: the first)")
     args = parser.parse_args()
 
     from tilelang_golden.catalog.cases import family_cases
@@ -54,14 +54,18 @@ def main() -> int:
     from tilelang_golden.static.produce.toolchain import find_toolchain
     from tilelang_golden.targets import TARGETS
 
-    family = next(f for f in load_families().families if f.name == args.family)
+    families = load_families().families
+    family = next(f for f in families if f.name == args.family) if args.family else families[0]
     nvdisasm = str(find_toolchain().nvdisasm)
     print(f"| target | arch | `nvdisasm -c`, {args.cubins} runs s | one raw run s | ratio | same instructions |")
     print("| --- |" + " --- |" * 5)
     for target in family.target_names:
         if TARGETS[target].backend != "cuda":
             continue
-        case = [c for c in family_cases(family, [target]) if c.does_not_lower is None][-1]
+        lowering = [c for c in family_cases(family, [target]) if c.does_not_lower is None]
+        if not lowering:
+            continue
+        case = lowering[-1]
         with tempfile.TemporaryDirectory() as folder:
             cubin = cubin_of(case, Path(folder))
             cubins = [cubin.read_bytes()] * args.cubins
@@ -82,7 +86,7 @@ def main() -> int:
             )
             a, b = statistics.median(each), statistics.median(once)
             print(f"| {target} | {arch} | {a:.3f} | {b:.3f} | {b / a:.2f} | {'yes' if same else 'NO'} |")
-    print(f"\nmedians of {args.rounds} rounds; {args.family}'s last variant that lowers on each target")
+    print(f"\nmedians of {args.rounds} rounds; {family.name}'s last variant that lowers on each target")
     return 0
 
 

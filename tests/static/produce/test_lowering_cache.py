@@ -15,6 +15,7 @@ import tilelang
 import tilelang.language as T
 from conftest import SMALL_CASE
 
+import tilelang_golden.static.produce.lowering as lowering_module
 import tilelang_golden.static.produce.lowering_cache as lowering_cache
 from tilelang_golden.catalog.cases import Case, all_cases, family_cases
 from tilelang_golden.catalog.loading import load_families
@@ -74,6 +75,9 @@ def test_a_produced_case_keeps_no_ir(monkeypatch):
     files = session.files(SMALL)
     gc.collect()
     assert len(lowerings) == 1 and lowerings[0]() is None, "the session still holds the case's IR"
+    capture = lowering_module._capture_passes()
+    instruments = [o for o in gc.get_objects() if type(o) is capture]
+    assert instruments and not any(i.captured for i in instruments), "TVM's pass instruments still hold IR"
     assert session.files(SMALL) is files  # and its files once per run still
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import sys
@@ -116,32 +117,45 @@ def lower(case: Case, built: BuiltKernel) -> Lowering:
     )
 
 
+@functools.cache
+def _capture_passes() -> type:
+    """A pass instrument that keeps the IR after each of CAPTURED_PASSES in its `captured`. TVM never frees an
+    instrument (the callbacks it registers hold it), so the class is made once and each lowering lets go of what its
+    instrument captured: an instrument per lowering, with its IR, lived as long as the process."""
+    import tvm
+
+    @tvm.instrument.pass_instrument
+    class CapturePasses:
+        def __init__(self) -> None:
+            self.captured: dict[str, Any] = {}
+
+        def run_after_pass(self, mod: Any, info: Any) -> None:
+            if info.name in CAPTURED_PASSES:
+                self.captured[info.name] = mod
+
+    return CapturePasses
+
+
 def _lower_launch(case: Case, launch: Launch) -> Lowering:
     import tilelang
     import tvm
     from tvm.target import Target
 
-    captured: dict[str, Any] = {}
-
-    @tvm.instrument.pass_instrument
-    class CapturePasses:
-        def run_after_pass(self, mod: Any, info: Any) -> None:
-            if info.name in CAPTURED_PASSES:
-                captured[info.name] = mod
-
+    instrument = _capture_passes()()
+    captured = instrument.captured
     try:
         target = Target(TARGETS[case.target].description)
         # Our own PassContext keeps the instruments (compile_only's opens its own and drops
         # them), carries the kernel's pass configs as tilelang.compile would, and leaves #line
         # directives off, so the text carries no machine paths.
-        context = tvm.transform.PassContext(
-            opt_level=3, config=dict(launch.pass_configs), instruments=[CapturePasses()]
-        )
+        context = tvm.transform.PassContext(opt_level=3, config=dict(launch.pass_configs), instruments=[instrument])
         with context, target, captured_output() as output:
             artifact = tilelang.lower(launch.prim_func, target=target, enable_device_compile=False)
     except Exception as error:  # TileLang raises many types; all mean "this case did not lower"
         said = f"{type(error).__name__}: {error}"
         raise LoweringRefused(case, f"TileLang could not lower this variant ({said}).", said) from error
+    finally:
+        instrument.captured = {}  # the instrument outlives this lowering; its IR is the Lowering's alone
     missing = [name for name in CAPTURED_PASSES if name not in captured]
     if missing:
         raise LoweringError(case.id, f"passes {missing} did not run; has TileLang's pass pipeline changed?")

@@ -5,9 +5,9 @@ mode), side by side in one run, per target.
     .nox/static/bin/python -m benchmarks.disassembly [--rounds N] [--cubins K] [--family NAME]
 
 Each target's cubin is a case of the family (default: the first the catalog lists; its last variant that lowers
-there), compiled as the static check compiles it; K copies of it stand for the K units a session lists at once. The two ways alternate, round by round,
-so a busy machine slows both alike; the table gives their median seconds and the ratio, and says whether both list
-the same instructions.
+there), compiled as the static check compiles it; K copies of it stand for the K units a session lists at once. The
+two ways alternate, round by round, so a busy machine slows both alike; the table gives their median seconds and the
+ratio, and says whether both list the same instructions.
 """
 
 from __future__ import annotations

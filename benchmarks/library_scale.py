@@ -11,10 +11,11 @@ target, for the 10x run on a small machine).
 
 Each run is `tilelang-golden static -n 0` in a process of its own, timed inside: collection, TileLang's lowering
 (`tilelang.lower`), tracing a kernel into its PrimFunc (TileLang's front end, through `build_kernel`), NVIDIA's
-compilers (nvcc and nvdisasm, `machine_code._run`), and the rest: the harness's own (keys, facts, normalization,
-comparison, results, the declaration and family checks, pytest's items). Per case: those seconds, the process's
-peak memory, and the bytes of RESULTS.jsonl, the pending folder and the lowering cache; then the verdict's job
-summary for every case new.
+compilers apart (nvcc, and nvdisasm with its calls, `machine_code._run`), and the rest: the harness's own (keys, facts,
+normalization, comparison, results, the declaration and family checks, pytest's items). Per case: those seconds,
+the same steps for this repository's cases alone (the copies' kernels are larger; this says whether a case costs more
+in a larger library), the process's peak memory and what it still holds at the end, and the bytes of RESULTS.jsonl,
+the pending folder and the lowering cache; then the verdict's job summary for every case new.
 """
 
 from __future__ import annotations
@@ -22,14 +23,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+_COPY = re.compile(r".+_s\d+")  # a copy's family name: `<family>_s<k>`
 COPY = '''"""{name}: kernels.{family} with {dimension} x {factor} (benchmarks.library_scale)."""
 
 import dataclasses
@@ -74,6 +78,17 @@ def write_copies(package: Path, copies: int) -> list[str]:
     return left_out
 
 
+def held_mib() -> float:
+    """What the process still holds once the run is over: its resident memory after a garbage collection and after
+    the C allocator gave back its free pages (the peak keeps pages freed long before)."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
 def run(copies: int, scratch: Path, options: list[str]) -> dict[str, float]:
     """One cold static run over the families and their copies, timed inside this process."""
     import pytest
@@ -85,21 +100,32 @@ def run(copies: int, scratch: Path, options: list[str]) -> dict[str, float]:
     from tilelang_golden.static.report.job_summary import render_job_summary, static_report
     from tilelang_golden.static.snapshots.results import read_results
 
-    spent = {"tracing": 0.0, "lowering": 0.0, "compilers": 0.0}
+    spent: Counter[str] = Counter()  # seconds per step, every case
+    originals: Counter[str] = Counter()  # seconds per step, this repository's cases alone
+    calls: Counter[str] = Counter()
+    copy = {"now": False}  # whether the step running is a copy's
 
-    def timing(function, key):
+    def timing(function, step, names_case: bool = False):
         def timed(*args, **kwargs):
+            if names_case:  # a Case or a Family: whose step it is
+                copy["now"] = _COPY.fullmatch(getattr(args[0], "family", args[0]).name) is not None
+            name = step(args) if callable(step) else step
             start = time.perf_counter()
             try:
                 return function(*args, **kwargs)
             finally:
-                spent[key] += time.perf_counter() - start
+                seconds = time.perf_counter() - start
+                spent[name] += seconds
+                calls[name] += 1
+                if not copy["now"]:
+                    originals[name] += seconds
 
         return timed
 
-    session.build_kernel = timing(session.build_kernel, "tracing")
+    session.build_kernel = timing(session.build_kernel, "tracing", names_case=True)
+    session.lower = timing(session.lower, "harness lowering", names_case=True)  # TileLang's inside it, timed apart
     tilelang.lower = timing(tilelang.lower, "lowering")
-    machine_code._run = timing(machine_code._run, "compilers")
+    machine_code._run = timing(machine_code._run, lambda args: args[2], names_case=True)  # nvcc, nvdisasm
     packages = ["kernels"]
     if copies > 1:
         packages.append("copies")
@@ -121,25 +147,38 @@ def run(copies: int, scratch: Path, options: list[str]) -> dict[str, float]:
     wall = time.perf_counter() - start
     results = read_results(pending)
     cases = sum(1 for r in results if r.case)
+    own = sum(1 for r in results if r.case and not _COPY.fullmatch(r.case[0]))
     summary = render_job_summary(static_report(results), "Golden snapshots", "golden-pending")
 
     def size(path: Path) -> int:
         return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else path.stat().st_size
 
+    tools = ("tracing", "lowering", "nvcc", "nvdisasm")
     return {
         "cases": cases,
+        "own_cases": own,
         "wall_s": wall,
         "collection_s": Collection.seconds,
-        "tracing_s": spent["tracing"],
-        "lowering_s": spent["lowering"],
-        "compilers_s": spent["compilers"],
-        "harness_s": wall - Collection.seconds - sum(spent.values()),
+        **{f"{step}_s": spent[step] for step in tools},
+        **{f"own_{step}_s": originals[step] for step in tools},
+        "nvdisasm_calls": calls["nvdisasm"],
+        "harness_s": wall - Collection.seconds - sum(spent[step] for step in tools),
         "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "held_mib": held_mib(),
         "results_bytes": size(pending / "RESULTS.jsonl"),
         "pending_bytes": size(pending),
         "cache_bytes": size(cache),
         "summary_bytes": len(summary.encode()),
     }
+
+
+def print_table(columns: list[str], cells: list[list], sizes: list[tuple]) -> None:
+    """A markdown table, a row per library size (its first column), then a blank line."""
+    print("| library | " + " | ".join(columns) + " |")
+    print("| --- |" + " --- |" * len(columns))
+    for (copies, *_), row in zip(sizes, cells, strict=True):
+        print(f"| {copies}x | " + " | ".join(str(cell) for cell in row) + " |")
+    print()
 
 
 def main() -> int:
@@ -171,24 +210,56 @@ def main() -> int:
                 print(f"{copies}x failed:\n{done.stderr[-3000:]}", file=sys.stderr)
                 return 1
             rows.append((copies, left_out, json.loads(done.stdout.strip().splitlines()[-1])))
-    print(
-        "| library | cases | collection ms | tracing s | lowering s | compilers s | harness s | harness / lowering |"
-        " peak MiB | RESULTS KiB | pending KiB | cache KiB | summary KiB |"
+    every = [(copies, row, row["cases"]) for copies, _, row in rows]
+    print_table(
+        [
+            "cases",
+            "collection ms",
+            "tracing s",
+            "lowering s",
+            "nvcc s",
+            "nvdisasm s (calls)",
+            "harness s",
+            "harness / lowering",
+        ],
+        [
+            [
+                n,
+                f"{1e3 * r['collection_s'] / n:.1f}",
+                f"{r['tracing_s'] / n:.2f}",
+                f"{r['lowering_s'] / n:.2f}",
+                f"{r['nvcc_s'] / n:.2f}",
+                f"{r['nvdisasm_s'] / n:.2f} ({r['nvdisasm_calls'] / n:.2f})",
+                f"{r['harness_s'] / n:.2f}",
+                f"{r['harness_s'] / r['lowering_s']:.0%}",
+            ]
+            for _, r, n in every
+        ],
+        every,
     )
-    print("| --- |" + " --- |" * 12)
-    for copies, _, row in rows:
-        n = row["cases"]
-        print(
-            f"| {copies}x | {n} | {1e3 * row['collection_s'] / n:.1f} | {row['tracing_s'] / n:.2f} | "
-            f"{row['lowering_s'] / n:.2f} | "
-            f"{row['compilers_s'] / n:.2f} | {row['harness_s'] / n:.2f} | {row['harness_s'] / row['lowering_s']:.0%} | "
-            f"{row['peak_mib']:.0f} | {row['results_bytes'] / n / 1024:.2f} | {row['pending_bytes'] / n / 1024:.1f} | "
-            f"{row['cache_bytes'] / n / 1024:.1f} | {row['summary_bytes'] / 1024:.0f} |"
-        )
-    print(
-        "\nper case, except peak memory (the process) and the summary (the run's); "
-        + "; ".join(f"{c}x left out {', '.join(out)}" for c, out, _ in rows if out)
+    own = [(copies, row, row["own_cases"]) for copies, _, row in rows]
+    print_table(
+        ["this repository's cases", "their lowering s", "their nvcc s", "their nvdisasm s"],
+        [[n, *(f"{r[f'own_{step}_s'] / n:.2f}" for step in ("lowering", "nvcc", "nvdisasm"))] for _, r, n in own],
+        own,
     )
+    print_table(
+        ["peak MiB", "held at the end MiB", "RESULTS KiB", "pending KiB", "cache KiB", "summary KiB"],
+        [
+            [
+                f"{r['peak_mib']:.0f}",
+                f"{r['held_mib']:.0f}",
+                f"{r['results_bytes'] / n / 1024:.2f}",
+                f"{r['pending_bytes'] / n / 1024:.1f}",
+                f"{r['cache_bytes'] / n / 1024:.1f}",
+                f"{r['summary_bytes'] / 1024:.0f}",
+            ]
+            for _, r, n in every
+        ],
+        every,
+    )
+    left_out = [f"{c}x left out {', '.join(out)}" for c, out, _ in rows if out]
+    print("; ".join(["per case, except peak memory (the process) and the summary (the run's)", *left_out]))
     return 0
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import tilelang_golden.catalog.loading
+import tilelang_golden.static.selection  # by its full name: pytester's in-process runs import it afresh
 from tilelang_golden.catalog.cases import all_cases, check_groups
 from tilelang_golden.catalog.shards import parse_shard
 from tilelang_golden.config import ConfigError, read_config
@@ -100,6 +101,9 @@ def pytest_configure(config: pytest.Config) -> None:
             parse_shard(shard)
         except ValueError as error:
             raise pytest.UsageError(str(error)) from None
+    # What the run collected, before anything deselects (whether anything but the command line did: selection), and
+    # after the run's hook has named the items: of two tryfirst hooks pluggy calls the one registered last first.
+    config.pluginmanager.register(tilelang_golden.static.selection, "golden-selection")
     config.pluginmanager.register(golden_run(config), GoldenRun.PLUGIN)
 
 
@@ -153,19 +157,21 @@ def pytest_deselected(items: Sequence[pytest.Item]) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """After -k/-m: leave out the items that check nothing, bring back the load failures of families the selection
-    names, keep this shard's groups, refuse an empty selection."""
+    names, keep this shard's groups, add the check that fails on what else was deselected, refuse an empty
+    selection."""
     items[:] = [item for item in items if not checks_nothing(item)]
     run = golden_run(config)
     items += [item for item in named_load_failures(config) if item not in items]
     orphan_check, run.orphan_scope = named_orphans(config, items, run.registry, SnapshotStore(run.golden))
     items += [item for item in orphan_check if item not in items]
-    shard = config.getoption("--shard")
+    shard, dropped = config.getoption("--shard"), []
     if shard is not None:
         kept = shard_items(items, parse_shard(shard), load_costs(run.golden))  # whole groups, balanced by their costs
         dropped = [item for item in items if item not in kept]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+    items += tilelang_golden.static.selection.hidden_check(config, items, dropped)
     if getattr(config.option, "loadgroup", False) and keeps_ids_apart():
         # pytest-xdist's loadgroup keeps items whose node id ends in `@<group>` on one worker. Its
         # worker hook writes that suffix to `item._nodeid`, which pytest 9.2 no longer reads (node ids

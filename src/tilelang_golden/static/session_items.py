@@ -21,6 +21,7 @@ from tilelang_golden.static.engine import check_case, check_files, first_lines
 from tilelang_golden.static.orphans import SELECTOR, orphans
 from tilelang_golden.static.plugin import UNSHARDED, golden_run, record, report
 from tilelang_golden.static.produce.lowering import LoweringError
+from tilelang_golden.static.selection import hidden_text
 from tilelang_golden.static.session import LoweringSession
 from tilelang_golden.static.snapshots.acknowledged import ledger_path, stale_records, stale_text
 from tilelang_golden.static.snapshots.changes import FileChange, Mismatch
@@ -232,3 +233,9 @@ def test_no_orphans(request, golden_store, regen, families: Registry) -> None:
         text = "\n".join([*(f"{m.path}: {m.headline}" for m in mismatches), remedy])
         result = CheckResult("test_no_orphans", Status.FAILED, mismatches=mismatches, accept=SELECTOR, text=text)
         report(request, result)
+
+
+def test_no_hidden_checks(request) -> None:
+    """In the run only where something other than its -k, -m or --shard deselected checks: it fails, naming them
+    (tilelang_golden.static.selection)."""
+    pytest.fail(hidden_text(request.config), pytrace=False)

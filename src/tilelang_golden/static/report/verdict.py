@@ -31,6 +31,8 @@ TERMINAL_BODY_LINES = 140
 # The terminal's closing lines name at most this many entries; a failure's text at most this many lines.
 FOOTER_ENTRIES = 4
 FAILURE_TEXT_LINES = 20
+# The check that fails where something other than the command line deselected checks (static.selection).
+HIDING = "test_no_hidden_checks"
 # A -k expression longer than this is replaced by the unfiltered regen in the closing command.
 MAX_SELECTOR = 300
 
@@ -356,7 +358,8 @@ def build_verdict(
                 error=True,
             )
         )
-    entries.sort(key=lambda entry: not entry.regressions)  # regressions first, each kind in its own order
+    # Checks that did not run lead (what hid them), then regressions, each kind in its own order.
+    entries.sort(key=lambda entry: (HIDING not in entry.checks, not entry.regressions))
     return Verdict(tuple(entries), _accept_all(entries, failing, every))
 
 

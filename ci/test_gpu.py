@@ -174,3 +174,62 @@ def test_each_run_of_main_appends_a_record_that_no_pull_request_run_writes(world
     assert run.jobs() == JOBS, "no history job for a pull request's commit"
     assert len(handed) == 2, "main's records reach the pull request's check, for its A/B table"
     assert [r["commit"] for r in history_records(world)] == pushed, "the pull request's run wrote nothing"
+
+
+# -- what a pull request's checkout may hold -------------------------------------------------------------------------
+
+GPU_JOB = "gpu numerics and timing (gpu-h200)"
+
+
+def pull_request_with_link(world: World, number: int, path: str, target: Path) -> str:
+    """A pull request whose head commits `path` as a symbolic link to `target` (an absolute path), merged as GitHub
+    merges it; returns the head's SHA."""
+    git(world.repo, "checkout", "--quiet", "-B", f"pr-{number}", "main")
+    (world.repo / path).parent.mkdir(parents=True, exist_ok=True)
+    (world.repo / path).symlink_to(target)
+    git(world.repo, "add", "--force", path)  # build/ is ignored: a pull request adds it all the same
+    git(world.repo, "commit", "--quiet", "-m", f"pull request {number}: {path} -> {target}")
+    return world.merge(number)
+
+
+@contextlib.contextmanager
+def main_history(world: World) -> Iterator[None]:
+    """Main's gpu-history branch: the one the runs of main left, else one record made here and removed after."""
+    if git(world.repo, "branch", "--list", "gpu-history"):
+        yield
+        return
+
+    def stdin_git(*args: str, text: str) -> str:
+        return subprocess.run(["git", *args], cwd=world.repo, input=text, capture_output=True, text=True,
+                              check=True).stdout.strip()  # fmt: skip
+
+    blob = stdin_git("hash-object", "-w", "--stdin", text="{}\n")
+    model = stdin_git("mktree", text=f"100644 blob {blob}\tstand-in.json\n")
+    records = stdin_git("mktree", text=f"040000 tree {model}\tnvidia-h200\n")
+    root = stdin_git("mktree", text=f"040000 tree {records}\trecords\n")
+    commit = stdin_git("-c", "user.name=ci", "-c", "user.email=ci@example.com", "commit-tree", root, "-m", "a record",
+                       text="")  # fmt: skip
+    git(world.repo, "branch", "gpu-history", commit)
+    try:
+        yield
+    finally:
+        git(world.repo, "branch", "--delete", "--force", "gpu-history")
+
+
+def test_a_commit_that_links_build_out_of_the_workspace_is_refused_before_the_hand_over(world):
+    """The runner extracts main's history into the checkout's build/gpu-history: a pull request commit holding `build`
+    as a link to the runner's own files is refused, with the reason, and nothing is written through the link or
+    handed over."""
+    runner_files = world.root / "runner-files"
+    runner_files.mkdir()
+    head = pull_request_with_link(world, 34, "build", runner_files)
+    world.on_main()
+    world.branch("gpu-dispatch")
+    request, report = handover(world, "linked-build")
+    with main_history(world):
+        _, run = dispatch(world, 34, head, request, report, GPU_CHECK_START_LIMIT=str(START_LIMIT))
+    assert run.jobs() == {**JOBS, GPU_JOB: "failure"}, run.output(GPU_JOB)
+    (error,) = run.commands(GPU_JOB, "error")
+    assert error["arg"].startswith("the commit holds build/gpu-history, or build as a link or a file"), error
+    assert list(runner_files.rglob("*")) == [], "nothing written through the link"
+    assert list(request.iterdir()) == [], "nothing handed over"

@@ -5,17 +5,20 @@ changes nothing, then one that changes one token of a kernel."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
-from act import FAMILY, REPOSITORY, Run, World
+from act import FAMILY, REPOSITORY, Run, World, job_name
 
 # The golden jobs' matrix comes from the shard count's job (the copy's pyproject.toml: shards = 2), which act runs
 # with them.
 SHARD_COUNT = "shard count"
 GOLDEN_JOBS = ["golden snapshots (shard 1)", "golden snapshots (shard 2)"]
 GOLDEN_GREEN = {SHARD_COUNT: "success", **dict.fromkeys(GOLDEN_JOBS, "success")}
-STATIC_JOBS = [SHARD_COUNT, *GOLDEN_JOBS, "orphan snapshots", "harness tests"]
+# The one required check that stands for the shard count, every shard and the orphan check (docs/ci.md).
+ALL_SHARDS = "golden snapshots (all shards)"
+STATIC_JOBS = [SHARD_COUNT, *GOLDEN_JOBS, "orphan snapshots", ALL_SHARDS, "harness tests"]
 MARKER = "<!-- golden-snapshot-verdict -->"
 # One token of a variant: the tile64x512 variant's thread count, which changes its CUDA on every target.
 KERNEL_CHANGE = {f"kernels/{FAMILY}.py": ('"block_N": 512, "threads": 256', '"block_N": 512, "threads": 128')}
@@ -142,3 +145,35 @@ def test_the_comment_is_quoted_and_mentions_nobody(main_pushed):
     assert [c["method"] for c in world.calls(kind="gh") if "comments" in c["path"] and c["method"] != "GET"][
         -1
     ] == "PATCH"
+
+
+def required_checks(world: World) -> set[str]:
+    """The required status checks docs/ci.md tells a maintainer to set on main, as the copy's docs list them."""
+    text = (world.repo / "docs" / "ci.md").read_text()
+    listed = re.search(r"<!-- required checks -->\n(.*?)\n\n", text, re.S)
+    assert listed, "docs/ci.md lists the required checks under its marker"
+    return set(re.findall(r"`([^`]+)`", listed[1]))
+
+
+def test_a_pull_request_that_raises_the_shard_count_cannot_merge_with_a_red_shard(main_pushed):
+    """The shard count is the pull request's own pyproject.toml's. Raised to 3, the copy's checks fill two shards and
+    the third has nothing to check, which the harness refuses: shard 3 is red, a job whose name no required check held
+    while they named each shard (main's N = 2). The all-shards job, the one required check of the golden jobs, is red
+    with it, and the required checks docs/ci.md lists name no shard."""
+    world = main_pushed
+    world.pull_request(11, {"pyproject.toml": ("shards = 2", "shards = 3")})
+    _, run = world.run("static.yml", "pull_request", pull_request_event(world, 11), job="all-shards")
+    shard_3 = "golden snapshots (shard 3)"
+    assert set(run.jobs()) == {SHARD_COUNT, *GOLDEN_JOBS, shard_3, "orphan snapshots", ALL_SHARDS}, run.jobs()
+    # act gives every entry of a matrix the whole matrix's result: a job's own result is its steps'.
+    red = {job_name(entry) for entry in run.log if entry.get("stepResult") == "failure"}
+    assert red == {shard_3, ALL_SHARDS} and run.jobs()[ALL_SHARDS] == "failure", red
+    assert "no golden case matches this selection" in run.output(shard_3), run.output(shard_3)
+    (error,) = run.commands(ALL_SHARDS, "error")
+    assert error["arg"] == "golden snapshots (shard 1 to 3): failure", error
+    # What branch protection sees: the per-shard list of before is green on this run; the one check of today is red.
+    per_shard = {SHARD_COUNT, *GOLDEN_JOBS, "orphan snapshots"}
+    assert not per_shard & red, "the list of before would merge this"
+    required = required_checks(world)
+    assert ALL_SHARDS in required and not required & per_shard and not any(re.search(r"shard \d", r) for r in required)
+    assert sorted(required & red) == [ALL_SHARDS]

@@ -48,7 +48,10 @@ def every_case() -> list[str]:
     """What the session collects with no configuration planted."""
     listed = subprocess.run(
         [sys.executable, "-m", "tilelang_golden", "static", "--collect-only", "-q", "-n", "0"],
-        cwd=REPO, capture_output=True, text=True, timeout=SUBPROCESS_LIMIT_S,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_LIMIT_S,
     )
     return collected_cases(collected_items(listed.stdout.splitlines()))
 
@@ -78,7 +81,11 @@ def test_the_command_runs_every_case_whatever_the_checkout_and_its_environment_s
     options = ["--collect-only", "-q", "-n", "0", "--golden-dir", str(REPO / "golden")]
     listed = subprocess.run(
         [sys.executable, "-m", "tilelang_golden", "static", *options],
-        cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=SUBPROCESS_LIMIT_S,
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=SUBPROCESS_LIMIT_S,
     )
     assert "PYTEST_ADDOPTS=" in listed.stderr and "ignored" in listed.stderr
     assert collected_cases(collected_items(listed.stdout.splitlines())) == every_case
@@ -116,4 +123,3 @@ def test_what_hid_checks_leads_the_verdict():
     other = CheckResult("kernels/gemm.py::declaration", Status.FAILED, text="gemm does not declare")
     verdict = build_verdict([other, hidden])
     assert verdict.entries[0].checks == (HIDING,)
-

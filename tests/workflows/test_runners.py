@@ -189,6 +189,19 @@ def test_the_install_instructions_name_the_values_files_of_each_case():
     check_helm_installs((REPO / "docs" / "ci.md").read_text())  # the upgrade after a runner bump
 
 
+def test_the_readme_says_where_the_github_app_s_key_lives_and_how_to_keep_its_namespace_clean():
+    """The App's key is a Secret in the runner pods' own namespace: the README names it as the values do, says to keep
+    the namespace for the scale sets alone, and how to create the Secret without the key on a command line."""
+    base = yaml.safe_load(BASE.read_text())
+    namespace = yaml.safe_load((ARC / "manifests" / "namespace.yaml").read_text())["metadata"]["name"]
+    text = " ".join((ARC / "README.md").read_text().split())
+    secret = base["githubConfigSecret"]
+    assert f"kubectl create secret generic {secret} -n {namespace} --from-file=github_app_private_key=" in text
+    assert f"keep `{namespace}` for the scale sets alone" in text and "read Secrets or create pods there" in text
+    # What the README promises of the pods: no service account token, so no read of that Secret through the API.
+    assert base["template"]["spec"]["automountServiceAccountToken"] is False
+
+
 def doc_section(path: Path, heading: str) -> str:
     """A Markdown section's text, up to the next heading, its lines joined by single spaces."""
     text = path.read_text().split(f"\n{heading}\n", 1)[1]

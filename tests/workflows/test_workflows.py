@@ -5,6 +5,7 @@ sessions they call. Nothing here can reach GitHub, so every property the workflo
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import os
 import re
@@ -270,12 +271,122 @@ def test_the_history_job_alone_writes_the_history_branch_with_main_s_code_on_a_g
     (add,) = [s for s in history["steps"] if s.get("name") == "Add the run to the gpu-history branch"]
     (push,) = [s for s in history["steps"] if s.get("name") == "Push the record"]
     assert "env" not in add and "nox -s history -- record" in add["run"], "the venv's code runs without the token"
-    assert push["env"] == {"GH_TOKEN": "${{ github.token }}"}, "the token reaches this step alone"
+    assert push["env"]["GH_TOKEN"] == "${{ github.token }}", "the token reaches this step alone"
     assert push["if"] == "steps.record.outputs.recorded == 'true'" and add["id"] == "record"
     assert not re.search(r"\b(nox|python3?|pip)\b", push["run"]), "git alone holds the token"
-    assert "http.extraheader=$auth" in push["run"] and "git config" not in push["run"], "never written to .git/config"
     assert [n for n, step in enumerate(history["steps"]) if "GH_TOKEN" in step.get("env", {})] == [
         history["steps"].index(push)]  # fmt: skip
+    # The push reads nothing the record step (which ran nox) could have written: not the checkout's repository (its
+    # commit comes as a bundle), not ~/.gitconfig, not its remote, read right after the checkout.
+    assert "build/gpu-history" not in push["run"] and 'git bundle create --quiet "$RUNNER_TEMP/gpu-history.bundle"' in (
+        add["run"])  # fmt: skip
+    assert push["env"]["GIT_CONFIG_GLOBAL"] == "/dev/null" and push["env"]["GIT_CONFIG_NOSYSTEM"] == "1"
+    origin = next(step for step in history["steps"] if step.get("id") == "origin")
+    assert history["steps"].index(origin) == history["steps"].index(checkout) + 1, "before anything else runs"
+    assert push["env"]["ORIGIN"] == "${{ steps.origin.outputs.url }}"
+
+
+def _history_steps() -> dict[str, dict[str, Any]]:
+    return {s.get("name", s.get("uses", "")): s for s in workflows()["gpu.yml"]["jobs"]["history"]["steps"]}
+
+
+def _git(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    identity = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+                "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_GLOBAL": "/dev/null",
+                "GIT_CONFIG_NOSYSTEM": "1"}  # fmt: skip
+    done = subprocess.run(["git", *args], cwd=cwd, env={**os.environ, **identity, **(env or {})}, check=True,
+                          capture_output=True, text=True, timeout=SUBPROCESS_LIMIT_S)  # fmt: skip
+    return done.stdout.strip()
+
+
+def _history_branch(repo: Path, name: str) -> str:
+    """A commit of a gpu-history branch holding one record, `records/<name>.json`, in `repo`'s objects."""
+    _git(repo, "checkout", "--quiet", "--orphan", f"history-{name}")
+    _git(repo, "rm", "-r", "--cached", "--quiet", "--ignore-unmatch", ".")
+    (repo / "records").mkdir(exist_ok=True)
+    (repo / "records" / f"{name}.json").write_text("{}\n")
+    _git(repo, "add", f"records/{name}.json")
+    _git(repo, "commit", "--quiet", "-m", f"record {name}")
+    return _git(repo, "rev-parse", "HEAD")
+
+
+@pytest.mark.parametrize(
+    ("layout", "extracted"),
+    [("", True), ("build/", True), ("build -> outside", False), ("build/gpu-history -> outside", False),
+     ("build/gpu-history -> missing", False), ("build/gpu-history/", False), ("build = file", False)],
+)  # fmt: skip
+def test_main_s_history_is_extracted_only_into_a_folder_the_gpu_job_makes(tmp_path, layout, extracted):
+    """The pull request's checkout may hold `build` or `build/gpu-history` as a link out of the workspace (into the
+    runner container's files): the step writes main's records only into a folder it made, else refuses the job."""
+    step = _gpu_steps()["Main's performance history, beside the A/B verdicts"]
+    workspace, outside = tmp_path / "workspace", tmp_path / "outside"
+    workspace.mkdir(), outside.mkdir()
+    _git(workspace, "init", "--quiet")
+    _git(workspace, "update-ref", "refs/remotes/origin/gpu-history", _history_branch(workspace, "main"))
+    path, _, target = layout.partition(" -> ")
+    if target:
+        (workspace / path).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / path).symlink_to(tmp_path / target)
+    elif path.endswith(" = file"):
+        (workspace / path.removesuffix(" = file")).write_text("a file\n")
+    elif path:
+        (workspace / path).mkdir(parents=True)
+    done = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=workspace, capture_output=True, text=True,
+                          timeout=SUBPROCESS_LIMIT_S)  # fmt: skip
+    assert list(outside.rglob("*")) == [], "nothing written through the link"
+    if extracted:
+        assert done.returncode == 0, done.stderr
+        assert (workspace / "build" / "gpu-history" / "records" / "main.json").is_file()
+    else:
+        assert done.returncode == 1 and "::error title=gpu::the commit holds build/gpu-history" in done.stdout, done
+    # No history yet: nothing to extract, and the job goes on.
+    _git(workspace, "update-ref", "-d", "refs/remotes/origin/gpu-history")
+    done = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=workspace, capture_output=True, text=True,
+                          timeout=SUBPROCESS_LIMIT_S)  # fmt: skip
+    assert done.returncode == 0 and "no performance history yet" in done.stdout
+
+
+def test_the_history_push_keeps_its_token_out_of_arguments_hooks_and_others_configuration(tmp_path):
+    """The push step run on a scratch origin that already moved (a rebase, then the push), with a ~/.gitconfig and a
+    `git` on PATH that the record step could have planted: the token is in no git command's arguments, no hook runs,
+    the global configuration is not read, and the record lands on origin's gpu-history after origin's own commit."""
+    step = _history_steps()["Push the record"]
+    origin, record, home, bin_dir = (tmp_path / name for name in ("origin", "record", "home", "bin"))
+    for folder in (origin, record, home, bin_dir, tmp_path / "temp", tmp_path / "hooks"):
+        folder.mkdir()
+    token = "ghs_stand-in-token-0123456789"
+    # What a planted ~/.gitconfig would do: run a hook with the token in its environment, send the push elsewhere.
+    hook = tmp_path / "hooks" / "pre-push"
+    hook.write_text(f'#!/bin/sh\necho "$GH_TOKEN" > {tmp_path}/hook-ran\n')
+    hook.chmod(0o755)
+    (home / ".gitconfig").write_text(f"[core]\n\thooksPath = {tmp_path / 'hooks'}\n"
+                                     f'[url "{tmp_path}/elsewhere"]\n\tinsteadOf = {origin}\n')  # fmt: skip
+    # Every git command's arguments, as /proc/<pid>/cmdline would show them to any process of the runner.
+    real_git = subprocess.run(["bash", "-c", "command -v git"], capture_output=True, text=True).stdout.strip()
+    (bin_dir / "git").write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {tmp_path}/argv\nexec {real_git} "$@"\n')
+    (bin_dir / "sleep").write_text("#!/bin/sh\n")  # the retry's pause, skipped
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    _git(origin, "init", "--quiet", "--bare")
+    # Origin's gpu-history has moved since the record was made: the first push is refused, the rebase applies.
+    _git(record, "init", "--quiet")
+    theirs = _history_branch(record, "theirs")
+    _git(record, "push", "--quiet", str(origin), f"{theirs}:refs/heads/gpu-history")
+    _history_branch(record, "mine")  # HEAD, bundled as the record step bundles it
+    _git(record, "bundle", "create", "--quiet", str(tmp_path / "temp" / "gpu-history.bundle"), "HEAD")
+    given = {"${{ github.token }}": token, "${{ steps.origin.outputs.url }}": str(origin)}
+    environ = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(home), "RUNNER_TEMP": str(tmp_path / "temp"),
+               **{name: given.get(value, value) for name, value in step["env"].items()}}  # fmt: skip
+    done = subprocess.run(["bash", "-e", "-c", step["run"]], cwd=tmp_path, env=environ, capture_output=True,
+                          text=True, timeout=SUBPROCESS_LIMIT_S)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "hook-ran").exists() and not (tmp_path / "elsewhere").exists()
+    argv = (tmp_path / "argv").read_text()
+    assert "git push" not in argv and "push --quiet origin HEAD:refs/heads/gpu-history" in argv, argv
+    assert token not in argv and "extraheader" not in argv and "-c" not in argv.split(), argv
+    pushed = _git(origin, "log", "--format=%s", "gpu-history").splitlines()
+    assert pushed == ["record mine", "record theirs"], pushed
+    assert token not in (tmp_path / "temp" / "gpu-history-push" / ".git" / "config").read_text()
 
 
 def test_gpu_job_checks_out_the_commit_a_maintainer_named_verified_on_a_github_hosted_runner():
@@ -296,7 +407,8 @@ def test_gpu_job_checks_out_the_commit_a_maintainer_named_verified_on_a_github_h
     assert commit["outputs"] == {"sha": "${{ steps.commit.outputs.sha }}", "pr": "${{ steps.commit.outputs.pr }}"}
     assert gpu["needs"] == "commit" and "if" not in gpu and "gpu-h200" in [labels[0] for labels in runner_labels(gpu)]
     assert gpu["strategy"]["fail-fast"] is False, "one model failing does not cancel another's run"
-    checkout = next(s for s in gpu["steps"] if s.get("uses", "").startswith("actions/checkout@"))
+    checkout = next(s for s in gpu["steps"] if s.get("uses", "").startswith("actions/checkout@") and
+                    "path" not in s["with"])  # fmt: skip
     assert checkout["with"] == {
         "ref": "${{ needs.commit.outputs.sha }}",
         "fetch-depth": 0,
@@ -346,11 +458,14 @@ def test_the_gpu_runner_container_runs_nothing_of_the_checkout():
     assert [step.get("uses", "").split("@")[0] for step in job["steps"] if "uses" in step] == [
         "actions/checkout", "actions/checkout", "actions/setup-python", "actions/upload-artifact"]  # fmt: skip
     checkouts = [step["with"] for step in job["steps"] if step.get("uses", "").startswith("actions/checkout@")]
-    assert checkouts[1] == {"ref": "${{ github.sha }}", "path": "trusted", "sparse-checkout": ".github",
+    # The default branch's checks first, into the pod's empty workspace, and out of it before the commit's checkout:
+    # a commit holding `trusted` as a link would have actions/checkout write through it, and a relative link moved to
+    # $RUNNER_TEMP would point at the commit's own files, which the runner would then run.
+    assert checkouts[0] == {"ref": "${{ github.sha }}", "path": "trusted", "sparse-checkout": ".github",
                             "persist-credentials": False}  # fmt: skip
-    names = [step.get("name") for step in job["steps"]]
-    assert names.index("The default branch's checks, out of the checkout") < names.index(
-        "Check the commit in the gpu-check container"), "not handed over with the checkout"  # fmt: skip
+    assert job["steps"][1] == {"name": "The default branch's checks, out of the checkout",
+                               "run": 'mv -T trusted "$RUNNER_TEMP/trusted"'}  # fmt: skip
+    assert checkouts[1]["ref"] == "${{ needs.commit.outputs.sha }}" and "path" not in checkouts[1]
     assert not any("env" in step and set(step["env"]) - {"BASE"} for step in job["steps"])
 
 
@@ -444,7 +559,7 @@ def test_one_commit_per_action_across_workflows():
 
 # Every job's token, scope by scope: none at the top of any workflow, and a job asks only for what it uses.
 JOB_PERMISSIONS = {
-    "static.yml": dict.fromkeys(["shards", "golden", "orphans", "tests"], {"contents": "read"}),
+    "static.yml": {**dict.fromkeys(["shards", "golden", "orphans", "tests"], {"contents": "read"}), "all-shards": {}},
     "harness.yml": dict.fromkeys(["lint", "wheel"], {"contents": "read"}),
     "regen.yml": {
         "commit": {"contents": "read", "pull-requests": "read"},
@@ -641,8 +756,8 @@ def test_no_cache_is_written_behind_the_workflows_back(name):
 def test_cpu_jobs_restore_their_venv_keyed_on_lock_and_python_before_installing():
     for job_name, job in _static_jobs().items():
         sessions = {s for run in _commands(job) for s in nox_sessions_called(run)}
-        if job_name == "shards":
-            assert not sessions and not _cache_steps(job, "restore"), "the shard count waits for no venv"
+        if job_name in ("shards", "all-shards"):
+            assert not sessions and not _cache_steps(job, "restore"), f"{job_name} waits for no venv"
             continue
         (session,) = sessions
         (restore,) = _cache_steps(job, "restore")
@@ -963,22 +1078,73 @@ def test_dependabot_updates_the_action_pins_and_the_python_pins():
 
 
 def test_the_runner_instructions_name_the_settings_and_prerequisites():
-    """docs/ci.md: GitHub's settings (approval, the runner group limited to gpu.yml, required checks, the dispatch
-    branch's ruleset), the driver and venv prerequisites, and every path of the threat table."""
+    """docs/ci.md: GitHub's settings (approval, the runner group limited to gpu.yml, the dispatch branch's ruleset),
+    the driver and venv prerequisites, and every path of the threat table (the required checks: below)."""
     text = (REPO / "docs" / "ci.md").read_text()
     assert '"Require approval for all external contributors"' in text, "not the default"
     assert "gpu.yml@refs/heads/main" in text and "gpu.yml@refs/heads/gpu-dispatch" in text
     assert "R580" in text and "python3.12-venv" in text
     for page in ("Secure use reference", "Manually running a workflow", "Restrictions for accessing a cache"):
         assert f'"{page}"' in text, f"docs/ci.md cites GitHub's {page}"
-    required = re.search(r"<!-- required checks -->\n(.*?)\n\n", text, re.S)
+
+
+# The static workflow's job that stands for the shard count, every shard and the orphan check in branch protection.
+ALL_SHARDS = "all-shards"
+
+
+def required_checks() -> set[str]:
+    """The required status checks docs/ci.md tells a maintainer to set on main (under its marker)."""
+    required = re.search(r"<!-- required checks -->\n(.*?)\n\n", (REPO / "docs" / "ci.md").read_text(), re.S)
     assert required, "docs/ci.md lists the required checks under its marker"
-    names = set(re.findall(r"`([^`]+)`", required[1]))
+    return set(re.findall(r"`([^`]+)`", required[1]))
+
+
+def test_the_required_checks_are_one_per_job_and_one_for_every_shard_whatever_their_number():
+    """The pull request's own pyproject.toml sets the shard count: a required check per shard would leave a shard it
+    adds unrequired (red, and merged). The required checks are the static and harness workflows' jobs, less those
+    the all-shards job needs, which stands for them; no name holds a shard's number."""
     jobs = {**workflows()["static.yml"]["jobs"], **workflows()["harness.yml"]["jobs"]}
-    # the shard count too: where it fails, the golden jobs are skipped, and GitHub counts a skipped check as passed
-    shards = {name: golden_shards() if "strategy" in job else [0] for name, job in jobs.items()}
-    expected = {job["name"].replace("${{ matrix.shard }}", str(i)) for name, job in jobs.items() for i in shards[name]}
+    stood_for = set(jobs[ALL_SHARDS]["needs"])
+    expected = {job["name"] for name, job in jobs.items() if name not in stood_for}
+    names = required_checks()
     assert names == expected, f"required checks: {sorted(names)} but the jobs are {sorted(expected)}"
+    assert not any("${{" in name or re.search(r"shard \d", name) for name in names), names
+    # Every job whose name the shard count makes (a matrix), and every job it needs, is stood for.
+    matrix = {name for name, job in jobs.items() if "strategy" in job}
+    needed = {need for name in matrix for need in ([jobs[name]["needs"]] if isinstance(jobs[name]["needs"], str)
+                                                   else jobs[name]["needs"])}  # fmt: skip
+    assert matrix == {"golden"} and matrix | needed | {"orphans"} == stood_for, stood_for
+
+
+RESULTS = ("success", "failure", "cancelled", "skipped", "")
+
+
+def test_the_all_shards_job_runs_whatever_its_needs_did_and_is_green_only_where_every_one_succeeded():
+    """GitHub counts a skipped required check as passed: the job runs where a need failed, was skipped (a failed shard
+    count skips every shard) or cancelled, and its step is red unless every need's result is success."""
+    job = workflows()["static.yml"]["jobs"][ALL_SHARDS]
+    assert job["name"] == "golden snapshots (all shards)" and job["runs-on"] == "ubuntu-24.04"
+    assert job["needs"] == ["shards", "golden", "orphans"] and job["if"] == "always()"
+    for status in ("success", "failure", "cancelled"):
+        assert runs_if(job["if"], {}, status), status
+    assert "continue-on-error" not in job and not any("continue-on-error" in step or "if" in step
+                                                      for step in job["steps"])  # fmt: skip
+    (step,) = job["steps"]
+    # Each need's result through env: (no expression in the script), and the shard count for the message.
+    count = "${{ needs.shards.outputs.count }}"
+    results_of = [f"${{{{ needs.{need}.result }}}}" for need in job["needs"]]
+    assert sorted(step["env"].values()) == sorted([*results_of, count]), step["env"]
+    for results in itertools.product(RESULTS, repeat=len(results_of)):
+        given = {**dict(zip(results_of, results, strict=True)), count: "3"}
+        environ = {"PATH": os.environ["PATH"], **{name: given[value] for name, value in step["env"].items()}}
+        done = subprocess.run(["bash", "-e", "-c", step["run"]], env=environ, capture_output=True, text=True,
+                              timeout=SUBPROCESS_LIMIT_S)  # fmt: skip
+        green = all(result == "success" for result in results)
+        assert (done.returncode == 0) is green, (results, done.stdout, done.stderr)
+        errors = [line for line in done.stdout.splitlines() if line.startswith("::error")]
+        assert len(errors) == sum(result != "success" for result in results), done.stdout
+        if results[1] == "failure":
+            assert "golden snapshots (shard 1 to 3): failure" in done.stdout, done.stdout
 
 
 def test_dependabot_waits_before_proposing_a_release():
@@ -1236,7 +1402,7 @@ MAIN = {"push to main"}
 def test_if_expressions_against_sample_events():
     """Swapping `&&` and `||`, or dropping a clause, changes who reaches a runner or writes a cache."""
     assert what_runs() == {
-        **{f"static.yml:{job}": PULL_REQUESTS | MAIN for job in ("shards", "golden", "orphans", "tests")},
+        **{f"static.yml:{job}": PULL_REQUESTS | MAIN for job in ("shards", "golden", "orphans", "all-shards", "tests")},
         **{f"harness.yml:{job}": PULL_REQUESTS | MAIN for job in ("lint", "wheel")},
         "static.yml:golden:Main's commit under the pull request": PULL_REQUESTS,
         # caches: written by pushes to main only, by one shard

@@ -45,6 +45,34 @@ def regen_golden(session):
     (uploaded / "golden.patch").write_text(crafted)
 """
 
+# A regen whose code was tampered with (its venv restored from a cache an earlier dispatch wrote, say) and that writes
+# what the maintainer withheld: the baseline variant's occupancy falling on sm_80 with no accept_regression, a ledger
+# record claiming the regen option with a reason of its own, and a case's recorded cost moved.
+WITHHELD_REGRESSION_SESSION = f"""
+
+@nox.session(name="regen-golden", venv_backend="none")
+def regen_golden(session):
+    machine = Path("golden/{FAMILY}/tile32x256/sm_80.machine.yaml")
+    machine.write_text(machine.read_text().replace("blocks_per_sm: 7", "blocks_per_sm: 3")
+                       .replace("warps_per_sm: 28", "warps_per_sm: 12"))
+    Path("golden/{FAMILY}/REGRESSIONS.yaml").write_text(
+        "- case: {FAMILY}/tile32x256/sm_80\\n  class: occupancy\\n  kernel: residual_add__kernel\\n"
+        "  change: 28 warps/SM (7 blocks of 128) -> 12 warps/SM (3 blocks of 128)\\n"
+        "  reason: the regen says so\\n  acknowledged_by: regen option\\n  tilelang: 0.1.15\\n")
+    costs = Path("golden/COSTS.yaml")
+    costs.write_text(costs.read_text().replace("{FAMILY}/tile32x256/sm_80: 1.6", "{FAMILY}/tile32x256/sm_80: 900"))
+"""
+# The same kind of regen writing beside the snapshots: the H200's timing baseline under another torch (which the GPU
+# check reported only, switching the timing gate off) and a dotfile.
+BESIDE_THE_SNAPSHOTS_SESSION = """
+
+@nox.session(name="regen-golden", venv_backend="none")
+def regen_golden(session):
+    baseline = Path("golden/timing/nvidia-h200.yaml")
+    baseline.write_text(baseline.read_text().replace("torch: 2.11.0+cu130", "torch: 0.0.0"))
+    Path("golden/.hidden").write_text("a dotfile\\n")
+"""
+
 UNCHANGING_SESSION = """
 
 @nox.session(name="regen-golden", venv_backend="none")
@@ -82,6 +110,10 @@ def test_a_regen_with_a_filter_hands_back_a_checked_patch_of_golden_only(world, 
     world.pull_request(20, KERNEL_CHANGE)
     run_id, run = dispatch(world, "tile64x512", 20)
     assert run.jobs() == GREEN, run.jobs()
+    # Its venv is built from the lock, not restored: gpu-dispatch's cache scope is any earlier dispatch's to write (the
+    # stand-in cache holds main's static venv under the key the job used to restore).
+    assert "Cache restored from key" not in run.output(REGEN_JOB) and "Cache not found" not in run.output(REGEN_JOB)
+    assert not world.calls(run_id, "cache-save")
     patch = world.artifact(run_id, "golden-regen") / "golden.patch"
     touched = subprocess.run(["git", "apply", "--numstat", str(patch)], capture_output=True, text=True, check=True)
     paths = {line.split("\t")[2] for line in touched.stdout.splitlines()}
@@ -125,11 +157,52 @@ def test_a_patch_that_touches_anything_else_is_refused_by_the_default_branchs_ch
     assert "golden/x.cu" in listed.stdout and WORKFLOW not in listed.stdout, "git's listing hides the deletion"
     (error,) = run.commands(PATCH_JOB, "error")
     # Both refused by the base's folder, golden/: the workflow the hunk deletes, the workflow the regen changed.
-    assert error["arg"].startswith("refused: the patch may change only regular files under golden/"), error
+    assert error["arg"].startswith("refused: the patch may change only the regular files a regen writes under golden/")
     assert WORKFLOW in error["arg"] and ".github/workflows/harness.yml" in error["arg"], error
     assert "sha256" not in run.summary(PATCH_JOB)
     # The golden-regen the regen's code uploaded is replaced: the run's artifact holds nothing to apply.
     assert sorted(path.name for path in world.artifact(run_id, "golden-regen").iterdir()) == ["REFUSED.txt"]
+
+
+def refused_run(world: World, run_id: int, run) -> str:
+    """The patch job failed with one error, nothing to apply left: the error's text."""
+    assert run.jobs() == {**GREEN, PATCH_JOB: "failure"}, run.jobs()
+    (error,) = run.commands(PATCH_JOB, "error")
+    assert "sha256" not in run.summary(PATCH_JOB)
+    assert sorted(path.name for path in world.artifact(run_id, "golden-regen").iterdir()) == ["REFUSED.txt"]
+    return error["arg"]
+
+
+def test_a_regression_the_dispatch_did_not_accept_is_refused_by_the_default_branchs_harness(world):
+    """A tampered regen writes the slower kernel, a ledger record with a reason nobody gave, and a moved cost. Each
+    would pass `git apply` and the static check (a snapshot equal to a fresh lowering passes): main's harness, reading
+    the patch as data, refuses them."""
+    world.pull_request(28, {"noxfile_harness.py": (ANCHOR, WITHHELD_REGRESSION_SESSION + ANCHOR)})
+    run_id, run = dispatch(world, "", 28)
+    error = refused_run(world, run_id, run)
+    assert error.startswith("refused: 3 finding(s) in what the regen wrote"), error
+    log = run.output(PATCH_JOB)
+    assert (
+        f"refused record golden/{FAMILY}/REGRESSIONS.yaml: {FAMILY}/tile32x256/sm_80 occupancy "
+        "residual_add__kernel: 'regen option', but the dispatch's accept_regression does not name occupancy"
+    ) in log
+    assert (f"refused golden/{FAMILY}/tile32x256/sm_80.machine.yaml: a regression (occupancy: occupancy falling "
+            "(resident warps per SM): residual_add__kernel: 28 warps/SM (7 blocks of 128) -> 12 warps/SM (3 blocks of "
+            "128)) with no acknowledged record") in log  # fmt: skip
+    assert (
+        f"refused golden/COSTS.yaml: a regen never changes a case's recorded seconds: {FAMILY}/tile32x256/sm_80" in log
+    )
+
+
+def test_a_timing_baseline_or_a_dotfile_in_the_patch_is_refused(world):
+    world.pull_request(29, {"noxfile_harness.py": (ANCHOR, BESIDE_THE_SNAPSHOTS_SESSION + ANCHOR)})
+    run_id, run = dispatch(world, "", 29)
+    error = refused_run(world, run_id, run)
+    assert error.startswith("refused: the patch may change only the regular files a regen writes under golden/"), error
+    assert "golden/timing/nvidia-h200.yaml" in error and "golden/.hidden" in error, error
+    log = run.output(PATCH_JOB)
+    assert "refused golden/timing/nvidia-h200.yaml changed (100644 -> 100644): a GPU timing baseline" in log
+    assert "refused golden/.hidden created (000000 -> 100644): a dotfile or dot-folder" in log
 
 
 # A pull request that rewrites the regen workflow: the patch job's check replaced by a look-alike of its summary for

@@ -29,6 +29,7 @@ LAYERS = (
     # the ground both halves stand on: targets, element types, files, the environment, GitHub's commands
     {"targets", "dtypes", "files", "environment", "github", "analysis", "regressions", "contradictions"},
     {"config"},  # the repository's settings
+    {"regen_patch"},  # a regen's patch judged as data (regen.yml's patch job): the regression classes alone
     {"family"},  # what a family author writes against
     {"catalog"},  # from families to cases: found, the unit of work (case, selection, sharding), built
     # what a snapshot is: its files' names, its normalized text, kinds of change, results, the write policy, the regen

@@ -3,6 +3,7 @@ CI refusal."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from tilelang_golden.gpu.gate.baseline_file import (
     render_baseline,
     write_baseline,
 )
+from tilelang_golden.gpu.gate.gate import PASS, run_passes
 from tilelang_golden.gpu.gate.timing_gate import FAIL_SLOWER, WARN_SLOWER, compare_ratios, slower_by
 
 VERSIONS = {"cuda": "13.0", "torch": "2.11.0+cu130", "tilelang": "0.1.15"}
@@ -59,13 +61,18 @@ def test_a_baseline_recorded_with_a_problem_in_its_key_is_still_compared():
 
 
 @pytest.mark.parametrize("field", ["gpu", "cuda", "torch", "tilelang"])
-def test_key_mismatch_reports_only_and_names_the_field(field):
+def test_key_mismatch_fails_the_run_and_names_the_field(field):
+    """Reported only, a rekeyed baseline switched the gate off: a variant 5 times slower passed."""
     recorded = Baseline({**KEY, field: "something else"}, {"f/a": 0.5})
     remeasure = Remeasure()
     result = compare_ratios(recorded, PATH, KEY, {"f/a": 0.1}, remeasure)
     assert result.status == "key mismatch" and not result.verdicts
     assert f"{field}: baseline 'something else', now {KEY[field]!r}" in result.message
+    assert "the GPU check fails" in result.message and "nox -s gpu -- --record-baseline" in result.message
     assert remeasure.asked == []
+    assert not run_passes([PASS], result), "every variant passed, and the run fails"
+    assert run_passes([PASS], compare_ratios(Baseline(KEY, {"f/a": 0.5}), PATH, KEY, {"f/a": 0.5}, Remeasure()))
+    assert run_passes([PASS], compare_ratios(None, PATH, KEY, {"f/a": 0.5}, Remeasure())), "a new GPU model"
 
 
 def at(slower: float, baseline_ratio: float = 0.5) -> float:
@@ -151,6 +158,43 @@ def test_a_ratio_measured_at_another_shape_is_not_compared(tmp_path):
 def test_the_committed_baseline_is_read_with_a_shape_for_every_ratio():
     baseline = read_baseline(REPO / TIMING_DIR / "nvidia-h200.yaml")
     assert baseline.ratios and set(baseline.shapes) == set(baseline.ratios)
+
+
+def gpu_lock_pins() -> dict[str, str]:
+    """name -> version of every `name==version` line of the GPU lock, which `nox -s gpu` installs."""
+    text = (REPO / "requirements-gpu.txt").read_text()
+    return {m["name"].lower(): m["version"] for m in re.finditer(r"^(?P<name>[\w.-]+)==(?P<version>\S+)", text, re.M)}
+
+
+# The H200 baseline was recorded on a machine whose image holds torch 2.11.0+cu130, while the GPU lock pins 2.13.0:
+# every GPU run from the lock fails on its key until it is recorded again on an H200 runner under the lock. Known and
+# said here, strict: the mark must go in the pull request that records it again.
+STALE = {"nvidia-h200.yaml": "recorded under torch 2.11.0+cu130, the lock pins torch 2.13.0: record it again"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(path, marks=pytest.mark.xfail(strict=True, reason=STALE[path.name]))
+        if path.name in STALE
+        else path
+        for path in sorted((REPO / TIMING_DIR).glob("*.yaml"))
+    ],
+    ids=lambda path: path.name,
+)
+def test_each_committed_baseline_is_keyed_on_the_gpu_lock(path):
+    """The GPU check installs requirements-gpu.txt, so a baseline whose torch, TileLang or CUDA is not the lock's fails
+    every run (key mismatch): record it again on that GPU whenever the lock moves, in the same pull request."""
+    key, pins = read_baseline(path).key, gpu_lock_pins()
+    runtime = pins["nvidia-cuda-runtime"].split(".")
+    locked = {"torch": pins["torch"], "tilelang": pins["tilelang"], "cuda": ".".join(runtime[:2])}
+    # torch.__version__ carries the CUDA build as a local label (2.13.0+cu130): the lock pins the release.
+    recorded = {"torch": key.get("torch", "").split("+")[0], "tilelang": key.get("tilelang"), "cuda": key.get("cuda")}
+    differing = {name: (recorded[name], locked[name]) for name in locked if recorded[name] != locked[name]}
+    assert not differing, (
+        f"{path.relative_to(REPO)} was recorded under {differing} (baseline, GPU lock): the GPU check fails on its "
+        "key; record it again on that GPU with `nox -s gpu -- --record-baseline` and commit it"
+    )
 
 
 def test_version_strings_of_str_subclasses_are_written_as_plain_strings():

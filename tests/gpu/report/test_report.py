@@ -263,17 +263,27 @@ def test_baseline_verdicts_reach_variants_and_summary(tmp_path):
     assert "### Warnings" in summary and f"gemm_num_stages/ns2_128x128x32: {between:.1%} slower" in summary
 
 
-def test_other_key_in_baseline_is_reported_not_compared(tmp_path):
+def test_a_baseline_under_another_key_fails_the_run_and_says_so_first(tmp_path):
+    """A key that no longer matches (another torch, CUDA, TileLang or GPU) compares nothing: reported only, as it was,
+    a rekeyed baseline switched the timing gate off while the run stayed green."""
     run = full_run()
+    assert run.passed, "every variant passes on its own"
     key = {**baseline_key(run.device.name, run.device.versions), "torch": "2.9.0"}
     baseline_path(run.device.name, tmp_path).write_text(
         render_baseline(key, {V0.key: 100.0}, {V0.key: "M=8192 N=8192 K=8192"}, run.timer)
     )
     comparison = compare_with_baseline(run, tmp_path)
     run = dataclasses.replace(run, comparison=comparison)
-    assert comparison.status == "key mismatch" and run.passed
+    assert comparison.status == "key mismatch" and not run.passed
     assert all(run.verdict(v).timing is None for v in run.variants)
-    assert "timings are reported only" in render_markdown(run)
+    lines = render_markdown(run).splitlines()
+    assert lines[1] == f"## GPU check FAILED on {run.device.name} ({run.device.target})"
+    assert lines[3].startswith("**The timing baseline fails the run: ") and "recorded under another key" in lines[3]
+    assert f"torch: baseline '2.9.0', now {run.device.versions['torch']!r}" in lines[3]
+    commands = workflow_commands(run)
+    assert commands[0].startswith("::error title=gpu timing baseline::") and "another key" in commands[0]
+    assert not any(line.startswith("::notice") for line in commands)
+    assert report_data(run)["passed"] is False
 
 
 def test_write_reports_fills_the_folder_the_step_summary_and_workflow_commands(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ timing regression confirmed by re-measurement (tilelang_golden.gpu.gate.timing_g
 fit": it is neither run nor counted as a pass, and it does not fail the gate, because the static snapshots cover
 targets (sm_90 covers H100 and H200 alike), not one card's limit, and seed 01 sweeps num_stages precisely to show
 where a tile shape stops fitting. A run passes when something passed, nothing failed and the timing baseline, if there
-is one, could be read.
+is one, could be read and was recorded under this run's key.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tilelang_golden.gpu.gate.ab_gate import AbVerdict
-from tilelang_golden.gpu.gate.timing_gate import CORRUPT, FAIL, Comparison, TimingVerdict
+from tilelang_golden.gpu.gate.timing_gate import CORRUPT, FAIL, KEY_MISMATCH, Comparison, TimingVerdict
 
 if TYPE_CHECKING:
     from tilelang_golden.gpu.gate.numerics_gate import NumericsResult
@@ -64,8 +64,13 @@ def judge_variant(
     return VariantVerdict(status, tuple(found), timing)
 
 
+# A baseline that exists but cannot judge the run: unreadable, or recorded under another key (another GPU, CUDA,
+# torch or TileLang), whose ratios would be compared with nothing while the run looked green.
+UNUSABLE_BASELINE = (CORRUPT, KEY_MISMATCH)
+
+
 def run_passes(statuses: Iterable[str], comparison: Comparison | None) -> bool:
-    """Something was checked, nothing failed, and the baseline (if any) could be read."""
+    """Something was checked, nothing failed, and the baseline (if any) could be read and is this setup's."""
     statuses = list(statuses)
-    readable = comparison is None or comparison.status != CORRUPT
-    return PASS in statuses and FAIL not in statuses and readable
+    usable = comparison is None or comparison.status not in UNUSABLE_BASELINE
+    return PASS in statuses and FAIL not in statuses and usable

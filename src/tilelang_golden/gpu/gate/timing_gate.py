@@ -2,9 +2,11 @@
 
 Each variant's ratio (tilelang_golden.gpu.measure.timing) against its baseline entry, which
 tilelang_golden.gpu.gate.baseline_file reads. More than WARN_SLOWER more time per unit of the reference than the
-baseline warns; more than FAIL_SLOWER fails, but only if a re-measurement confirms it. No baseline for this GPU, or
-one recorded under another key: the timings are reported only. docs/gpu.md ("How sharp the gate is") says how the
-levels were chosen; benchmarks/timing.py measures them again.
+baseline warns; more than FAIL_SLOWER fails, but only if a re-measurement confirms it. No baseline for this GPU: the
+timings are reported only (a new model). A baseline recorded under another key (GPU, CUDA, torch, TileLang) fails the
+run (tilelang_golden.gpu.gate.gate): reported only, a changed key would switch the gate off unseen, which is what a
+stale or tampered baseline did. docs/gpu.md ("How sharp the gate is") says how the levels were chosen;
+benchmarks/timing.py measures them again.
 """
 
 from __future__ import annotations
@@ -113,8 +115,9 @@ def compare_ratios(
         return Comparison(
             KEY_MISMATCH,
             str(path),
-            f"{path} was recorded under another key ({'; '.join(differing)}): ratios are not compared, "
-            f"timings are reported only. Record a baseline for this setup with `{RECORD_COMMAND}`.",
+            f"{path} was recorded under another key ({'; '.join(differing)}): no ratio can be compared, so the "
+            f"GPU check fails. Record the baseline again on this GPU with `{RECORD_COMMAND}`, review its diff and "
+            "commit it (or fix the GPU lock, if it is the lock that moved by mistake).",
         )
     new: dict[str, TimingVerdict] = {}
     for variant, ratio in ratios.items():

@@ -15,9 +15,9 @@ from typing import Any
 from tilelang_golden.files import atomic_write
 from tilelang_golden.github import append_step_summary, capped, on_actions, workflow_command
 from tilelang_golden.gpu.gate.ab_gate import AB_FAIL_SLOWER, AB_WARN_SLOWER, FASTER, AbComparison, slower_than_base
-from tilelang_golden.gpu.gate.gate import DOES_NOT_FIT, PASS
+from tilelang_golden.gpu.gate.gate import DOES_NOT_FIT, PASS, UNUSABLE_BASELINE
 from tilelang_golden.gpu.gate.numerics_gate import NAMES, STATISTICS, THRESHOLDS, NumericsResult, OutputCheck
-from tilelang_golden.gpu.gate.timing_gate import CORRUPT, FAIL, KEY_MISMATCH, MISSING, NEW, OK, WARN, TimingVerdict
+from tilelang_golden.gpu.gate.timing_gate import FAIL, MISSING, NEW, OK, WARN, TimingVerdict
 from tilelang_golden.gpu.measure.sweep import SweepCurve, conclusions
 from tilelang_golden.gpu.measure.timing import Throughput
 from tilelang_golden.gpu.report.results import GpuRun, VariantResult
@@ -163,6 +163,7 @@ def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
         MARKDOWN_HEADER,
         f"## GPU check {'passed' if run.passed else 'FAILED'} on {d.name} ({d.target})",
         "",
+        *_unusable_baseline(run),
         *([] if run.ab is None else _ab_section(run.ab, run.history)),
         f"{d.runtime}, torch {d.versions['torch']}, TileLang {d.versions['tilelang']}; "
         f"seeds {', '.join(map(str, run.seeds))}; {run.timer['tool']}, each variant next to its reference, "
@@ -216,6 +217,14 @@ def render_markdown(run: GpuRun, plots: list[str] | None = None) -> str:
             lines += ["", f"![latency and shared memory against {axis}]({plot_name(family)})"]
         lines.append("")
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _unusable_baseline(run: GpuRun) -> list[str]:
+    """The timing baseline's failure, first under the headline: it fails the run whatever the variants did."""
+    comparison = run.comparison
+    if comparison is None or comparison.status not in UNUSABLE_BASELINE:
+        return []
+    return [f"**The timing baseline fails the run: {comparison.message}**", ""]
 
 
 def _race_check_lines(run: GpuRun) -> list[str]:
@@ -436,13 +445,15 @@ def _pct(value: float | None) -> str:
 def workflow_commands(run: GpuRun) -> list[str]:
     """GitHub Actions workflow commands for what a maintainer must see without opening the log,
     escaped and capped as the static summary's are (GitHub shows 10 of each kind per step)."""
-    lines = [
+    lines = []
+    # An unusable baseline fails the whole run: said first, before any variant's finding.
+    if run.comparison is not None and run.comparison.status in UNUSABLE_BASELINE:
+        lines.append(workflow_command("error", run.comparison.message, title="gpu timing baseline"))
+    lines += [
         workflow_command("error", p, title=f"gpu check {v.key}") for v in run.failures for p in run.verdict(v).failures
     ]
     lines += [workflow_command("warning", w, title="gpu check") for w in run.warnings()]
-    if run.comparison is not None and run.comparison.status == CORRUPT:
-        lines.append(workflow_command("error", run.comparison.message, title="gpu timing baseline"))
-    if run.comparison is not None and run.comparison.status in (MISSING, KEY_MISMATCH):
+    if run.comparison is not None and run.comparison.status == MISSING:
         lines.append(workflow_command("notice", run.comparison.message, title="gpu timing baseline"))
     return capped(lines, "GPU finding(s)")
 

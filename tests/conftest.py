@@ -76,15 +76,19 @@ def lowerings() -> LoweringSession:
 def golden_session(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Run the golden pytest session in-process against a temporary golden/ folder.
 
-    Each run lowers what it checks afresh, as a new process would: runs share no lowerings.
+    The runs of one test share a lowering cache of their own, as one user's runs share theirs: a static run after a
+    regen reads what the regen lowered, and a case is lowered again only where something it is made from changed (the
+    cache's key; a test that changes what the key does not see, or counts lowerings, passes `--no-cache` or its own
+    `--lowering-cache`). Runs share no lowerings in memory: each is a new process's.
     """
     golden = tmp_path / "golden"
     pending = tmp_path / "pending"
     monkeypatch.delenv("CI", raising=False)
 
     def run(*args: str) -> pytest.RunResult:
-        # Never the repository's lowering cache: a test that wants one names its own folder.
-        cache = () if any(a.startswith(("--lowering-cache", "--no-cache")) for a in args) else ("--no-cache",)
+        # Never the repository's lowering cache.
+        own = (f"--lowering-cache={tmp_path / 'lowering-cache'}",)
+        cache = () if any(a.startswith(("--lowering-cache", "--no-cache")) for a in args) else own
         return pytester.runpytest_inprocess(
             "-p",
             "tilelang_golden.static.plugin",

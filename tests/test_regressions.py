@@ -329,23 +329,33 @@ def use_variant(monkeypatch, stages: int, tile: tuple[int, int, int], target: st
     monkeypatch.setattr(tilelang_golden.catalog.loading, "load_families", lambda *packages, **options: registry)
 
 
-@pytest.mark.parametrize("name", sorted(MUTANTS))
-def test_a_mutant_is_a_regression_refused_until_acknowledged_and_its_reverse_is_free(golden_session, monkeypatch, name):
+def regressed(golden_session, monkeypatch, name: str) -> tuple[str, dict, list[str]]:
+    """The mutant of class `name` snapshotted before, then checked after its change: its case, its snapshots before,
+    and the regression classes the static check found."""
     target, before, after = MUTANTS[name]
     case = f"{MUTANT}/{target}"
     use_variant(monkeypatch, *before, target)
     golden_session("--regen", "-k", case).assert_outcomes(passed=1)
     snapshots = {p: p.read_text() for p in golden_session.golden.rglob(f"{target}.*")}
-
     use_variant(monkeypatch, *after, target)
     static = golden_session("-k", case)
     static.assert_outcomes(failed=1)
     verdict = static.stdout.str()
     assert f"[1] {MUTANT}: {target}" in verdict and "    REGRESSION (" in verdict, verdict
     (result,) = [r for r in (golden_session.pending / "RESULTS.jsonl").read_text().splitlines() if case in r]
-    found = sorted({r.name for r in CheckResult.from_json(result).regressions})
+    return case, snapshots, sorted({r.name for r in CheckResult.from_json(result).regressions})
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_a_mutant_is_a_regression_of_its_class(golden_session, monkeypatch, name):
+    _, _, found = regressed(golden_session, monkeypatch, name)
     assert name in found, found  # with the classes the same change brings too (no stages: no async copies either)
 
+
+def test_a_regression_is_refused_until_acknowledged_and_its_reverse_is_free(golden_session, monkeypatch):
+    """What a regen does with a regression, whatever its class (the classes: the test above)."""
+    name = "tensor-core-mma"
+    case, snapshots, found = regressed(golden_session, monkeypatch, name)
     refused = golden_session("--regen", "-k", case)
     refused.assert_outcomes(failed=1)
     refused.stdout.fnmatch_lines(["*its change is a regression*", f'*--accept-regression "{name}=<why it is right>"*'])
@@ -360,6 +370,7 @@ def test_a_mutant_is_a_regression_refused_until_acknowledged_and_its_reverse_is_
     }
     golden_session("-k", case).assert_outcomes(passed=1)
 
+    target, before, _ = MUTANTS[name]
     use_variant(monkeypatch, *before, target)
     golden_session("--regen", "-k", case).assert_outcomes(passed=1)  # the reverse: an improvement, written freely
     assert {p: p.read_text() for p in snapshots} == snapshots

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import re
 import subprocess
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -417,10 +418,13 @@ def test_the_machine_facts_are_what_tilelangs_jit_compiles_and_compiling_togethe
     together = compile_together(lowered)
     sm_90 = [modules(lowering)[0] for lowering in lowered[:2]]
     assert len({module.headers for module in sm_90}) == 1, "the first two compile in one unit"
+    # A case alone in its unit (its arch and headers) was compiled alone already: compiling it again proves nothing.
+    units = Counter((modules(lowering)[0].arch, modules(lowering)[0].headers) for lowering in lowered)
     for lowering, codes in zip(lowered, together, strict=True):
         assert codes is not None, f"{lowering.case.id} compiles"
         facts = machine_facts(lowering, codes)
-        assert facts == machine_facts(lowering, compile_lowering(lowering)), f"{lowering.case.id}: compiled alone"
+        if units[modules(lowering)[0].arch, modules(lowering)[0].headers] > 1:
+            assert facts == machine_facts(lowering, compile_lowering(lowering)), f"{lowering.case.id}: compiled alone"
         jit = {}
         for module in modules(lowering):
             jit |= tilelang_jit_resources(module, monkeypatch, tmp_path)

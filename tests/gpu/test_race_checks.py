@@ -4,6 +4,7 @@ sanitizer pass runs each variant under each tool in a process of its own (a stan
 fails one with findings, and stops one that hangs. On a GPU: tests/gpu/test_planted.py."""
 
 import os
+import re
 import stat
 import sys
 
@@ -72,20 +73,36 @@ def test_one_launch_turns_the_repeated_launches_off_and_the_summary_says_so(tmp_
 
 # -- the sanitizer pass, with a stand-in for compute-sanitizer --------------------------------------------------
 
-# What the stand-in does for each variant: the log it writes (a racecheck finding in the kernel, or none), how it
-# exits, or that it never finishes. It names the kernel as the real run does.
+# What the stand-in does for each variant: the log it writes (a racecheck or initcheck finding in the kernel, or none),
+# how it exits, or that its racecheck never finishes. As the real pass does, the first tool's process (racecheck)
+# "compiles" the variant into the pass's cache folder and names its kernel; the others load it from there and name
+# nothing, and one that finds nothing there says so and fails: the pass must wait for the first.
 STAND_IN = """\
 #!{python}
-import json, sys, time
+import json, os, pathlib, sys, time
 args = sys.argv[1:]
-tool, log, variant = args[1], args[3], args[-3]
-if variant == "hangs":
+tool, log, variant = args[args.index("--tool") + 1], args[args.index("--log-file") + 1], args[-3]
+assert args[args.index("--target-processes") + 1] == "application-only"
+if variant == "broken":
+    print("BuildError: the variant does not lower", file=sys.stderr)
+    sys.exit(3)
+compiled = pathlib.Path(os.environ["TILELANG_CACHE_DIR"], variant)
+if tool == "racecheck":
+    compiled.parent.mkdir(parents=True, exist_ok=True)
+    compiled.touch()
+    print({mark!r} + json.dumps(["gemm_kernel"]), flush=True)
+elif not compiled.exists():
+    print("compiled again: not in the cache", file=sys.stderr)
+    sys.exit(5)
+if variant == "hangs" and tool == "racecheck":
     time.sleep(3600)
-print({mark!r} + json.dumps(["gemm_kernel"]), flush=True)
 lines = ["========= COMPUTE-SANITIZER"]
 if variant == "racy" and tool == "racecheck":
     lines += ["========= Error: Race reported between Write access at gemm_kernel+0x1b0",
               "=========     and Read access at gemm_kernel+0x1f0 [64 hazards]", "========="]
+if variant == "uninit" and tool == "initcheck":
+    lines += ["========= Uninitialized __global__ memory read of size 2 bytes",
+              "=========     at gemm_kernel+0x2a0", "========="]
 summary = "RACECHECK SUMMARY: {{n}} hazards displayed" if tool == "racecheck" else "ERROR SUMMARY: {{n}} errors"
 lines.append("========= " + summary.format(n=int(len(lines) > 1)))
 open(log, "w").write("\\n".join(lines) + "\\n")
@@ -93,6 +110,8 @@ if variant == "raises":
     print("RuntimeError: CUDA error: an illegal instruction was encountered", file=sys.stderr)
     sys.exit(1)
 """
+# A net for a hang only: every honest stand-in process ends in well under a second, even on a busy machine.
+HANG_LIMIT_S = 20
 
 
 @pytest.fixture
@@ -104,10 +123,11 @@ def stand_in(tmp_path):
 
 
 def test_each_variant_runs_under_each_tool_in_its_own_process_and_findings_fail_it(tmp_path, monkeypatch, stand_in):
-    names = ("right", "racy", "raises", "hangs")
+    names = ("right", "racy", "uninit", "raises", "hangs", "broken")
     family = fake.gemm_family("sanitized", [fake.variant(n) for n in names], shape=fake.SMALL, sanitize_shape={"M": 16})
-    plan = SanitizerPlan(stand_in, jobs=4, limit_s=5)
-    found = sanitize_cases([fake.case(family, n) for n in names], plan, seed=1, log=lambda line: None)
+    plan = SanitizerPlan(stand_in, jobs=4, limit_s=HANG_LIMIT_S)
+    said = []
+    found = sanitize_cases([fake.case(family, n) for n in names], plan, seed=1, log=said.append)
     assert [r.tool for r in found["sanitized/right"].runs] == list(TOOLS) and found["sanitized/right"].passed
     racy = found["sanitized/racy"].failures()
     assert racy == [
@@ -115,10 +135,29 @@ def test_each_variant_runs_under_each_tool_in_its_own_process_and_findings_fail_
         "Error: Race reported between Write access at gemm_kernel+0x1b0 | and Read access at gemm_kernel+0x1f0 "
         "[64 hazards]"
     ], "at the family's sanitize_shape"
+    # initcheck loaded the variant from the cache and named no kernel: the first process's names tell its findings
+    assert found["sanitized/uninit"].failures() == [
+        "compute-sanitizer --tool initcheck at M=16 N=48 K=32: 1 finding(s) in the variant's kernels; the first: "
+        "Uninitialized __global__ memory read of size 2 bytes | at gemm_kernel+0x2a0"
+    ]
     raised = found["sanitized/raises"].failures()
     assert len(raised) == len(TOOLS) and "exit status 1" in raised[0] and "an illegal instruction" in raised[0]
-    hung = found["sanitized/hangs"].failures()
-    assert hung[0] == "compute-sanitizer --tool racecheck at M=16 N=48 K=32: did not finish after 5 s; it was stopped"
+    (hung,) = found["sanitized/hangs"].failures()
+    stopped = rf"racecheck of sanitized/hangs stopped after \d+ s \(limit {HANG_LIMIT_S} s\)"
+    assert re.fullmatch(rf"compute-sanitizer --tool racecheck at M=16 N=48 K=32: {stopped}", hung), hung
+    (broken,) = found["sanitized/broken"].failures()  # its other tools would compile it in vain: not run
+    assert "did not compile at this shape: BuildError: the variant does not lower" in broken
+    assert any(re.fullmatch(f"sanitizer: {stopped}", line) for line in said), "named when it is stopped"
+    lines = sorted(line for line in said if line.startswith("sanitize ["))
+    assert [line.split("]")[0] for line in lines] == [f"sanitize [{n}/6" for n in range(1, 7)], "a line per variant"
+    (right,) = [line for line in lines if "sanitized/right:" in line]
+    assert re.fullmatch(
+        r"sanitize \[\d/6\] sanitized/right: 3 tools, [\d.]+ s, findings so far: \d \(elapsed \d+ s\)", right
+    )
+    assert any(
+        "sanitized/racy: 3 tools" in line and "failed under racecheck, findings so far:" in line for line in lines
+    )
+    assert any("sanitized/broken: 1 tool, " in line for line in lines)
 
 
 def test_a_run_with_sanitize_reports_the_pass_and_fails_the_variant_with_findings(tmp_path, monkeypatch, stand_in):
@@ -162,6 +201,8 @@ def test_compute_sanitizer_is_found_on_path_else_in_the_toolkit(tmp_path, stand_
         (["--repeats", "0"], "--repeats must be at least 1"),
         (["--sanitize-jobs", "4"], "--sanitize-jobs needs --sanitize"),
         (["--sanitize", "--sanitize-jobs", "0"], "--sanitize-jobs needs --sanitize and at least 1"),
+        (["--sanitize-limit", "60"], "--sanitize-limit needs --sanitize"),
+        (["--sanitize", "--sanitize-limit", "0"], "--sanitize-limit needs --sanitize and more than 0 seconds"),
     ],
 )
 def test_options_that_cannot_be_used_are_refused(options, said, capsys):
@@ -171,8 +212,8 @@ def test_options_that_cannot_be_used_are_refused(options, said, capsys):
 
 
 def test_the_options_reach_the_plan():
-    options = command.parse_args(["--repeats", "4", "--sanitize", "--sanitize-jobs", "3"])
+    options = command.parse_args(["--repeats", "4", "--sanitize", "--sanitize-jobs", "3", "--sanitize-limit", "90"])
     options.sanitizer_executable = "/opt/cuda/bin/compute-sanitizer"
     plan = command.check_plan(options, [])
-    assert plan.repeats == 4 and plan.sanitizer == SanitizerPlan("/opt/cuda/bin/compute-sanitizer", jobs=3)
+    assert plan.repeats == 4 and plan.sanitizer == SanitizerPlan("/opt/cuda/bin/compute-sanitizer", jobs=3, limit_s=90)
     assert command.check_plan(command.parse_args([]), []).sanitizer is None

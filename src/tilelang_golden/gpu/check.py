@@ -39,7 +39,7 @@ from tilelang_golden.gpu.measure.timing import (
     Timing,
     throughput,
 )
-from tilelang_golden.gpu.race_checks import not_held, repeats_stage, sanitize_stage
+from tilelang_golden.gpu.race_checks import not_held, repeats_stage, sanitize_stage, sanitizer_record
 from tilelang_golden.gpu.report.results import GpuRun, SnapshotCheck, VariantFailure, VariantResult, build_sweeps
 from tilelang_golden.gpu.run.against import AbPairs
 from tilelang_golden.gpu.run.compile import CompiledCase
@@ -209,11 +209,6 @@ def variant_results(
         )
         for c in compiled
     ]
-
-
-def sanitizer_record(plan: SanitizerPlan, seconds: float) -> dict[str, Any]:
-    """How the sanitizer pass ran, as the report records it."""
-    return {"executable": plan.executable, "tools": list(plan.tools), "jobs": plan.jobs, "seconds": round(seconds, 2)}
 
 
 def main_history(run: GpuRun, folder: Path | None, log: Log) -> dict[str, str]:

@@ -146,7 +146,15 @@ def _race_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="with --sanitize, sanitizer processes at a time (default: the cores, at most 8)",
+        help="with --sanitize, sanitizer processes at a time (default: the cores, at most 16)",
+    )
+    parser.add_argument(
+        "--sanitize-limit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --sanitize, how long one variant may run under one tool before it is stopped and fails (default: "
+        "TimeLimits.sanitizer_s)",
     )
 
 
@@ -174,6 +182,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--repeats must be at least 1 (1: no repeated launches)")
     if options.sanitize_jobs is not None and (not options.sanitize or options.sanitize_jobs < 1):
         parser.error("--sanitize-jobs needs --sanitize and at least 1")
+    if options.sanitize_limit is not None and (not options.sanitize or options.sanitize_limit <= 0):
+        parser.error("--sanitize-limit needs --sanitize and more than 0 seconds")
     return options
 
 
@@ -217,13 +227,14 @@ def check_plan(options: argparse.Namespace, families: Sequence[Family]) -> Check
 
 
 def sanitizer_plan(options: argparse.Namespace) -> SanitizerPlan | None:
-    """`--sanitize`'s plan: the compute-sanitizer `main` found, the processes at a time."""
+    """`--sanitize`'s plan: the compute-sanitizer `main` found, the processes at a time, each one's limit."""
     from tilelang_golden.gpu.sanitize import SanitizerPlan
 
     if not options.sanitize:
         return None
     jobs = {} if options.sanitize_jobs is None else {"jobs": options.sanitize_jobs}
-    return SanitizerPlan(options.sanitizer_executable, **jobs)
+    limit = {} if options.sanitize_limit is None else {"limit_s": options.sanitize_limit}
+    return SanitizerPlan(options.sanitizer_executable, **jobs, **limit)
 
 
 def main(argv: list[str] | None = None) -> int:

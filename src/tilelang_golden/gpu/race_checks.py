@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from tilelang_golden.gpu.gate.numerics_gate import NumericsResult
 from tilelang_golden.gpu.gate.repeat_gate import RepeatCheck
@@ -51,12 +52,24 @@ def repeats_stage(
 def sanitize_stage(
     plan: SanitizerPlan | None, runnable: Sequence[CompiledCase], seed: int, log: Callable[[str], None] = print
 ) -> tuple[dict[str, SanitizerResult], float]:
-    """Every runnable variant under the plan's tools (nothing without a plan), and the stage's seconds."""
+    """Every runnable variant under the plan's tools (nothing without a plan), and the stage's seconds. A SIGINT or
+    SIGTERM during the stage ends it after every sanitizer process was stopped (tilelang_golden.gpu.sanitize)."""
     if plan is None or not runnable:
         return {}, 0.0
     started = time.perf_counter()
     found = sanitize_cases([compiled.case for compiled in runnable], plan, seed, log)
     return found, time.perf_counter() - started
+
+
+def sanitizer_record(plan: SanitizerPlan, seconds: float) -> dict[str, Any]:
+    """How the sanitizer pass ran, as the report records it."""
+    return {
+        "executable": plan.executable,
+        "tools": list(plan.tools),
+        "jobs": plan.jobs,
+        "limit_s": plan.limit_s,
+        "seconds": round(seconds, 2),
+    }
 
 
 def not_held(repeats: Mapping[str, RepeatCheck]) -> set[str]:

@@ -1,12 +1,18 @@
 """compute-sanitizer's reports read as the sanitizer pass reads them: a finding in the variant's kernels fails it with
 the tool's first lines, one in PyTorch's kernels does not, and a run without its summary line proves nothing."""
 
-from pathlib import Path
-
 import pytest
 
-from tilelang_golden.gpu.gate.sanitizer_gate import SHOWN_LINES, SanitizerResult, ToolRun, parse_report
-from tilelang_golden.gpu.sanitize import DID_NOT_COMPILE, KERNELS_MARK, judge_run
+from tilelang_golden.gpu.gate.sanitizer_gate import (
+    DID_NOT_COMPILE,
+    KERNELS_MARK,
+    SHOWN_LINES,
+    SanitizerResult,
+    ToolRun,
+    judge_run,
+    named_kernels,
+    parse_report,
+)
 
 # As racecheck (2025.3, its default `--racecheck-report analysis`) writes a planted missing barrier.
 RACECHECK = """========= COMPUTE-SANITIZER
@@ -73,20 +79,29 @@ def test_a_variant_with_findings_fails_showing_the_tools_first_lines():
     assert long.failures("n=1")[0].endswith(f"line {SHOWN_LINES - 1}"), "the first lines, the whole in report.json"
 
 
-def judged(tmp_path: Path, log: str | None, status: int = 0, out: str | None = None, err: str = "") -> ToolRun:
-    path = tmp_path / "run.log"
-    if log is not None:
-        path.write_text(log)
+def judged(
+    log: str | None, status: int = 0, out: str | None = None, err: str = "", kernels: list[str] | None = None
+) -> ToolRun:
     out = f'{KERNELS_MARK}["next_warp_kernel"]\n' if out is None else out
-    return judge_run("racecheck", status, out, err, path, 1.0)
+    return judge_run("racecheck", status, (out, err, log or ""), 1.0, kernels)
 
 
-def test_a_run_is_judged_by_its_exit_status_its_named_kernels_and_its_summary(tmp_path):
-    found = judged(tmp_path, RACECHECK)
+def test_a_run_is_judged_by_its_exit_status_its_named_kernels_and_its_summary():
+    found = judged(RACECHECK)
     assert found.error is None and len(found.findings) == 1
-    assert judged(tmp_path, CLEAN).failures("n=1") == []
-    unnamed = judged(tmp_path, RACECHECK, out="")
+    assert judged(CLEAN).failures("n=1") == []
+    unnamed = judged(RACECHECK, out="")
     assert unnamed.findings == () and unnamed.error.startswith("its process did not name the variant's kernels")
+    # A process that loaded the variant from the pass's cache names nothing: the first process's names tell
+    loaded = judged(RACECHECK, out="", kernels=["next_warp_kernel"])
+    assert loaded.error is None and len(loaded.findings) == 1
+    assert len(judged(RACECHECK, kernels=["another_kernel"]).findings) == 1, "its own names first"
+
+
+def test_the_named_kernels_are_read_from_whole_lines_only():
+    assert named_kernels(f'compiling\n{KERNELS_MARK}["a_kernel", "b_kernel"]\n') == ["a_kernel", "b_kernel"]
+    assert named_kernels(f'{KERNELS_MARK}["a_kernel", "b_ke') is None, "still being written: read again later"
+    assert named_kernels(f"{KERNELS_MARK}not json\n") is None and named_kernels("") is None
 
 
 @pytest.mark.parametrize(
@@ -117,6 +132,6 @@ def test_a_run_is_judged_by_its_exit_status_its_named_kernels_and_its_summary(tm
     ],
     ids=["did not compile", "raised", "killed", "no summary", "no log"],
 )
-def test_a_run_that_proves_nothing_fails_saying_why(tmp_path, log, status, err, said):
-    run = judged(tmp_path, log, status, err=err)
+def test_a_run_that_proves_nothing_fails_saying_why(log, status, err, said):
+    run = judged(log, status, err=err)
     assert run.failures("rows=8") == [f"compute-sanitizer --tool racecheck at rows=8: {said}"]

@@ -5,15 +5,21 @@ A report is read block by block: a finding starts on a line of its own after the
 (`Error: Race reported between ...`, `Uninitialized __global__ memory read ...`, `Barrier error detected ...`) and
 runs over the indented lines below it. A finding that names one of the variant's device kernels is the variant's;
 one in another kernel (PyTorch's, making the inputs) is counted beside it and fails nothing. A run proves nothing
-unless its process ended normally and the tool wrote its summary line: otherwise it fails with why.
+unless its process ended normally and the tool wrote its summary line: otherwise it fails with why. The process
+names the variant's kernels on its standard output (`KERNELS_MARK`) when it compiled them; one that loaded them from
+the pass's cache names none, and its findings are told by the names the variant's first process gave.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from tilelang_golden.gpu.run.worker import TAIL_LINES
 
 TOOLS = ("racecheck", "synccheck", "initcheck")
 PREFIX = "========="
@@ -21,6 +27,9 @@ PREFIX = "========="
 SUMMARY = re.compile(r"(?:RACECHECK|ERROR) SUMMARY: \d+")
 HEADER = "COMPUTE-SANITIZER"
 SHOWN_LINES = 8  # of a finding, in a failure's message; report.json keeps each finding whole
+# What the sanitized process prints before its device kernels' names, one JSON list.
+KERNELS_MARK = "sanitized kernels: "
+DID_NOT_COMPILE = 3  # its exit status when the variant does not compile at the small shape
 
 
 def parse_report(text: str, kernels: Sequence[str]) -> tuple[list[list[str]], int, bool]:
@@ -98,3 +107,38 @@ class SanitizerResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {"dimensions": self.dimensions, "passed": self.passed, "runs": [run.as_dict() for run in self.runs]}
+
+
+def named_kernels(out: str) -> list[str] | None:
+    """The device kernels a process named on its standard output (the last whole line that names them), or None."""
+    named = [line.removeprefix(KERNELS_MARK) for line in out.splitlines(keepends=True) if line.startswith(KERNELS_MARK)]
+    whole = [line for line in named if line.endswith("\n")]  # a line still being written is read again next time
+    try:
+        return json.loads(whole[-1]) if whole else None
+    except ValueError:  # not the list it prints: no names
+        return None
+
+
+def judge_run(
+    tool: str, status: int, found: tuple[str, str, str], seconds: float, kernels: Sequence[str] | None = None
+) -> ToolRun:
+    """What one process's exit status, standard output, standard error and sanitizer log say: its findings, or why it
+    proved nothing. A process that loaded the variant from the cache names no kernels: `kernels` are the names the
+    variant's first process gave."""
+    out, err, text = found
+    named = named_kernels(out)
+    kernels = named if named is not None else kernels
+    findings, elsewhere, summarized = parse_report(text, kernels or [])
+    tail = " | ".join(line for line in err.splitlines()[-TAIL_LINES:] if line.strip()) or "nothing"
+    error = None
+    if status == DID_NOT_COMPILE:
+        error = f"the variant did not compile at this shape: {tail}"
+    elif status != 0:
+        how = f"killed by {signal.Signals(-status).name}" if status < 0 else f"exit status {status}"
+        error = f"its process ended with {how}; the last lines of its standard error: {tail}"
+    elif not summarized:
+        shown = " | ".join(text.splitlines()[:TAIL_LINES]) or "no log"
+        error = f"compute-sanitizer wrote no summary line, so nothing is proven; its log began: {shown}"
+    elif kernels is None:  # no finding could be told to be the variant's
+        error = f"its process did not name the variant's kernels ({KERNELS_MARK.strip()} ...) before launching it"
+    return ToolRun(tool, tuple(tuple(f) for f in findings), elsewhere, error, seconds)

@@ -59,8 +59,10 @@ class TimeLimits:
     compile_s: float = 20.0
     start_s: float = 120.0  # a fresh worker's Python to its first word, PyTorch's import included
     # One variant under one compute-sanitizer tool (`--sanitize`): its process's start, its compilation at the small
-    # shape and one instrumented launch, which racecheck makes orders of magnitude slower; a net for a hang.
-    sanitizer_s: float = 600.0
+    # shape and one instrumented launch, which racecheck makes orders of magnitude slower; a net for a hang. The
+    # longest honest one on an H100 took 66 s (gemm_streamk at its full shape under racecheck); at 600 s each stall
+    # cost ten minutes of the pass.
+    sanitizer_s: float = 120.0
 
     def limit(self, launches: float, launch_s: float, nominal_s: float = 0.0) -> float:
         return min(self.cap_s, max(self.floor_s, nominal_s + self.factor * launches * launch_s))

@@ -60,7 +60,7 @@ class TimeLimits:
     start_s: float = 120.0  # a fresh worker's Python to its first word, PyTorch's import included
     # One variant under one compute-sanitizer tool (`--sanitize`): its process's start, its compilation at the small
     # shape and one instrumented launch, which racecheck makes orders of magnitude slower; a net for a hang. The
-    # longest honest one on an H100 took 66 s (gemm_streamk at its full shape under racecheck); at 600 s each stall
+    # longest honest one on an H100 took 66 s (a stream-K GEMM at its full shape under racecheck); at 600 s each stall
     # cost ten minutes of the pass.
     sanitizer_s: float = 120.0
 

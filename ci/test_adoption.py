@@ -90,7 +90,8 @@ def test_init_wrote_the_repositorys_files_and_regen_its_snapshots(adopter: World
 def test_main_is_green(adopter: World):
     _, run = push_to_main(adopter)
     assert run.jobs() == {"shard count": "success", **dict.fromkeys(GOLDEN_JOBS, "success"),
-                          "orphan snapshots": "success", "harness tests": "success"}, run.jobs()  # fmt: skip
+                          "orphan snapshots": "success", "golden snapshots (all shards)": "success",
+                          "harness tests": "success"}, run.jobs()  # fmt: skip
 
 
 def test_a_one_token_change_is_red_and_the_regen_patch_turns_it_green(adopter: World):

@@ -11,6 +11,7 @@ import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from tilelang_golden.catalog.build import BuildError
 from tilelang_golden.catalog.cases import Case
@@ -177,9 +178,10 @@ def check_case(
 ) -> CheckResult:
     """One case: when its variant does not build, skipped where the run checks its family's declaration
     (test_family_declaration says why, once per family; `declaration_checked`), failed with the reason where it does
-    not; else its files compared with (or written to) `golden`, failing (and not written) where its facts contradict its
-    machine facts, and a compiler warning that means a wrong result failing it after that, in a regen too, until the
-    kernel is fixed or the variant says why it is right. A first snapshot's spills are the result's findings.
+    not; else its files compared with (or written to) `golden`, failing (and none of them written) where its facts
+    contradict its machine facts or a compiler warning means a wrong result, until the kernel is fixed or the variant
+    says why it is right: a static run says so whether or not a snapshot is committed, so a first run names what the
+    regen would refuse. A first snapshot's spills are the result's findings.
     `accepted`: regression class -> reason, from the regen's `--accept-regression` options."""
     result = CheckResult(case.id, case=(case.family.name, case.variant.name, case.target), accept=case.id)
     started, fresh_seconds = time.perf_counter(), 0.0  # the result's `seconds`: what producing the case costs a run
@@ -207,10 +209,8 @@ def check_case(
             made.update(files)
         return files
 
-    def vet(files: Mapping[str, str]) -> str | None:
-        consequence = f", so nothing under {golden.prefix} was written for it" if regen else ""
-        return unacknowledged_contradictions(case, files, pending.prefix, consequence, parse)
-
+    consequence = f", so nothing under {golden.prefix} was written for it" if regen else ""
+    vet = functools.partial(_refusals, case, pending.prefix, consequence, parse)
     declarations = Declarations(case.family.file or case.family.name, vet)
     result = check_files(result, produce, golden, pending, regen, declared, policy, declarations)
     spilled = first_snapshot_spills(case, made, (golden if result.written else pending).prefix, parse) if first else ()
@@ -219,10 +219,19 @@ def check_case(
     result = replace(result, lowering=lowerings.sources.get(case.id, ""), seconds=seconds, findings=findings)
     if result.outcome in (CaseOutcome.PASSED, CaseOutcome.CHANGED, CaseOutcome.CORRUPT) and not declared:
         result = replace(result, source_change=_source_change(result, golden.prefix + source_file(case)))
-    if result.failed or declared:
-        return result
-    refusal = unacknowledged_warnings(case, parse(lowerings.files(case)[facts_file(case)]))
-    return _failed(result, refusal, accept=None) if refusal else result
+    return result
+
+
+def _refusals(
+    case: Case, where: str, consequence: str, parse: Callable[[str], Any], files: Mapping[str, str]
+) -> str | None:
+    """What a regen refuses to write in a case's produced `files`, found whatever the snapshots hold (so a first run
+    says it beside `no snapshot`): facts that contradict the machine code, a warning that means a wrong result.
+    `where`: the folder holding the files; `consequence`: what the run did about it."""
+    found = [unacknowledged_contradictions(case, files, where, consequence, parse)]
+    if facts_file(case) in files:  # a case declared not to lower has its `.error` alone
+        found.append(unacknowledged_warnings(case, parse(files[facts_file(case)]), consequence))
+    return "\n".join(refusal for refusal in found if refusal) or None
 
 
 def _source_change(result: CheckResult, path: str) -> FileChange:

@@ -11,9 +11,10 @@ once per variant) -> the disk cache's entry under that key, or `lower` (`static.
 
 nvcc spends most of a compile on the headers, so the first case of a group (which one xdist worker runs) that needs
 its machine code compiles it with the other cases of its group and target that the run will produce (`planned`)
-and the cache does not hold: one nvcc per header set (`machine_code.compile_together`). A fresh lowering (the
-regen's second) is compiled alone, as TileLang's JIT compiles it, so a regen refuses a case whose two compiles
-differ.
+and the cache does not hold: one nvcc per header set (`machine_code.compile_together`). Machine code is compiled once
+per distinct module (`machine_code.Module.key`: arch, options, CUDA text) in a run: the regen's second lowering
+exists to prove the lowering deterministic, so where it emits the CUDA the first did it takes the first's machine
+code, and compiles (alone, as TileLang's JIT does) only CUDA of its own, which then differs from the first's anyway.
 
 A case that does not lower (or compile) and is not declared to fail is advised over every target its variant fails on
 (`outcomes`): only then are its family's other targets lowered, each once per run (a refusal is kept like a lowering),
@@ -32,7 +33,14 @@ from tilelang_golden.family import CaseFacts, Family, Variant
 from tilelang_golden.static.kinds import CaseInputs, render_case
 from tilelang_golden.static.produce.lowering import Lowering, LoweringError, LoweringRefused, lower
 from tilelang_golden.static.produce.lowering_cache import LoweringCache, case_key, installed_code, traced_kernel
-from tilelang_golden.static.produce.machine_code import CompileError, MachineCode, compile_lowering, compile_together
+from tilelang_golden.static.produce.machine_code import (
+    CompileError,
+    MachineCode,
+    PackedCode,
+    compile_lowering,
+    compile_together,
+    modules,
+)
 from tilelang_golden.static.snapshots.case_files import case_files, facts_file, source_file
 from tilelang_golden.static.snapshots.snapshot import load_yaml, strip_cuda_header
 from tilelang_golden.targets import TARGETS
@@ -81,6 +89,9 @@ class LoweringSession:
     _files: dict[CaseSlot, tuple[Case, dict[str, str]]] = field(default_factory=dict, repr=False)
     _compiled: dict[CaseSlot, tuple[Case, list[MachineCode]]] = field(default_factory=dict, repr=False)
     _code: dict[str, str] | None = field(default=None, repr=False)
+    # Module.key -> its machine code, for the run: a module alike (the regen's second lowering, another case with the
+    # same CUDA) is not compiled again. Its listings kept compressed (PackedCode): the run holds every module's.
+    _machine: dict[str, PackedCode] = field(default_factory=dict, repr=False)
 
     def build(self, family: Family, variant: Variant) -> BuiltKernel:
         """The variant's kernel, traced once per run (the key, every target's lowering, the declaration check and
@@ -93,12 +104,15 @@ class LoweringSession:
     def key(self, case: Case) -> str:
         """The case's lowering-cache key. Its kernel's text is read once per variant, before any of its lowerings
         (`traced_kernel` says why), and the installed code once per run."""
+        if self._code is None:
+            self._code = installed_code()
+        return case_key(case, self._trace(case), self._code)
+
+    def _trace(self, case: Case) -> dict[str, Any]:
         slot = (id(case.family), id(case.variant))
         if slot not in self._traced:
             self._traced[slot] = (case.variant, traced_kernel(self.build(case.family, case.variant)))
-        if self._code is None:
-            self._code = installed_code()
-        return case_key(case, self._traced[slot][1], self._code)
+        return self._traced[slot][1]
 
     def lower(self, case: Case, *, fresh: bool = False) -> Lowering:
         """The case lowered, once per run unless `fresh` (a refusal too: the advice of another case may have asked
@@ -110,6 +124,8 @@ class LoweringSession:
             raise self._refused[slot][1]
         try:
             built = self.build(case.family, case.variant)
+            if self.cache is not None:  # a regen lowers compile mates before their keys: trace the kernel first
+                self._trace(case)
         except BuildError as error:
             raise LoweringError(case.id, str(error)) from error
         try:
@@ -124,9 +140,11 @@ class LoweringSession:
 
     def files(self, case: Case, *, fresh: bool = False) -> dict[str, str]:
         """The case's snapshot files (`kinds.render_case`), once per run: from the disk cache when it holds
-        them, else lowered (and stored there); `fresh` lowers again, past the cache and every memo."""
-        if fresh:  # lowered afresh once, for every kind of file (each asks for the lowering), and compiled alone
-            return render_case(case, CaseInputs(functools.cache(lambda: self.lower(case, fresh=True))))
+        them, else lowered (and stored there); `fresh` lowers again, past the cache and the run's lowerings (what
+        proves the lowering deterministic), its machine code compiled only where its CUDA is new to the run."""
+        if fresh:  # lowered afresh once, for every kind of file (each asks for the lowering); compiled where it is new
+            lowered = functools.cache(lambda: self.lower(case, fresh=True))
+            return render_case(case, CaseInputs(lowered, lambda: self._compile_alone(lowered())))
         slot = _case_slot(case)
         if slot not in self._files:
 
@@ -144,7 +162,8 @@ class LoweringSession:
                 raise
             self._files[slot] = (case, files)
             self.sources[case.id] = source
-            # Its files hold what the run reads of it from now on: its IR and machine code are let go.
+            # Its files hold what the run reads of it from now on: its IR and machine code are let go (but for the
+            # packed machine code of its modules, `_machine`, which a module alike takes).
             self._lowered.pop(slot, None)
             self._compiled.pop(slot, None)
         return self._files[slot][1]
@@ -177,26 +196,49 @@ class LoweringSession:
             return
         lowering = self.lower(case)
         if compiled and TARGETS[case.target].backend == "cuda" and slot not in self._compiled:
-            self._compiled[slot] = (case, compile_lowering(lowering))
+            self._compiled[slot] = (case, self._compile_alone(lowering))
 
     def machine_code(self, case: Case) -> list[MachineCode]:
         """The machine code of the case's CUDA modules, compiled once per run, together with its compile mates';
         LoweringError where it does not lower, CompileError (from its own compile) where it does not compile."""
         slot = _case_slot(case)
-        if slot not in self._compiled:
-            cases, lowerings = [case], [self.lower(case)]
-            for mate in self._compile_mates(case):
-                try:
-                    lowerings.append(self.lower(mate))
-                except LoweringError:
-                    continue  # its own item says why
+        if slot in self._compiled:
+            return self._compiled[slot][1]
+        known = self._known(self.lower(case))
+        if known is not None:
+            self._compiled[slot] = (case, known)
+            return known
+        cases, lowerings = [case], [self.lower(case)]
+        for mate in self._compile_mates(case):
+            try:
+                lowering = self.lower(mate)
+            except LoweringError:
+                continue  # its own item says why
+            if self._known(lowering) is None:  # a mate whose every module is compiled takes that code in its turn
                 cases.append(mate)
-            for each, code in zip(cases, compile_together(lowerings), strict=True):
-                if code is not None:
-                    self._compiled[_case_slot(each)] = (each, code)
-            if slot not in self._compiled:
-                self._compiled[slot] = (case, compile_lowering(self.lower(case)))
+                lowerings.append(lowering)
+        for each, lowering, code in zip(cases, lowerings, compile_together(lowerings), strict=True):
+            if code is not None:
+                self._compiled[_case_slot(each)] = (each, self._keep(lowering, code))
+        if slot not in self._compiled:
+            self._compiled[slot] = (case, self._compile_alone(self.lower(case)))
         return self._compiled[slot][1]
+
+    def _known(self, lowering: Lowering) -> list[MachineCode] | None:
+        """The machine code of a lowering's modules where this run compiled every one of them, else None."""
+        keys = [module.key for module in modules(lowering)]
+        return [self._machine[key].unpacked() for key in keys] if all(k in self._machine for k in keys) else None
+
+    def _keep(self, lowering: Lowering, codes: list[MachineCode]) -> list[MachineCode]:
+        for module, code in zip(modules(lowering), codes, strict=True):
+            self._machine.setdefault(module.key, PackedCode.of(code))
+        return codes
+
+    def _compile_alone(self, lowering: Lowering) -> list[MachineCode]:
+        """A lowering's machine code as this run compiled its modules, else compiled alone, as TileLang's JIT does
+        (CompileError where it does not compile)."""
+        known = self._known(lowering)
+        return known if known is not None else self._keep(lowering, compile_lowering(lowering))
 
     def _compile_mates(self, case: Case) -> list[Case]:
         """The cases compiled with `case`: of its group and target, planned by this run, not yet produced or

@@ -12,7 +12,9 @@ counts than the GPU's own compile (docs/machine-facts.md).
 nvcc spends most of a kernel's compile on the headers (about 2 s of a GEMM's 3), so a session compiles the modules of
 one target that share their headers and options together (`compile_together`): one translation unit holds them
 all, each kernel renamed for the compile and named back in the results. Where such a unit does not compile, each
-module is compiled alone, as TileLang compiles it, so a failure is its own case's.
+module is compiled alone, as TileLang compiles it, so a failure is its own case's. Modules alike (`Module.key`: the
+same arch, options and CUDA) compile once; a run's session keeps what each key compiled to, so the regen's second
+lowering, which proves the lowering deterministic, compiles nothing its first did.
 
 nvdisasm spends most of its run starting (0.2-0.3 s, whatever it reads) and reads one file, so the kernels of every
 unit compiled together are listed by one nvdisasm per arch: their code sections (`.text.<kernel>` of each cubin) end
@@ -23,11 +25,13 @@ the instructions of an ELF's code sections alike (docs/machine-facts.md), and st
 from __future__ import annotations
 
 import bisect
+import hashlib
 import re
 import shlex
 import struct
 import subprocess
 import tempfile
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +82,26 @@ class MachineCode:
 
 
 @dataclass(frozen=True)
+class PackedCode:
+    """A MachineCode as a run keeps it for modules alike to come: its listings compressed, since a module's listing is
+    tens to hundreds of KiB of text and a run may keep thousands (this repository's: 63 KiB a module, 11 packed)."""
+
+    arch: str
+    options: tuple[str, ...]
+    reports: Mapping[str, str]
+    listings: Mapping[str, bytes]
+
+    @classmethod
+    def of(cls, code: MachineCode) -> PackedCode:
+        packed = {name: zlib.compress(text.encode(), 1) for name, text in code.listings.items()}
+        return cls(code.arch, code.options, code.reports, packed)
+
+    def unpacked(self) -> MachineCode:
+        listings = {name: zlib.decompress(data).decode() for name, data in self.listings.items()}
+        return MachineCode(self.arch, self.options, self.reports, listings)
+
+
+@dataclass(frozen=True)
 class Module:
     """One CUDA module TileLang emitted for a case (a chain has one per kernel) and the pass configs it was jitted
     with."""
@@ -93,6 +117,15 @@ class Module:
     @property
     def options(self) -> tuple[str, ...]:
         return code_options(self.pass_configs)
+
+    @property
+    def key(self) -> str:
+        """What decides its machine code, hashed: its arch, the options and the CUDA text (nvcc, its headers and
+        TileLang's templates are one per run)."""
+        digest = hashlib.sha256()
+        for part in (self.arch, *self.options, self.cuda):
+            digest.update(part.encode() + b"\0")
+        return digest.hexdigest()
 
     @property
     def headers(self) -> str:
@@ -117,8 +150,13 @@ def compile_together(lowerings: Sequence[Lowering]) -> list[list[MachineCode] | 
     options and headers compiled in one translation unit; None for a case whose modules do not compile (its own
     compile_lowering says why)."""
     grouped: dict[tuple[str, tuple[str, ...], str], list[tuple[int, int, Module]]] = {}
+    first: dict[str, tuple[int, int]] = {}  # a module's key -> the place of the first module alike, compiled for both
+    alike: dict[tuple[int, int], tuple[int, int]] = {}
     for index, lowering in enumerate(lowerings):
         for position, module in enumerate(modules(lowering)):
+            if first.setdefault(module.key, (index, position)) != (index, position):
+                alike[(index, position)] = first[module.key]
+                continue
             grouped.setdefault((module.arch, module.options, module.headers), []).append((index, position, module))
     units: list[tuple[list[tuple[int, int]], _Compiled]] = []
     for members in grouped.values():
@@ -133,6 +171,7 @@ def compile_together(lowerings: Sequence[Lowering]) -> list[list[MachineCode] | 
     compiled: dict[tuple[int, int], MachineCode] = {}
     for (places, _), codes in zip(units, _listed([unit for _, unit in units]), strict=True):
         compiled |= dict(zip(places, codes, strict=True))
+    compiled |= {place: compiled[other] for place, other in alike.items() if other in compiled}
     found: list[list[MachineCode] | None] = []
     for index, lowering in enumerate(lowerings):
         codes = [compiled.get((index, position)) for position in range(len(lowering.kernels))]

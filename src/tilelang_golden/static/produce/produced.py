@@ -39,8 +39,9 @@ class NowLowers(RuntimeError):
 FAILING_WARNINGS = ("read before initialization", CERTAIN)
 
 
-def unacknowledged_warnings(case: Case, facts: dict[str, Any]) -> str | None:
-    """Why the warnings in a case's facts fail its check, with what to do; None when none does."""
+def unacknowledged_warnings(case: Case, facts: dict[str, Any], consequence: str = "") -> str | None:
+    """Why the warnings in a case's facts fail its check, with what to do; None when none does. `consequence`: what
+    the run did about it (`, so nothing under golden/ was written for it`)."""
     acknowledged = [part.lower() for part in case.variant.acknowledged_warnings]
     failing = [
         (kind, warning)
@@ -52,7 +53,7 @@ def unacknowledged_warnings(case: Case, facts: dict[str, Any]) -> str | None:
         return None
     kinds = ", ".join(f'{kind!r}: "<why>"' for kind in dict.fromkeys(kind for kind, _ in failing))
     return (
-        f"{case.id}: what its lowering warned about fails its check:\n"
+        f"{case.id}: what its lowering warned about fails its check{consequence}:\n"
         + "\n".join(warning for _, warning in failing)
         + f"\nFix the kernel in {case.family.file}; if it is right as written, say why on variant "
         f"{case.variant.name!r}: Variant(acknowledged_warnings={{{kinds}}})"

@@ -176,12 +176,13 @@ def record(path: Path, new: Mapping[str, float], keep: Callable[[str], bool], re
 
 
 def record_regen(registry: Registry, golden: Path, pending: Path) -> str | None:
-    """The regen's records: each case it lowered that has none, and none of a case no family has."""
+    """The regen's records: each case it lowered and wrote that has none (a case it refused has no snapshot, so no
+    record either), and none of a case no family has."""
     try:
         results = read_results(pending)
     except ResultsError:
         results = []
-    return record(golden / COSTS, measured(results), known_cases(registry), refresh=False)
+    return record(golden / COSTS, measured(r for r in results if r.written), known_cases(registry), refresh=False)
 
 
 def plan_lines(registry: Registry, costs: Costs, configured: int) -> list[str]:

@@ -282,3 +282,21 @@ def family(kernel: Any, params: dict | None = None, name: str = "styles", **over
         file=f"kernels/{name}.py",
     )
     return Family(**{**declaration, **overrides})
+
+
+def state_written_late(rows: int, cols: int, block_rows: int = 8) -> T.PrimFunc:
+    """Upstream's gated delta net without an initial state: each iteration stores the running state, then updates
+    it; the first iteration stores a state nothing wrote."""
+
+    @T.prim_func
+    def scan(X: T.Tensor((rows, cols), "float16"), Y: T.Tensor((rows, cols), "float16")):
+        with T.Kernel(1, threads=128):
+            state = T.alloc_shared((block_rows, cols), "float16")
+            running = T.alloc_fragment((block_rows, cols), "float32")
+            T.clear(running)
+            for k in T.Pipelined(rows // block_rows, num_stages=2):
+                T.copy(state, Y[k * block_rows, 0])
+                T.copy(X[k * block_rows, 0], running)
+                T.copy(running, state)
+
+    return scan

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import kernel_styles as styles
 import pytest
-import tilelang.language as T
 from conftest import REPO, num_stages_case
 
 import tilelang_golden.catalog.loading
@@ -136,29 +135,11 @@ def test_a_new_case_that_a_regen_would_write_is_offered_the_regen(tmp_path):
 # -- a real lowering: the gated delta net's state, stored before anything sets it ----------------------------------
 
 
-def state_stored_before_set(rows: int, cols: int, block_rows: int = 8) -> T.PrimFunc:
-    """Upstream's gated delta net without an initial state: each iteration stores the running state, then updates
-    it, so the first stores a state nothing wrote."""
-
-    @T.prim_func
-    def scan(X: T.Tensor((rows, cols), "float16"), Y: T.Tensor((rows, cols), "float16")):
-        with T.Kernel(1, threads=128):
-            state = T.alloc_shared((block_rows, cols), "float16")
-            running = T.alloc_fragment((block_rows, cols), "float32")
-            T.clear(running)
-            for k in T.Pipelined(rows // block_rows, num_stages=2):
-                T.copy(state, Y[k * block_rows, 0])
-                T.copy(X[k * block_rows, 0], running)
-                T.copy(running, state)
-
-    return scan
-
-
 def test_a_new_gated_delta_net_is_refused_by_its_first_static_run_and_its_regen_writes_nothing(
     golden_session, monkeypatch
 ):
     family = styles.family(
-        state_stored_before_set, {"block_rows": 8}, name="gated_delta_state", outputs=[1], targets=["sm_80"]
+        styles.state_written_late, {"block_rows": 8}, name="gated_delta_state", outputs=[1], targets=["sm_80"]
     )
     case = Case(family, family.variants[0], "sm_80")
     monkeypatch.setattr(

@@ -33,13 +33,8 @@ def git(repo: Path, *args: str, stdin: bytes | None = None) -> bytes:
                           timeout=SUBPROCESS_LIMIT_S).stdout  # fmt: skip
 
 
-@pytest.fixture
-def repo(tmp_path: Path) -> Path:
-    """A repository with a workflow, snapshots under golden/ and a file beside it."""
-    root = tmp_path / "repo"
-    files = {WORKFLOW: WORKFLOW_TEXT, "golden/fam/a/sm_90.cu": "// a\nint a;\n", "golden/fam/a/sm_90.yaml": "a: 1\n",
-             "golden/fam/b/sm_90.error": "failed\n", "golden/MANIFEST.yaml": "tilelang: 1\n",
-             "README.md": "r\n"}  # fmt: skip
+def committed(root: Path, files: dict[str, str]) -> Path:
+    """A git repository at `root` holding `files` (path -> text) in one commit on main."""
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
@@ -47,6 +42,16 @@ def repo(tmp_path: Path) -> Path:
     git(root, "add", "--all")
     git(root, "commit", "--quiet", "-m", "base")
     return root
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository with a workflow, snapshots under golden/ and a file beside it."""
+    root = tmp_path / "repo"
+    files = {WORKFLOW: WORKFLOW_TEXT, "golden/fam/a/sm_90.cu": "// a\nint a;\n", "golden/fam/a/sm_90.yaml": "a: 1\n",
+             "golden/fam/b/sm_90.error": "failed\n", "golden/MANIFEST.yaml": "tilelang: 1\n",
+             "README.md": "r\n"}  # fmt: skip
+    return committed(root, files)
 
 
 def check(repo: Path, patch: bytes | str, folder: str = "golden", *, cwd: Path | None = None):
@@ -433,13 +438,7 @@ def facts_repo(tmp_path: Path) -> Path:
     files = {"pyproject.toml": '[tool.tilelang-golden]\nfamilies = ["kernels"]\n', "kernels/fam.py": FAMILY_SOURCE,
              "golden/fam/a/sm_80.machine.yaml": MACHINE_FACTS.format(spills=0, blocks=7, warps=28),
              "golden/COSTS.yaml": "seconds:\n  fam/a/sm_80: 0.5\n"}  # fmt: skip
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
-    git(root, "init", "--quiet", "--initial-branch", "main")
-    git(root, "add", "--all")
-    git(root, "commit", "--quiet", "-m", "base")
-    return root
+    return committed(root, files)
 
 
 def judge(repo: Path, change, accept: str = "") -> tuple[int, str]:

@@ -47,24 +47,6 @@ def copied_in_then_out(rows: int, cols: int, block_rows: int = 8) -> T.PrimFunc:
     return copy
 
 
-def state_written_late(rows: int, cols: int, block_rows: int = 8) -> T.PrimFunc:
-    """Upstream's gated delta net without an initial state: each iteration stores the running state, then updates
-    it; the first iteration stores a state nothing wrote."""
-
-    @T.prim_func
-    def scan(X: T.Tensor((rows, cols), "float16"), Y: T.Tensor((rows, cols), "float16")):
-        with T.Kernel(1, threads=128):
-            state = T.alloc_shared((block_rows, cols), "float16")
-            running = T.alloc_fragment((block_rows, cols), "float32")
-            T.clear(running)
-            for k in T.Pipelined(rows // block_rows, num_stages=2):
-                T.copy(state, Y[k * block_rows, 0])
-                T.copy(X[k * block_rows, 0], running)
-                T.copy(running, state)
-
-    return scan
-
-
 def written_if(rows: int, cols: int, block_rows: int = 8) -> T.PrimFunc:
     """The shared tile is filled only for blocks past the first; every block copies it out."""
 
@@ -226,7 +208,7 @@ def test_a_shared_tile_copied_out_before_it_is_written_is_certain(target, loweri
 
 
 def test_a_loop_that_reads_its_state_before_writing_it_reads_stale_memory_on_its_first_iteration(lowerings):
-    assert warnings(lowerings, case(state_written_late)) == [
+    assert warnings(lowerings, case(styles.state_written_late)) == [
         f"shared buffer state in scan_kernel: {CERTAIN} (on the first iteration of loop k, the read by "
         "T.copy(state, Y) precedes every write)"
     ]

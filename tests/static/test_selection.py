@@ -12,8 +12,8 @@ import pytest
 from conftest import REPO, SMALL_CASE, SUBPROCESS_LIMIT_S, collected_cases, collected_items
 
 from tilelang_golden.static.command import GOLDEN, OWN_CONFIGURATION, ignore_pytest_environment
-from tilelang_golden.static.report.verdict import HIDING, build_verdict
-from tilelang_golden.static.snapshots.results import CheckResult, Status
+from tilelang_golden.static.report.verdict import build_verdict
+from tilelang_golden.static.snapshots.results import HIDING, CheckResult, Status
 
 HIDDEN = SMALL_CASE  # the case every planted setting tries to hide
 # Each way a checkout could hand pytest options, with a setting that hides HIDDEN (or, by -k, every case of its

@@ -101,8 +101,7 @@ def pytest_configure(config: pytest.Config) -> None:
             parse_shard(shard)
         except ValueError as error:
             raise pytest.UsageError(str(error)) from None
-    # What the run collected, before anything deselects (whether anything but the command line did: selection), and
-    # after the run's hook has named the items: of two tryfirst hooks pluggy calls the one registered last first.
+    # Registered first: of two tryfirst hooks pluggy calls the last registered first, so the items are named before.
     config.pluginmanager.register(tilelang_golden.static.selection, "golden-selection")
     config.pluginmanager.register(golden_run(config), GoldenRun.PLUGIN)
 
@@ -157,8 +156,7 @@ def pytest_deselected(items: Sequence[pytest.Item]) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """After -k/-m: leave out the items that check nothing, bring back the load failures of families the selection
-    names, keep this shard's groups, add the check that fails on what else was deselected, refuse an empty
-    selection."""
+    names, keep this shard's groups, add the check of what else was deselected, refuse an empty selection."""
     items[:] = [item for item in items if not checks_nothing(item)]
     run = golden_run(config)
     items += [item for item in named_load_failures(config) if item not in items]

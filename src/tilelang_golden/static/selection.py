@@ -18,7 +18,7 @@ from _pytest.mark import KeywordMatcher, MarkMatcher
 from _pytest.mark.expression import Expression
 
 from tilelang_golden.static.item_names import GROUP_SUFFIX, checks_nothing
-from tilelang_golden.static.report.verdict import HIDING
+from tilelang_golden.static.snapshots.results import HIDING
 
 CHECK = HIDING  # its item, held back from the run unless something was hidden
 COLLECTED = pytest.StashKey[list[pytest.Item]]()

@@ -20,7 +20,7 @@ from tilelang_golden.regressions import Regression
 from tilelang_golden.static.report.topics import facts_headline, leading_topic
 from tilelang_golden.static.snapshots.changes import FactChange, FileChange, Mismatch
 from tilelang_golden.static.snapshots.regen import regen_command
-from tilelang_golden.static.snapshots.results import PENDING_DIR, CaseKey, CheckResult
+from tilelang_golden.static.snapshots.results import HIDING, PENDING_DIR, CaseKey, CheckResult
 from tilelang_golden.targets import TARGETS
 
 # The terminal shows at most this many lines of one facts diff and of one source diff.
@@ -31,8 +31,6 @@ TERMINAL_BODY_LINES = 140
 # The terminal's closing lines name at most this many entries; a failure's text at most this many lines.
 FOOTER_ENTRIES = 4
 FAILURE_TEXT_LINES = 20
-# The check that fails where something other than the command line deselected checks (static.selection).
-HIDING = "test_no_hidden_checks"
 # A -k expression longer than this is replaced by the unfiltered regen in the closing command.
 MAX_SELECTOR = 300
 
@@ -358,8 +356,7 @@ def build_verdict(
                 error=True,
             )
         )
-    # Checks that did not run lead (what hid them), then regressions, each kind in its own order.
-    entries.sort(key=lambda entry: (HIDING not in entry.checks, not entry.regressions))
+    entries.sort(key=lambda entry: (HIDING not in entry.checks, not entry.regressions))  # hidden checks, regressions
     return Verdict(tuple(entries), _accept_all(entries, failing, every))
 
 

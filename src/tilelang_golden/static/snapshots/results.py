@@ -22,6 +22,8 @@ from tilelang_golden.static.snapshots.changes import CaseOutcome, FileChange, Mi
 CaseKey = tuple[str, str, str]  # family, variant, target
 # The file in the pending folder, beside the snapshots (SnapshotStore.files leaves it out).
 RESULTS = "RESULTS.jsonl"
+# The check that fails where something other than the command line deselected checks (static.selection).
+HIDING = "test_no_hidden_checks"
 # Where a static run writes what it produced and its results, unless `--pending-dir` says otherwise.
 PENDING_DIR = Path("build/golden-pending")
 

@@ -4,7 +4,10 @@ wheel, a pull request only builds it. Then what of the caller's environment a jo
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -75,3 +78,46 @@ def test_a_job_sees_none_of_the_callers_credentials(tmp_path: Path, monkeypatch:
     assert "LC_MEASUREMENT=C.UTF-8" in printed and "PIP_PROGRESS_BAR=off" in printed, printed
     assert "leaked" not in printed and "GH_TOKEN" not in printed and "AWS_SECRET_ACCESS_KEY" not in printed, printed
     assert "PIP_EXTRA_INDEX_URL" not in printed, printed
+
+
+FAIL_LOUDLY = """name: fail
+on: push
+jobs:
+  fail:
+    name: fail
+    runs-on: ubuntu-24.04
+    steps:
+      - run: |
+          seq 1 2000
+          echo "::error title=fail::the last words"
+          exit 3
+"""
+
+
+def test_a_failed_steps_last_words_reach_the_log(tmp_path: Path):
+    """act's host mode may stop reading a failed step's terminal before its last lines (ci/bin/bash says where); the
+    scenarios judge a failure by its `::error::`, so every line of a failed step has to arrive."""
+
+    def fill(repo: Path) -> None:
+        (repo / ".github" / "workflows").mkdir(parents=True)
+        (repo / ".github" / "workflows" / "fail.yml").write_text(FAIL_LOUDLY)
+
+    world = World(tmp_path, Path(sys.executable), fill)
+    _, run = world.run("fail.yml", "push", push_event(world))
+    assert run.jobs() == {"fail": "failure"}
+    (error,) = run.commands("fail", "error")
+    assert error["arg"] == "the last words", error
+    assert run.output("fail").count("\n") >= 2000
+
+
+def test_the_steps_bash_keeps_the_exit_status_and_lingers_only_after_a_failure(tmp_path: Path):
+    """ci/bin/bash runs the bash after it on PATH (never itself) with the step's arguments."""
+    wrapper = Path(__file__).parent / "bin" / "bash"
+    env = {"PATH": f"{wrapper.parent}{os.pathsep}{os.environ['PATH']}"}
+    script = tmp_path / "step.sh"
+    script.write_text('echo "$BASH_VERSION"; exit "$1"\n')
+    for status in (0, 3):
+        started = time.monotonic()
+        done = subprocess.run([str(wrapper), "-e", str(script), str(status)], env=env, capture_output=True, text=True)
+        assert done.returncode == status and done.stdout.strip(), done
+        assert status == 0 or time.monotonic() - started >= 1, "a failed step lingers for act's reader"

@@ -247,8 +247,10 @@ def upgrade_preview(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The repository's tests: all of them, or the paths given (`nox -s tests -- tests/history`)."""
     install(session)  # the CPU lock has matplotlib and NVML too: the GPU report's plot is tested here
-    # No path here: pytest runs its configured testpaths (tests/) unless the options name paths.
-    session.run("python", "-m", "pytest", "-n", "auto", *session.posargs)
+    # No path here: pytest runs its configured testpaths (tests/) unless the options name paths. Work stealing: a
+    # worker that runs out takes the other's queued tests, so a long test near the end does not leave a core idle
+    # (docs/measurements.md: 458 s -> 409 s of pytest on 2 cores; a third worker was slower, 467 s).
+    session.run("python", "-m", "pytest", "-n", "auto", "--dist", "worksteal", *session.posargs)
 
 
 @nox.session

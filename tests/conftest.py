@@ -72,23 +72,34 @@ def lowerings() -> LoweringSession:
     return LoweringSession()
 
 
+@pytest.fixture(scope="session")
+def shared_machine_code(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """One machine code cache for every golden session of the test run (each xdist worker's too): its entries are
+    keyed on the CUDA text and every input of the compile, so any run may read any other's."""
+    base = tmp_path_factory.getbasetemp()
+    return (base if worker_id == "master" else base.parent) / "machine-code"
+
+
 @pytest.fixture
-def golden_session(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def golden_session(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_machine_code):
     """Run the golden pytest session in-process against a temporary golden/ folder.
 
     The runs of one test share a lowering cache of their own, as one user's runs share theirs: a static run after a
     regen reads what the regen lowered, and a case is lowered again only where something it is made from changed (the
     cache's key; a test that changes what the key does not see, or counts lowerings, passes `--no-cache` or its own
-    `--lowering-cache`). Runs share no lowerings in memory: each is a new process's.
+    `--lowering-cache`). Runs share no lowerings in memory: each is a new process's. The machine code cache is the
+    test run's (`shared_machine_code`); a test that counts compiles passes its own `--machine-code-cache`.
     """
     golden = tmp_path / "golden"
     pending = tmp_path / "pending"
     monkeypatch.delenv("CI", raising=False)
 
     def run(*args: str) -> pytest.RunResult:
-        # Never the repository's lowering cache.
+        # Never the repository's caches.
         own = (f"--lowering-cache={tmp_path / 'lowering-cache'}",)
         cache = () if any(a.startswith(("--lowering-cache", "--no-cache")) for a in args) else own
+        machine = (f"--machine-code-cache={shared_machine_code}",)
+        shared = () if any(a.startswith(("--machine-code-cache", "--no-cache")) for a in args) else machine
         return pytester.runpytest_inprocess(
             "-p",
             "tilelang_golden.static.plugin",
@@ -98,6 +109,7 @@ def golden_session(pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytes
             f"--golden-dir={golden}",
             f"--pending-dir={pending}",
             *cache,
+            *shared,
             *args,
         )
 

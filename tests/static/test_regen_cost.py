@@ -1,7 +1,8 @@
 """A regen lowers every case twice, to prove the lowering deterministic, and compiles its machine code once: machine
 code is compiled once per distinct module (its arch, options and CUDA text) in a run, so the second lowering takes
 the first's where it emits the same CUDA, and compiles only CUDA of its own (which the regen then refuses as
-nondeterministic anyway)."""
+nondeterministic anyway). Across runs the machine code cache keeps what each module compiled to, and a regen reads it
+too."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import tilelang_golden.static.session
 from tilelang_golden.catalog.cases import family_cases
 from tilelang_golden.catalog.loading import load_families
 from tilelang_golden.static.produce import machine_code
-from tilelang_golden.static.produce.lowering_cache import LoweringCache
+from tilelang_golden.static.produce.lowering_cache import CorruptEntry, LoweringCache
 from tilelang_golden.static.produce.machine_code import PackedCode, compile_together
 from tilelang_golden.static.session import LoweringSession
 from tilelang_golden.static.snapshots.case_files import machine_file
@@ -85,8 +86,10 @@ def test_a_second_lowering_that_emits_other_cuda_is_compiled_alone(tools, monkey
     assert tools == ["nvcc", "nvdisasm", "nvcc", "nvdisasm"]
 
 
-def test_a_regen_runs_nvcc_once_per_case(golden_session, tools):
-    golden_session("--regen", "-k", SMALL_CASE).assert_outcomes(passed=1)
+def test_a_regen_runs_nvcc_once_per_case(golden_session, tools, tmp_path):
+    golden_session("--regen", f"--machine-code-cache={tmp_path / 'machine-code'}", "-k", SMALL_CASE).assert_outcomes(
+        passed=1
+    )
     assert tools == ["nvcc", "nvdisasm"]
     machine = machine_file(num_stages_case(0, "sm_90", (64, 64, 32)))
     assert (golden_session.golden / machine).read_text() == (REPO / "golden" / machine).read_text()
@@ -104,3 +107,42 @@ def test_a_regen_stores_its_compile_mates_under_the_keys_a_static_run_reads(tmp_
     static = LoweringSession(LoweringCache(tmp_path))
     assert static.files(first) == regen.files(first) and static.files(mate) == regen.files(mate)
     assert static.sources == {first.id: "cache", mate.id: "cache"}
+
+
+def test_a_regen_takes_the_machine_code_an_earlier_run_compiled_and_writes_its_files(golden_session, tools, tmp_path):
+    own = f"--machine-code-cache={tmp_path / 'machine-code'}"
+    golden_session(own, "-k", SMALL_CASE).assert_outcomes(failed=1)  # no snapshot yet; it compiles the case
+    assert tools == ["nvcc", "nvdisasm"]
+    tools.clear()
+    golden_session("--regen", own, "-k", SMALL_CASE).assert_outcomes(passed=1)
+    assert tools == [], "lowered twice, compiled by no one"
+    machine = machine_file(num_stages_case(0, "sm_90", (64, 64, 32)))
+    assert (golden_session.golden / machine).read_text() == (REPO / "golden" / machine).read_text()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "other key"])
+def test_a_corrupt_machine_code_entry_is_a_miss_with_a_warning(tools, tmp_path, damage):
+    case = num_stages_case(0, "sm_90", (64, 64, 32))
+    cache = LoweringCache(tmp_path, read=False)
+    first = LoweringSession(cache).files(case)
+    (entry,) = (tmp_path / "machine-code").glob("??/*.json")
+    text = entry.read_text()
+    entry.write_text(text[: len(text) // 2] if damage == "truncated" else text.replace('"key": "', '"key": "0', 1))
+    tools.clear()
+    with pytest.warns(CorruptEntry, match="machine code cache entry ignored"):
+        assert LoweringSession(cache).files(case) == first
+    assert tools == ["nvcc", "nvdisasm"]
+
+
+def test_machine_code_is_kept_per_installed_code_and_not_at_all_without_a_cache(tools, tmp_path, monkeypatch):
+    """Other compilers, TileLang headers or harness code make other machine code: an entry is theirs alone."""
+    case = num_stages_case(0, "sm_90", (64, 64, 32))
+    LoweringSession(LoweringCache(tmp_path, read=False)).files(case)
+    code = tilelang_golden.static.session.installed_code()
+    monkeypatch.setattr(tilelang_golden.static.session, "installed_code", lambda: {**code, "toolchain": "other"})
+    tools.clear()
+    LoweringSession(LoweringCache(tmp_path, read=False)).files(case)
+    assert tools == ["nvcc", "nvdisasm"] and len(list((tmp_path / "machine-code").glob("??/*.json"))) == 2
+    tools.clear()
+    LoweringSession().files(case)
+    assert tools == ["nvcc", "nvdisasm"], "no cache: compiled"

@@ -37,7 +37,14 @@ def add_options(group: Any) -> None:
         metavar="DIR",
         help="the content-addressed lowering cache (default: build/lowering-cache)",
     )
-    group.addoption("--no-cache", action="store_true", help="lower every case; neither read nor write the cache")
+    group.addoption(
+        "--machine-code-cache",
+        default=None,
+        metavar="DIR",
+        help="the content-addressed store of compiled machine code, which a regen reads too (default: the lowering "
+        "cache's machine-code folder)",
+    )
+    group.addoption("--no-cache", action="store_true", help="lower and compile every case; use neither cache")
     group.addoption(
         "--refresh-cache",
         action="store_true",

@@ -107,11 +107,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _lowering_cache(config: pytest.Config) -> LoweringCache | None:
-    """The cache the options ask for; a regen never reads it: it lowers every case (twice) and refreshes it."""
+    """The cache the options ask for; a regen never reads its lowerings: it lowers every case (twice) and refreshes
+    them."""
     if config.getoption("--no-cache"):
         return None
     refresh = config.getoption("--regen") or config.getoption("--refresh-cache")
-    return LoweringCache(Path(config.getoption("--lowering-cache")), read=not refresh)
+    machine_code = config.getoption("--machine-code-cache")
+    return LoweringCache(Path(config.getoption("--lowering-cache")), not refresh, machine_code and Path(machine_code))
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -12,9 +12,10 @@ once per variant) -> the disk cache's entry under that key, or `lower` (`static.
 nvcc spends most of a compile on the headers, so the first case of a group (which one xdist worker runs) that needs
 its machine code compiles it with the other cases of its group and target that the run will produce (`planned`)
 and the cache does not hold: one nvcc per header set (`machine_code.compile_together`). Machine code is compiled once
-per distinct module (`machine_code.Module.key`: arch, options, CUDA text) in a run: the regen's second lowering
-exists to prove the lowering deterministic, so where it emits the CUDA the first did it takes the first's machine
-code, and compiles (alone, as TileLang's JIT does) only CUDA of its own, which then differs from the first's anyway.
+per distinct module (`machine_code.Module.key`: arch, options, CUDA text), and kept across runs by the machine code
+cache beside the lowering cache (`machine_code_cache`), which a regen reads too: its second lowering exists to prove
+the lowering deterministic, so where it emits CUDA compiled before it takes that machine code, and compiles (alone,
+as TileLang's JIT does) only CUDA of its own, which then differs from the first's anyway.
 
 A case that does not lower (or compile) and is not declared to fail is advised over every target its variant fails on
 (`outcomes`): only then are its family's other targets lowered, each once per run (a refusal is kept like a lowering),
@@ -41,6 +42,7 @@ from tilelang_golden.static.produce.machine_code import (
     compile_together,
     modules,
 )
+from tilelang_golden.static.produce.machine_code_cache import MachineCodeCache
 from tilelang_golden.static.snapshots.case_files import case_files, facts_file, source_file
 from tilelang_golden.static.snapshots.snapshot import load_yaml, strip_cuda_header
 from tilelang_golden.targets import TARGETS
@@ -104,9 +106,12 @@ class LoweringSession:
     def key(self, case: Case) -> str:
         """The case's lowering-cache key. Its kernel's text is read once per variant, before any of its lowerings
         (`traced_kernel` says why), and the installed code once per run."""
+        return case_key(case, self._trace(case), self._installed())
+
+    def _installed(self) -> dict[str, str]:
         if self._code is None:
             self._code = installed_code()
-        return case_key(case, self._trace(case), self._code)
+        return self._code
 
     def _trace(self, case: Case) -> dict[str, Any]:
         slot = (id(case.family), id(case.variant))
@@ -225,14 +230,28 @@ class LoweringSession:
         return self._compiled[slot][1]
 
     def _known(self, lowering: Lowering) -> list[MachineCode] | None:
-        """The machine code of a lowering's modules where this run compiled every one of them, else None."""
+        """The machine code of a lowering's modules where this run compiled, or the machine code cache holds, every
+        one of them, else None."""
         keys = [module.key for module in modules(lowering)]
+        stored = self._stored_machine_code()
+        for key in keys:
+            if key not in self._machine and stored is not None:
+                packed = stored.load(key, self._installed())
+                if packed is not None:
+                    self._machine[key] = packed
         return [self._machine[key].unpacked() for key in keys] if all(k in self._machine for k in keys) else None
 
     def _keep(self, lowering: Lowering, codes: list[MachineCode]) -> list[MachineCode]:
+        stored = self._stored_machine_code()
         for module, code in zip(modules(lowering), codes, strict=True):
-            self._machine.setdefault(module.key, PackedCode.of(code))
+            if module.key not in self._machine:
+                self._machine[module.key] = PackedCode.of(code)
+                if stored is not None:
+                    stored.store(module.key, self._installed(), self._machine[module.key])
         return codes
+
+    def _stored_machine_code(self) -> MachineCodeCache | None:
+        return None if self.cache is None else MachineCodeCache(self.cache.machine_code)
 
     def _compile_alone(self, lowering: Lowering) -> list[MachineCode]:
         """A lowering's machine code as this run compiled its modules, else compiled alone, as TileLang's JIT does

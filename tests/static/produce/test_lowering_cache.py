@@ -195,7 +195,7 @@ def test_the_fingerprint_reads_every_module_that_writes_snapshot_files():
 
 def stored(tmp_path, case: Case):
     files = LoweringSession(LoweringCache(tmp_path)).files(case)
-    (entry,) = tmp_path.rglob("*.json")
+    (entry,) = tmp_path.glob("??/*.json")
     return files, entry
 
 
@@ -242,7 +242,7 @@ def test_the_session_reports_lowered_and_cached_cases_and_regen_never_reads_the_
     warm.assert_outcomes(passed=1)
     warm.stdout.fnmatch_lines(["*0 cases lowered, 1 from the lowering cache*"])
     # A forged entry: the check reads it and fails against golden/; a regen lowers and refuses the entry.
-    (entry,) = (tmp_path / "cache").rglob("*.json")
+    (entry,) = (tmp_path / "cache").glob("??/*.json")
     data = json.loads(entry.read_text())
     forged = {path: text.replace("__syncthreads", "__syncwarp") for path, text in data["files"].items()}
     entry.write_text(json.dumps({**data, "files": forged, "digest": lowering_cache._digest(forged)}))
@@ -258,6 +258,7 @@ def test_the_session_reports_lowered_and_cached_cases_and_regen_never_reads_the_
 class FakeConfig:
     def __init__(self, **options: object) -> None:
         self.options = {"--regen": False, "--refresh-cache": False, "--no-cache": False, "--families": ["kernels"],
+                        "--machine-code-cache": None,
                         "--golden-dir": None, "--pending-dir": PENDING_DIR}  # fmt: skip
         self.options.update(options)
         self.options.setdefault("--lowering-cache", "unused")

@@ -54,10 +54,17 @@ class StaleCacheEntry(RuntimeError):
 
 @dataclass(frozen=True)
 class LoweringCache:
-    """A folder of entries `<key[:2]>/<key>.json`; `read` False for a refresh (lower everything, store it)."""
+    """A folder of entries `<key[:2]>/<key>.json`; `read` False for a refresh (lower everything, store it). The
+    machine code its cases compiled to is kept in `machine_code` (default: its `machine-code` folder), which a
+    refresh reads too (`machine_code_cache`)."""
 
     root: Path
     read: bool = True
+    machine_code_root: Path | None = None
+
+    @property
+    def machine_code(self) -> Path:
+        return self.machine_code_root or self.root / "machine-code"
 
     def files(
         self, case: Case, key: str, lower: Callable[[], dict[str, str]], names: Sequence[str]

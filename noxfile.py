@@ -250,7 +250,7 @@ def tests(session: nox.Session) -> None:
     # No path here: pytest runs its configured testpaths (tests/) unless the options name paths. Work stealing: a
     # worker that runs out takes the other's queued tests, so a long test near the end does not leave a core idle
     # (docs/measurements.md: 458 s -> 409 s of pytest on 2 cores; a third worker was slower, 467 s).
-    session.run("python", "-m", "pytest", "-n", "auto", "--dist", "worksteal", *session.posargs)
+    session.run("python", "-m", "pytest", "-n", "auto", "--dist=worksteal", *session.posargs)
 
 
 @nox.session

@@ -55,4 +55,6 @@ def workflows(session: nox.Session) -> None:
     session.install("--require-hashes", "-r", WORKFLOWS_LOCK)
     # The venvs the copy's jobs restore from the stand-in cache, made or brought up to date here.
     session.run("python", "-m", "nox", "--install-only", "-s", "static", "tests", "lint", "wheel")
-    session.run("python", "-m", "pytest", "ci", "-p", "no:cacheprovider", *session.posargs)
+    # A file per worker, its scenarios in order (each file's World is its worker's own; ci/conftest.py).
+    session.run("python", "-m", "pytest", "ci", "-n", "auto", "--dist=loadfile", "-p", "no:cacheprovider",
+                *session.posargs)  # fmt: skip

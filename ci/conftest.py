@@ -1,5 +1,6 @@
-"""One reduced repository for all scenarios of a run, in the order GitHub would meet them: main's push first
-(whose caches the pull requests restore), then the pull requests, the regen and the GPU dispatch."""
+"""One reduced repository for the scenarios of a worker (`nox -s workflows` deals the files to xdist workers, a file
+to one worker, its scenarios in order), met in the order GitHub would meet them: main's push first (whose caches the
+pull requests restore), then the pull requests, the regen and the GPU dispatch. Each file starts from main itself."""
 
 from __future__ import annotations
 

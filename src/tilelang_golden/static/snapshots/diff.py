@@ -5,11 +5,14 @@ The snapshot kinds (tilelang_golden.static.kinds) compare their files with these
 from __future__ import annotations
 
 import difflib
+import os
 from typing import Any
 
 from tilelang_golden.static.snapshots.changes import FactChange
 
 MAX_DIFF_LINES = 120
+# A changed value is shown in at most this many characters.
+SHORT = 100
 
 
 def _changes(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[list[Any], str, str]]:
@@ -20,8 +23,12 @@ def _changes(old: dict[str, Any], new: dict[str, Any]) -> list[tuple[list[Any], 
     changes = []
     for change_type in sorted(diff):
         for change in diff[change_type]:
-            before = "<absent>" if change_type.endswith("_added") else _short(change.t1)
-            after = "<absent>" if change_type.endswith("_removed") else _short(change.t2)
+            if change_type.endswith("_added"):
+                before, after = "<absent>", _short(change.t2)
+            elif change_type.endswith("_removed"):
+                before, after = _short(change.t1), "<absent>"
+            else:
+                before, after = shortened_apart(change.t1, change.t2)
             changes.append((change.path(output_format="list"), before, after))
     return changes
 
@@ -69,7 +76,26 @@ def changed_fields(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def _short(value: Any) -> str:
     text = repr(value)
-    return text if len(text) <= 100 else text[:97] + "..."
+    return text if len(text) <= SHORT else text[: SHORT - 3] + "..."
+
+
+def shortened_apart(before: Any, after: Any) -> tuple[str, str]:
+    """Two values as `_short` gives them, but where both are cut: from the same offset, a little before their first
+    difference, so that the two cut texts show what differs (two long warnings that differ in one word past their
+    first 100 characters would otherwise read alike)."""
+    old, new = repr(before), repr(after)
+    if len(old) <= SHORT and len(new) <= SHORT:
+        return old, new
+    common = len(os.path.commonprefix([old, new]))
+    start = max(0, common - SHORT // 3)
+    return _window(old, start), _window(new, start)
+
+
+def _window(text: str, start: int) -> str:
+    """`SHORT` characters of `text` from `start`, with `...` where it was cut."""
+    head = "..." if start else ""
+    body = text[start : start + SHORT - len(head)]
+    return head + body if start + len(body) >= len(text) else head + body[:-3] + "..."
 
 
 def text_diff(old: str, new: str, path: str, prefixes: tuple[str, str], context: int = 3) -> list[str]:

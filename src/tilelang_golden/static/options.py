@@ -7,7 +7,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tilelang_golden.regressions import REASON_PLACEHOLDER, RegressionClass, class_names, unwritten
+from tilelang_golden.static.produce.lowering_cache import LoweringCache
 from tilelang_golden.static.snapshots.results import PENDING_DIR
 
 ACCEPT_REGRESSION = "--accept-regression"
@@ -92,3 +95,13 @@ def accepted_regressions(values: Sequence[str], regen: bool, classes: Iterable[R
                 raise ValueError(f"{ACCEPT_REGRESSION} names {name!r} twice; give one reason per class")
             accepted[name] = reason
     return accepted
+
+
+def lowering_cache(config: pytest.Config) -> LoweringCache | None:
+    """The cache the options ask for; a regen never reads its lowerings: it lowers every case (twice) and refreshes
+    them."""
+    if config.getoption("--no-cache"):
+        return None
+    refresh = config.getoption("--regen") or config.getoption("--refresh-cache")
+    machine_code = config.getoption("--machine-code-cache")
+    return LoweringCache(Path(config.getoption("--lowering-cache")), not refresh, machine_code and Path(machine_code))

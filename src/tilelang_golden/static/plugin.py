@@ -35,7 +35,7 @@ from tilelang_golden.static.item_names import (
     locate,
     set_node_id,
 )
-from tilelang_golden.static.options import accepted_regressions, add_options
+from tilelang_golden.static.options import accepted_regressions, add_options, lowering_cache
 from tilelang_golden.static.produce.lowering_cache import LoweringCache
 from tilelang_golden.static.report.verdict import (
     Verdict,
@@ -104,16 +104,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Registered first: of two tryfirst hooks pluggy calls the last registered first, so the items are named before.
     config.pluginmanager.register(tilelang_golden.static.selection, "golden-selection")
     config.pluginmanager.register(golden_run(config), GoldenRun.PLUGIN)
-
-
-def _lowering_cache(config: pytest.Config) -> LoweringCache | None:
-    """The cache the options ask for; a regen never reads its lowerings: it lowers every case (twice) and refreshes
-    them."""
-    if config.getoption("--no-cache"):
-        return None
-    refresh = config.getoption("--regen") or config.getoption("--refresh-cache")
-    machine_code = config.getoption("--machine-code-cache")
-    return LoweringCache(Path(config.getoption("--lowering-cache")), not refresh, machine_code and Path(machine_code))
+    config.pluginmanager.import_plugin("tilelang_golden.static.fixtures")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -184,17 +175,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     run.planned.update(item.callspec.params["case"].id for item in items_of(items, "test_case"))
     run.declared.update(item.callspec.params["family"].name for item in items_of(items, "test_family_declaration"))
     if not items and not hasattr(config, "workerinput"):
-        raise pytest.UsageError(empty_selection(config))
+        raise pytest.UsageError(tilelang_golden.static.selection.empty_selection(config))
     # An xdist worker must not raise here: the controller would only say "no tests ran". It
     # reports what it collected, and the controller refuses an empty selection (below).
-
-
-def empty_selection(config: pytest.Config) -> str:
-    return (
-        "no golden case matches this selection "
-        f"(-k {config.getoption('keyword')!r}, --shard {config.getoption('--shard')!r}); "
-        "list the cases with `nox -s static -- --collect-only -q`"
-    )
 
 
 # -- what an item reports: one CheckResult, written by the process that ran it ------------------------------
@@ -324,9 +307,7 @@ class GoldenRun:
         """What this process built, traced and lowered, made on first use (an xdist controller that starts
         workers lowers nothing, and need not import TileLang)."""
         if self._lowerings is None:
-            from tilelang_golden.static.session import (
-                LoweringSession,
-            )  # it imports TileLang: lowering is what it is for
+            from tilelang_golden.static.session import LoweringSession  # imports TileLang: it is for lowering
 
             self._lowerings = LoweringSession(self.cache, self.planned)
         return self._lowerings
@@ -354,7 +335,7 @@ class GoldenRun:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """Under xdist, the same refusal and exit status as without it: ERROR on stderr, usage error."""
         if self.collected_by_worker and not any(self.collected_by_worker.values()):
-            sys.stderr.write(f"ERROR: {empty_selection(session.config)}\n")
+            sys.stderr.write(f"ERROR: {tilelang_golden.static.selection.empty_selection(session.config)}\n")
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
     @functools.cached_property
@@ -425,30 +406,9 @@ def golden_run(config: pytest.Config) -> GoldenRun:
         golden = Path(config.getoption("--golden-dir") or settings.golden)
         pending = Path(config.getoption("--pending-dir"))
         config.stash[GOLDEN_RUN] = GoldenRun(
-            _lowering_cache(config), packages, golden, pending, settings.targets, worker=hasattr(config, "workerinput")
+            lowering_cache(config), packages, golden, pending, settings.targets, worker=hasattr(config, "workerinput")
         )
     return config.stash[GOLDEN_RUN]
-
-
-@pytest.fixture(scope="session")
-def families(pytestconfig: pytest.Config) -> tilelang_golden.catalog.loading.Registry:
-    """The run's families (`--families`)."""
-    return golden_run(pytestconfig).registry
-
-
-@pytest.fixture(scope="session")
-def golden_store(pytestconfig: pytest.Config) -> SnapshotStore:
-    return SnapshotStore(golden_run(pytestconfig).golden)
-
-
-@pytest.fixture(scope="session")
-def pending_store(pytestconfig: pytest.Config) -> SnapshotStore:
-    return SnapshotStore(golden_run(pytestconfig).pending)
-
-
-@pytest.fixture(scope="session")
-def regen(pytestconfig: pytest.Config) -> bool:
-    return bool(pytestconfig.getoption("--regen"))
 
 
 def accepted(config: pytest.Config) -> dict[str, str]:
@@ -458,14 +418,3 @@ def accepted(config: pytest.Config) -> dict[str, str]:
         return {}
     classes = [c for family in golden_run(config).registry.families for c in family.regressions]
     return accepted_regressions(values, config.getoption("--regen"), (*REGRESSION_CLASSES, *classes))
-
-
-@pytest.fixture(scope="session")
-def accepted_regressions_option(pytestconfig: pytest.Config) -> dict[str, str]:
-    return accepted(pytestconfig)
-
-
-@pytest.fixture(scope="session")
-def lowerings(pytestconfig: pytest.Config) -> LoweringSession:
-    """What this process built, traced and lowered in this run, and the lowering cache it uses."""
-    return golden_run(pytestconfig).lowerings

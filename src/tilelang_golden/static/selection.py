@@ -81,3 +81,11 @@ def hidden_text(config: pytest.Config) -> str:
             "hides them, and select cases with -k.",
         ]
     )
+
+
+def empty_selection(config: pytest.Config) -> str:
+    return (
+        "no golden case matches this selection "
+        f"(-k {config.getoption('keyword')!r}, --shard {config.getoption('--shard')!r}); "
+        "list the cases with `nox -s static -- --collect-only -q`"
+    )
